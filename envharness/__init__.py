@@ -1,0 +1,59 @@
+"""envharness: run agents in persistent environments and keep hash-chained evidence of it all.
+
+The names here are the public API; ``tests/test_exports.py`` keeps this list honest.
+"""
+
+from envharness._version import __version__
+from envharness.agent import Agent, AgentReply, Cost
+from envharness.environment import (
+    Environment,
+    EnvironmentSpec,
+    FindingSpec,
+    Resolution,
+    ScoreReport,
+)
+from envharness.errors import (
+    ChainConflictError,
+    ConfigurationError,
+    EnvharnessError,
+    NotFoundError,
+    ScenarioInputError,
+    StoreBusyError,
+    StoreError,
+    StoreLayoutError,
+    StoreVersionError,
+)
+from envharness.harness import AsyncEnvironmentHarness, EnvironmentHarness, Session
+from envharness.records import Record
+from envharness.scenario import Scenario
+from envharness.store import ChainBreak, RecordFilter, SessionInfo, VerifyReport
+
+__all__ = [
+    "Agent",
+    "AgentReply",
+    "AsyncEnvironmentHarness",
+    "ChainBreak",
+    "ChainConflictError",
+    "ConfigurationError",
+    "Cost",
+    "EnvharnessError",
+    "Environment",
+    "EnvironmentHarness",
+    "EnvironmentSpec",
+    "FindingSpec",
+    "NotFoundError",
+    "Record",
+    "RecordFilter",
+    "Resolution",
+    "Scenario",
+    "ScenarioInputError",
+    "ScoreReport",
+    "Session",
+    "SessionInfo",
+    "StoreBusyError",
+    "StoreError",
+    "StoreLayoutError",
+    "StoreVersionError",
+    "VerifyReport",
+    "__version__",
+]

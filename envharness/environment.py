@@ -1,0 +1,152 @@
+"""The environment contract: four ordinary methods and a stable spec.
+
+An environment is rules over a state value. The runtime owns everything else — turns, evidence,
+timeouts — so the rules stay plain, testable Python. State must be encodable by msgspec (a
+Struct, a dataclass, or plain JSON types): that is what makes checkpoints, branches and resume
+exact, and the runtime fails a session clearly when it is not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from random import Random
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+
+import msgspec
+
+from envharness.records import EnvironmentRef
+
+__all__ = [
+    "Environment",
+    "EnvironmentSpec",
+    "Resolution",
+    "ScoreReport",
+    "FindingSpec",
+]
+
+StateT = TypeVar("StateT")
+InputT = TypeVar("InputT", contravariant=True)
+
+
+@dataclass(frozen=True, slots=True)
+class EnvironmentSpec:
+    """What an environment is, frozen into every session's evidence.
+
+    ``turn_order``: ``"simultaneous"`` — every participant observes the same state and acts
+    concurrently, then one ``resolve`` takes all actions; ``"sequential"`` — participants act
+    one after another in roster order, each resolved before the next observes.
+
+    ``invalid_actions``: ``"fail"`` ends the session when an action does not validate against
+    ``action_type`` (or is not a JSON object); ``"block"`` records an ``action.blocked`` and
+    goes on without it.
+    """
+
+    name: str
+    version: str
+    input_type: type[Any]
+    action_type: type[Any] | None = None
+    observation_type: type[Any] | None = None
+    roles: tuple[str, ...] = ("agent",)
+    turn_order: Literal["simultaneous", "sequential"] = "simultaneous"
+    invalid_actions: Literal["fail", "block"] = "fail"
+    scoring_version: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.turn_order not in ("simultaneous", "sequential"):
+            raise ValueError(
+                f"EnvironmentSpec {self.name!r}: turn_order must be 'simultaneous' or "
+                f"'sequential', not {self.turn_order!r}"
+            )
+        if self.invalid_actions not in ("fail", "block"):
+            raise ValueError(
+                f"EnvironmentSpec {self.name!r}: invalid_actions must be 'fail' or 'block', "
+                f"not {self.invalid_actions!r}"
+            )
+        if not self.roles:
+            raise ValueError(f"EnvironmentSpec {self.name!r}: roles must name at least one role")
+
+    def reference(self) -> EnvironmentRef:
+        """The spec as evidence: names and JSON Schema instead of Python types."""
+        try:
+            input_schema: dict[str, Any] | None = msgspec.json.schema(self.input_type)
+        except TypeError:
+            input_schema = None
+        return EnvironmentRef(
+            name=self.name,
+            version=self.version,
+            turn_order=self.turn_order,
+            roles=self.roles,
+            input_type=_type_name(self.input_type),
+            action_type=_type_name(self.action_type) if self.action_type else None,
+            observation_type=_type_name(self.observation_type) if self.observation_type else None,
+            input_schema=input_schema,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """What one ``resolve`` produced.
+
+    ``outcomes`` holds each acting participant's private outcome (sent back as feedback and
+    recorded with its executed action); ``signals`` are numbers worth plotting per turn;
+    ``artifacts`` are files (name → bytes) kept content-addressed beside the evidence.
+    """
+
+    state: Any
+    outcomes: Mapping[str, Any] = field(default_factory=dict)
+    done: bool = False
+    signals: Mapping[str, float] = field(default_factory=dict)
+    artifacts: Mapping[str, bytes] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class FindingSpec:
+    """A judgement a scorer makes, citing the turns whose records support it."""
+
+    title: str
+    detail: str = ""
+    severity: Literal["info", "low", "medium", "high"] = "info"
+    turns: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreReport:
+    """A versioned score for a finished session; ``version`` defaults to the spec's."""
+
+    metrics: Mapping[str, float]
+    passed: bool | None = None
+    findings: tuple[FindingSpec, ...] = ()
+    uncertainty: Mapping[str, float] = field(default_factory=dict)
+    version: str | None = None
+
+
+@runtime_checkable
+class Environment(Protocol[StateT, InputT]):
+    """Rules over a msgspec-encodable state. A fresh instance serves each session.
+
+    ``score(state, scenario)`` is optional: define it to have a score report recorded at the
+    end of every session.
+    """
+
+    spec: EnvironmentSpec
+
+    def initialize(self, input: InputT, rng: Random, roster: Mapping[str, str]) -> StateT:
+        """The initial state; ``roster`` maps each participant to its role."""
+        ...
+
+    def observe(self, state: StateT, participant: str) -> Any:
+        """What ``participant`` may see of ``state`` — and nothing it may not."""
+        ...
+
+    def resolve(self, state: StateT, actions: Mapping[str, Any]) -> Resolution:
+        """Apply the participants' actions; never mutate ``state`` in place."""
+        ...
+
+    def intervene(self, state: StateT, intervention: Mapping[str, Any]) -> StateT:
+        """Apply a declared outside change (used by branches)."""
+        ...
+
+
+def _type_name(kind: type[Any]) -> str:
+    return f"{kind.__module__}.{kind.__qualname__}"

@@ -1,0 +1,282 @@
+"""The public entry points: :class:`AsyncEnvironmentHarness` and its blocking twin.
+
+The async harness is the one implementation. :class:`EnvironmentHarness` runs each call on an
+event loop in a helper thread through an anyio blocking portal, so scripts and notebooks (whose
+own loop may already be running) get the same behaviour without a second code path.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+from anyio.from_thread import start_blocking_portal
+
+from envharness.agent import Agent, AgentFactory, implementation_of
+from envharness.environment import Environment, EnvironmentSpec
+from envharness.errors import ConfigurationError
+from envharness.records import ErrorInfo, Record, Status, new_id
+from envharness.runtime import ProgressCallback, SessionPlan, SessionRunner
+from envharness.scenario import Scenario, validate_input
+from envharness.store import RecordFilter, SessionInfo, VerifyReport, open_store
+
+__all__ = ["AsyncEnvironmentHarness", "EnvironmentHarness", "Session"]
+
+DEFAULT_ACTION_TIMEOUT = 120.0
+"""Seconds an agent may take for one action before its session fails (``None``: no limit)."""
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+EnvironmentFactory = Callable[[], Environment[Any, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A finished (or ended) session run: its id, how it ended, and why."""
+
+    id: str
+    status: Status
+    turns_completed: int
+    store: Path
+    reason: str | None = None
+    error: ErrorInfo | None = field(default=None, repr=False)
+
+
+class AsyncEnvironmentHarness:
+    """Runs sessions of one environment with one roster, recording into one store.
+
+    ``environment`` and each value of ``agents`` are factories (usually the classes): a fresh
+    environment and fresh agents are made for every session. ``roles`` maps participants to
+    the environment's roles; it may be left out when the environment has a single role.
+    """
+
+    def __init__(
+        self,
+        store: str | PathLike[str],
+        *,
+        environment: EnvironmentFactory,
+        agents: Mapping[str, AgentFactory],
+        roles: Mapping[str, str] | None = None,
+        action_timeout: float | None = DEFAULT_ACTION_TIMEOUT,
+        harness_version: str | None = None,
+    ) -> None:
+        self.store = Path(store).expanduser()
+        self._environment_factory = _check_factory(environment, "environment")
+        if not agents:
+            raise ConfigurationError(
+                "agents is empty; give at least one participant, e.g. agents={'alice': MyAgent}"
+            )
+        self._agent_factories = {
+            _check_participant(name): _check_factory(factory, f"agent {name!r}")
+            for name, factory in agents.items()
+        }
+        spec = self._make_environment().spec
+        self._roster = _roster(spec, list(self._agent_factories), roles or {})
+        if action_timeout is not None and action_timeout <= 0:
+            raise ConfigurationError(
+                f"action_timeout must be positive seconds or None, not {action_timeout}"
+            )
+        self._action_timeout = action_timeout
+        self._harness_version = harness_version
+
+    async def run(
+        self,
+        scenario: Scenario[Any],
+        *,
+        turns: int,
+        seed: int = 0,
+        progress: ProgressCallback | None = None,
+    ) -> Session:
+        """Run one standalone session to its end and return how it ended.
+
+        Agent and environment failures end the session ``failed`` (see ``Session.reason``);
+        they are not raised. Bad arguments raise :class:`ConfigurationError` before anything
+        is recorded.
+        """
+        plan = self._plan(scenario, turns=turns, seed=seed)
+        async with open_store(self.store) as store:
+            result = await SessionRunner(store, plan, progress).run()
+        return Session(
+            id=result.id,
+            status=result.status,
+            turns_completed=result.turns_completed,
+            store=self.store,
+            reason=result.reason,
+            error=result.error,
+        )
+
+    async def sessions(self, *, status: str | None = None) -> list[SessionInfo]:
+        async with open_store(self.store, create=False) as store:
+            return await store.sessions(status=status)
+
+    async def records(
+        self, session_id: str, selection: RecordFilter | None = None
+    ) -> AsyncIterator[Record]:
+        async with open_store(self.store, create=False) as store:
+            info = await store.session(session_id)
+            async for record in store.records(info.id, selection):
+                yield record
+
+    async def verify(self) -> VerifyReport:
+        async with open_store(self.store, create=False) as store:
+            return await store.verify()
+
+    # -- planning ------------------------------------------------------------------------------
+
+    def _plan(self, scenario: Scenario[Any], *, turns: int, seed: int) -> SessionPlan:
+        if not isinstance(scenario, Scenario):
+            raise ConfigurationError(
+                f"expected a Scenario(id=..., input=...), got {type(scenario).__name__}"
+            )
+        if isinstance(turns, bool) or not isinstance(turns, int) or turns < 1:
+            raise ConfigurationError(f"turns must be a positive integer, not {turns!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ConfigurationError(f"seed must be an integer, not {seed!r}")
+        environment = self._make_environment()
+        agents = {
+            name: self._make_agent(name, factory) for name, factory in self._agent_factories.items()
+        }
+        return SessionPlan(
+            session_id=new_id("ses"),
+            environment=environment,
+            agents=agents,
+            roster=self._roster,
+            scenario=scenario,
+            input=validate_input(scenario, environment.spec.input_type),
+            turns=turns,
+            seed=seed,
+            action_timeout=self._action_timeout,
+            harness_version=self._harness_version,
+        )
+
+    def _make_environment(self) -> Environment[Any, Any]:
+        environment: Environment[Any, Any] = self._environment_factory()
+        spec = getattr(environment, "spec", None)
+        if not isinstance(spec, EnvironmentSpec):
+            raise ConfigurationError(
+                f"environment {type(environment).__name__} has no `spec` EnvironmentSpec; "
+                "declare spec = EnvironmentSpec(name=..., version=..., input_type=...)"
+            )
+        missing = [
+            m
+            for m in ("initialize", "observe", "resolve", "intervene")
+            if not callable(getattr(environment, m, None))
+        ]
+        if missing:
+            raise ConfigurationError(
+                f"environment {type(environment).__name__} lacks {', '.join(missing)}(); "
+                "an environment defines initialize, observe, resolve and intervene"
+            )
+        return environment
+
+    def _make_agent(self, participant: str, factory: AgentFactory) -> Agent:
+        agent = factory()
+        implementation_of(agent, participant)
+        return agent
+
+
+class EnvironmentHarness:
+    """The blocking face of :class:`AsyncEnvironmentHarness`, for scripts and notebooks."""
+
+    def __init__(
+        self,
+        store: str | PathLike[str],
+        *,
+        environment: EnvironmentFactory,
+        agents: Mapping[str, AgentFactory],
+        roles: Mapping[str, str] | None = None,
+        action_timeout: float | None = DEFAULT_ACTION_TIMEOUT,
+        harness_version: str | None = None,
+    ) -> None:
+        self.aio = AsyncEnvironmentHarness(
+            store,
+            environment=environment,
+            agents=agents,
+            roles=roles,
+            action_timeout=action_timeout,
+            harness_version=harness_version,
+        )
+
+    @property
+    def store(self) -> Path:
+        return self.aio.store
+
+    def run(
+        self,
+        scenario: Scenario[Any],
+        *,
+        turns: int,
+        seed: int = 0,
+        progress: ProgressCallback | None = None,
+    ) -> Session:
+        return _blocking(self.aio.run, scenario, turns=turns, seed=seed, progress=progress)
+
+    def sessions(self, *, status: str | None = None) -> list[SessionInfo]:
+        return _blocking(self.aio.sessions, status=status)
+
+    def records(self, session_id: str, selection: RecordFilter | None = None) -> list[Record]:
+        async def collect() -> list[Record]:
+            return [record async for record in self.aio.records(session_id, selection)]
+
+        return _blocking(collect)
+
+    def verify(self) -> VerifyReport:
+        return _blocking(self.aio.verify)
+
+
+def _blocking(function: Callable[_P, Awaitable[_T]], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+    with start_blocking_portal() as portal:
+        return portal.call(lambda: function(*args, **kwargs))
+
+
+def _check_factory(factory: Any, what: str) -> Any:
+    if not callable(factory):
+        hint = (
+            " — pass the class (or a zero-argument factory), not an instance: a fresh one is "
+            "made for every session"
+            if hasattr(factory, "act") or hasattr(factory, "resolve")
+            else ""
+        )
+        raise ConfigurationError(
+            f"{what} must be a class or factory, got {type(factory).__name__}{hint}"
+        )
+    if inspect.isclass(factory) and inspect.isabstract(factory):
+        raise ConfigurationError(f"{what} {factory.__name__} is abstract and cannot be created")
+    return factory
+
+
+def _check_participant(name: Any) -> str:
+    if not isinstance(name, str) or not name or len(name) > 64 or not name.isprintable():
+        raise ConfigurationError(
+            f"participant name {name!r} must be a non-empty printable string of at most "
+            "64 characters"
+        )
+    return name
+
+
+def _roster(
+    spec: EnvironmentSpec, participants: list[str], roles: Mapping[str, str]
+) -> dict[str, str]:
+    unknown = sorted(set(roles) - set(participants))
+    if unknown:
+        raise ConfigurationError(f"roles names {unknown} that are not in agents {participants}")
+    roster: dict[str, str] = {}
+    for name in participants:
+        role = roles.get(name) or (spec.roles[0] if len(spec.roles) == 1 else None)
+        if role is None:
+            raise ConfigurationError(
+                f"participant {name!r} needs a role: environment {spec.name!r} has roles "
+                f"{list(spec.roles)}; pass roles={{{name!r}: ...}}"
+            )
+        if role not in spec.roles:
+            raise ConfigurationError(
+                f"participant {name!r} has role {role!r}, but environment {spec.name!r} "
+                f"has roles {list(spec.roles)}"
+            )
+        roster[name] = role
+    return roster

@@ -1,0 +1,307 @@
+"""One msgspec Struct per evidence kind, joined in the tagged union :data:`Payload`.
+
+The ``kind`` tag lives inside the payload so that a record decodes in one pass with one decoder.
+Schema evolution follows msgspec's rules: new fields get defaults, existing fields never change
+type, and old payloads are never re-encoded (digests cover the bytes as they were written).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+__all__ = [
+    "TERMINAL_STATUSES",
+    "ActionAttempted",
+    "ActionBlocked",
+    "ActionExecuted",
+    "Artifact",
+    "Branch",
+    "Checkpoint",
+    "Cost",
+    "DecisionRequested",
+    "DecisionSelected",
+    "EnvironmentRef",
+    "ErrorInfo",
+    "Finding",
+    "Hint",
+    "Intervention",
+    "Log",
+    "Observation",
+    "OperationReceipt",
+    "OperationRef",
+    "Outcome",
+    "ParticipantRef",
+    "Payload",
+    "ProtocolViolation",
+    "ScenarioRef",
+    "Score",
+    "SegmentEnded",
+    "SegmentStarted",
+    "SessionConfig",
+    "SessionCreated",
+    "SessionStatus",
+    "Status",
+]
+
+Status = Literal["created", "running", "paused", "completed", "failed", "stopped", "interrupted"]
+TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "stopped", "interrupted"})
+
+
+class _Part(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=False):
+    """A value nested inside a payload (not a record kind of its own)."""
+
+
+class _Payload(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
+    """Base of every record payload; subclasses set ``tag`` to their kind."""
+
+
+# -- parts -------------------------------------------------------------------------------------
+
+
+class ErrorInfo(_Part, frozen=True):
+    """Why something failed, kept whole: never just an exception class name."""
+
+    type: str
+    message: str
+    traceback: str | None = None
+    stderr_tail: str | None = None
+
+
+class EnvironmentRef(_Part, frozen=True):
+    """The frozen identity of an environment: enough to refuse running different rules later."""
+
+    name: str
+    version: str
+    turn_order: Literal["simultaneous", "sequential"]
+    roles: tuple[str, ...]
+    input_type: str
+    action_type: str | None = None
+    observation_type: str | None = None
+    input_schema: dict[str, Any] | None = None
+
+
+class ParticipantRef(_Part, frozen=True):
+    role: str
+    implementation: str
+
+
+class ScenarioRef(_Part, frozen=True):
+    id: str
+    input: Any
+    reference: Any = None
+    metadata: dict[str, Any] = {}
+
+
+class OperationRef(_Part, frozen=True):
+    name: str
+    version: str
+    config: dict[str, Any] = {}
+
+
+class SessionConfig(_Part, frozen=True):
+    """Everything frozen when a session starts; a resume compares itself against this."""
+
+    environment: EnvironmentRef
+    participants: dict[str, ParticipantRef]
+    scenario: ScenarioRef
+    seed: int
+    turns: int
+    envharness_version: str
+    harness_version: str | None = None
+    scoring_version: str | None = None
+    experiment_id: str | None = None
+    trial: int | None = None
+    operations: tuple[OperationRef, ...] = ()
+    action_timeout: float | None = None
+
+
+# -- session lifecycle -------------------------------------------------------------------------
+
+
+class SessionCreated(_Payload, tag="session.created", frozen=True):
+    config: SessionConfig
+
+
+class SessionStatus(_Payload, tag="session.status", frozen=True):
+    status: Status
+    reason: str | None = None
+    error: ErrorInfo | None = None
+
+
+class SegmentStarted(_Payload, tag="segment.started", frozen=True):
+    """Start of an uninterrupted stretch of execution; ``previous`` links a resume to its cause."""
+
+    segment: int
+    cause: Literal["start", "resume", "branch"] = "start"
+    previous: int | None = None
+    state: str | None = None
+
+
+class SegmentEnded(_Payload, tag="segment.ended", frozen=True):
+    segment: int
+    status: Status
+
+
+# -- the turn ----------------------------------------------------------------------------------
+
+
+class Observation(_Payload, tag="observation", frozen=True):
+    """What one participant was shown; private to that participant."""
+
+    observation: Any
+
+
+class ActionAttempted(_Payload, tag="action.attempted", frozen=True):
+    """What the participant's policy returned, before anything judged it."""
+
+    action: Any
+    seconds: float | None = None
+
+
+class ActionExecuted(_Payload, tag="action.executed", frozen=True):
+    """An action the environment resolved, with that participant's outcome."""
+
+    action: Any
+    outcome: Any = None
+
+
+class ActionBlocked(_Payload, tag="action.blocked", frozen=True):
+    """An action that was never executed, and who stopped it."""
+
+    action: Any
+    reason: str
+    by: Literal["environment", "validation", "hook", "operator"] = "validation"
+
+
+class Outcome(_Payload, tag="outcome", frozen=True):
+    """The resolution of a step: the new state (by digest, stored once), done flag, signals."""
+
+    state: str
+    done: bool = False
+    signals: dict[str, float] = {}
+
+
+class Hint(_Payload, tag="hint", frozen=True):
+    text: str
+    source: str | None = None
+
+
+class Cost(_Payload, tag="cost", frozen=True):
+    """What a decision cost; every field is optional because providers report different things."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    usd: float | None = None
+    seconds: float | None = None
+    model: str | None = None
+
+
+class Score(_Payload, tag="score", frozen=True):
+    """A versioned score report for the session."""
+
+    version: str
+    metrics: dict[str, float] = {}
+    passed: bool | None = None
+    uncertainty: dict[str, float] = {}
+
+
+class Finding(_Payload, tag="finding", frozen=True):
+    """A judgement about the session that points at the records it rests on (``cites`` = seqs)."""
+
+    title: str
+    detail: str = ""
+    severity: Literal["info", "low", "medium", "high"] = "info"
+    cites: tuple[int, ...] = ()
+
+
+class Artifact(_Payload, tag="artifact", frozen=True):
+    """A file kept beside the evidence, content-addressed by ``sha256``."""
+
+    name: str
+    sha256: str
+    size: int
+    media_type: str = "application/octet-stream"
+
+
+class Checkpoint(_Payload, tag="checkpoint", frozen=True):
+    """Environment state (by digest), agent states where given, and the hooks' notebook."""
+
+    label: str
+    state: str
+    agents: dict[str, Any] = {}
+    notebook: Any = None
+
+
+class Branch(_Payload, tag="branch", frozen=True):
+    """Lineage of a branched session: where it came from and what was changed."""
+
+    parent_session: str
+    checkpoint_seq: int
+    intervention: Any
+    reason: str = ""
+
+
+class Intervention(_Payload, tag="intervention", frozen=True):
+    intervention: Any
+    reason: str = ""
+    state: str | None = None
+
+
+class OperationReceipt(_Payload, tag="operation.receipt", frozen=True):
+    operation: str
+    version: str
+    request: Any = None
+    result: Any = None
+    error: ErrorInfo | None = None
+
+
+class DecisionRequested(_Payload, tag="decision.requested", frozen=True):
+    decision: str
+    options: tuple[Any, ...] = ()
+    operations: tuple[int, ...] = ()
+
+
+class DecisionSelected(_Payload, tag="decision.selected", frozen=True):
+    decision: str
+    selected: Any
+    operations: tuple[int, ...] = ()
+
+
+class ProtocolViolation(_Payload, tag="protocol.violation", frozen=True):
+    problem: str
+    artifact: str | None = None
+    excerpt: str = ""
+
+
+class Log(_Payload, tag="log", frozen=True):
+    message: str
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    stream: str | None = None
+
+
+Payload = (
+    SessionCreated
+    | SessionStatus
+    | SegmentStarted
+    | SegmentEnded
+    | Observation
+    | ActionAttempted
+    | ActionExecuted
+    | ActionBlocked
+    | Outcome
+    | Hint
+    | Cost
+    | Score
+    | Finding
+    | Artifact
+    | Checkpoint
+    | Branch
+    | Intervention
+    | OperationReceipt
+    | DecisionRequested
+    | DecisionSelected
+    | ProtocolViolation
+    | Log
+)

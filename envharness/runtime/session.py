@@ -1,0 +1,418 @@
+"""The session runner: the turn loop that turns agent decisions into evidence.
+
+One runner drives one session. Each turn's records are sealed into the session's hash chain and
+committed together (one commit per turn; the journal merges concurrent sessions' commits).
+Whatever goes wrong inside the session — an agent that raises, times out or returns garbage, an
+environment whose state cannot be encoded — ends the session ``failed`` with the diagnosis
+recorded; cancellation (``stop()``, Ctrl-C) ends it ``stopped`` with every record up to then
+committed. Only a store that cannot be written is raised to the caller.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from random import Random
+from typing import Any
+
+import anyio
+import msgspec
+
+from envharness._version import __version__
+from envharness.agent import Agent, AgentReply, implementation_of, is_async_agent
+from envharness.environment import Environment, Resolution, ScoreReport
+from envharness.errors import StoreError
+from envharness.records import (
+    ActionAttempted,
+    ActionBlocked,
+    ActionExecuted,
+    Artifact,
+    Cost,
+    ErrorInfo,
+    Finding,
+    Observation,
+    Outcome,
+    ParticipantRef,
+    Payload,
+    RecordRow,
+    Score,
+    SegmentEnded,
+    SegmentStarted,
+    SessionChain,
+    SessionConfig,
+    SessionCreated,
+    SessionStatus,
+    Status,
+    canonical,
+)
+from envharness.scenario import Scenario
+from envharness.store import Store
+
+__all__ = ["ProgressCallback", "SessionPlan", "SessionResult", "SessionRunner"]
+
+ProgressCallback = Callable[[str, int, int], None]
+"""Called with (session id, turns completed, turns planned) after each committed turn."""
+
+_TRACEBACK_LIMIT = 16_000
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPlan:
+    """Everything one session needs, decided before it starts."""
+
+    session_id: str
+    environment: Environment[Any, Any]
+    agents: Mapping[str, Agent]
+    roster: Mapping[str, str]
+    scenario: Scenario[Any]
+    input: Any
+    turns: int
+    seed: int
+    action_timeout: float | None = None
+    experiment_id: str | None = None
+    trial: int | None = None
+    harness_version: str | None = None
+
+    def config(self) -> SessionConfig:
+        spec = self.environment.spec
+        return SessionConfig(
+            environment=spec.reference(),
+            participants={
+                name: ParticipantRef(
+                    role=self.roster[name], implementation=implementation_of(agent, name)
+                )
+                for name, agent in self.agents.items()
+            },
+            scenario=self.scenario.reference_record(self.input),
+            seed=self.seed,
+            turns=self.turns,
+            envharness_version=__version__,
+            harness_version=self.harness_version,
+            scoring_version=spec.scoring_version,
+            experiment_id=self.experiment_id,
+            trial=self.trial,
+            action_timeout=self.action_timeout,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SessionResult:
+    """How a run ended. ``reason`` and ``error`` say why when it did not complete."""
+
+    id: str
+    status: Status
+    turns_completed: int
+    reason: str | None = None
+    error: ErrorInfo | None = field(default=None, repr=False)
+
+
+class _SessionFailure(Exception):
+    """Something inside the session went wrong; recorded, never raised to the caller."""
+
+    def __init__(self, reason: str, cause: BaseException | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.error = _error_info(cause) if cause is not None else None
+
+
+class SessionRunner:
+    """Drives one session from ``session.created`` to a terminal status."""
+
+    def __init__(
+        self, store: Store, plan: SessionPlan, progress: ProgressCallback | None = None
+    ) -> None:
+        self._store = store
+        self._plan = plan
+        self._progress = progress
+        self._chain = SessionChain(plan.session_id)
+        self._pending: list[RecordRow] = []
+        self._blobs: dict[str, bytes] = {}
+        self._outcome_seqs: dict[int, list[int]] = {}
+        self._turns_completed = 0
+        self._segment = 0
+        self._sequential = plan.environment.spec.turn_order == "sequential"
+
+    async def run(self) -> SessionResult:
+        plan = self._plan
+        self._record(SessionCreated(config=plan.config()))
+        self._record(SessionStatus(status="running"))
+        try:
+            state = self._call_environment("initialize", plan.input, Random(plan.seed), plan.roster)
+            self._record(SegmentStarted(segment=self._segment, state=self._keep_state(state)))
+            await self._flush()
+            reason: str | None = None
+            for turn in range(1, plan.turns + 1):
+                state, done = await self._turn(turn, state)
+                await self._flush()
+                self._turns_completed = turn
+                if self._progress is not None:
+                    self._progress(plan.session_id, turn, plan.turns)
+                if done:
+                    reason = f"the environment reported done at turn {turn}"
+                    break
+            self._score(state)
+            return await self._finish("completed", reason)
+        except _SessionFailure as failure:
+            return await self._finish("failed", failure.reason, failure.error)
+        except StoreError:
+            raise
+        except anyio.get_cancelled_exc_class():
+            await self._finish_shielded("stopped", "the run was cancelled")
+            raise
+        except KeyboardInterrupt:
+            await self._finish_shielded("stopped", "interrupted by the user (Ctrl-C)")
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug in envharness itself: record it
+            return await self._finish("failed", f"internal error: {exc!r}", _error_info(exc))
+
+    # -- one turn ------------------------------------------------------------------------------
+
+    async def _turn(self, turn: int, state: Any) -> tuple[Any, bool]:
+        roster = list(self._plan.agents)
+        if not self._sequential:
+            return await self._step(turn, state, roster)
+        done = False
+        for participant in roster:
+            state, done = await self._step(turn, state, [participant])
+            if done:
+                break
+        return state, done
+
+    async def _step(self, turn: int, state: Any, acting: list[str]) -> tuple[Any, bool]:
+        """Observe, act and resolve for the ``acting`` participants (all of them, or one)."""
+        observations = {}
+        for participant in acting:
+            observation = self._call_environment("observe", state, participant)
+            observations[participant] = observation
+            shown = self._encodable(observation, f"observation for {participant!r}")
+            self._record(Observation(observation=shown), turn=turn, participant=participant)
+        replies = await self._act_all(observations)
+        actions: dict[str, Any] = {}
+        for participant in acting:
+            raw, seconds, cost = replies[participant]
+            self._record(
+                ActionAttempted(action=_as_evidence(raw), seconds=seconds),
+                turn=turn, participant=participant,
+            )  # fmt: skip
+            if cost is not None:
+                self._record(cost, turn=turn, participant=participant)
+            problem, action = self._validate(raw)
+            if problem is None:
+                actions[participant] = action
+            elif self._plan.environment.spec.invalid_actions == "block":
+                self._record(
+                    ActionBlocked(action=_as_evidence(raw), reason=problem, by="validation"),
+                    turn=turn, participant=participant,
+                )  # fmt: skip
+            else:
+                raise _SessionFailure(
+                    f"agent {participant!r} returned an invalid action: {problem}"
+                )
+        resolution = self._call_environment("resolve", state, actions)
+        if not isinstance(resolution, Resolution):
+            raise _SessionFailure(
+                f"environment resolve() returned {type(resolution).__name__}, expected a "
+                "Resolution(state=..., outcomes=..., done=...)"
+            )
+        digest = self._keep_state(resolution.state)
+        for participant, action in actions.items():
+            outcome = resolution.outcomes.get(participant)
+            self._record(
+                ActionExecuted(
+                    action=_as_evidence(action),
+                    outcome=self._encodable(outcome, f"outcome for {participant!r}"),
+                ),
+                turn=turn, participant=participant,
+            )  # fmt: skip
+        for name, data in resolution.artifacts.items():
+            sha256 = await self._store.put_artifact(data)
+            self._record(Artifact(name=name, sha256=sha256, size=len(data)), turn=turn)
+        outcome_row = self._record(
+            Outcome(state=digest, done=resolution.done, signals=dict(resolution.signals)),
+            turn=turn, participant=acting[0] if self._sequential else None,
+        )  # fmt: skip
+        self._outcome_seqs.setdefault(turn, []).append(outcome_row.seq)
+        return resolution.state, resolution.done
+
+    async def _act_all(
+        self, observations: Mapping[str, Any]
+    ) -> dict[str, tuple[Any, float, Cost | None]]:
+        """Ask every acting participant concurrently; the first failure (roster order) wins."""
+        replies: dict[str, tuple[Any, float, Cost | None]] = {}
+        failures: dict[str, _SessionFailure] = {}
+
+        async def ask(participant: str, observation: Any) -> None:
+            try:
+                replies[participant] = await self._act(participant, observation)
+            except _SessionFailure as failure:
+                failures[participant] = failure
+
+        if len(observations) == 1:
+            [(participant, observation)] = observations.items()
+            await ask(participant, observation)
+        else:
+            async with anyio.create_task_group() as group:
+                for participant, observation in observations.items():
+                    group.start_soon(ask, participant, observation)
+        for participant in observations:
+            if participant in failures:
+                raise failures[participant]
+        return replies
+
+    async def _act(self, participant: str, observation: Any) -> tuple[Any, float, Cost | None]:
+        agent = self._plan.agents[participant]
+        timeout = self._plan.action_timeout
+        started = time.perf_counter()
+        try:
+            with anyio.fail_after(timeout):
+                if is_async_agent(agent):
+                    reply = await agent.act(observation)  # type: ignore[misc]
+                else:
+                    reply = await anyio.to_thread.run_sync(
+                        agent.act, observation, abandon_on_cancel=True
+                    )
+        except TimeoutError as exc:
+            raise _SessionFailure(
+                f"agent {participant!r} did not answer within {timeout}s (action_timeout)", exc
+            ) from exc
+        except Exception as exc:
+            raise _SessionFailure(
+                f"agent {participant!r} raised {type(exc).__name__}: {exc}", exc
+            ) from exc
+        seconds = time.perf_counter() - started
+        if isinstance(reply, AgentReply):
+            return reply.action, seconds, reply.cost
+        return reply, seconds, None
+
+    def _validate(self, raw: Any) -> tuple[str | None, Any]:
+        if not isinstance(raw, dict):
+            return f"expected a dict (a JSON object), got {type(raw).__name__}: {raw!r:.200}", None
+        action_type = self._plan.environment.spec.action_type
+        if action_type is None:
+            try:
+                canonical(raw)
+            except (TypeError, msgspec.EncodeError) as exc:
+                return f"the action is not JSON-encodable: {exc}", None
+            return None, raw
+        try:
+            return None, msgspec.convert(raw, action_type)
+        except msgspec.ValidationError as exc:
+            return f"{exc} (expected {action_type.__qualname__})", None
+
+    # -- scoring and the end -------------------------------------------------------------------
+
+    def _score(self, state: Any) -> None:
+        environment = self._plan.environment
+        score = getattr(environment, "score", None)
+        if score is None:
+            return
+        report = self._call_environment("score", state, self._plan.scenario)
+        if report is None:
+            return
+        if not isinstance(report, ScoreReport):
+            report = ScoreReport(metrics=dict(report))
+        version = report.version or environment.spec.scoring_version or "1"
+        self._record(
+            Score(
+                version=version,
+                metrics={k: float(v) for k, v in report.metrics.items()},
+                passed=report.passed,
+                uncertainty=dict(report.uncertainty),
+            )
+        )
+        for finding in report.findings:
+            cites = tuple(seq for turn in finding.turns for seq in self._outcome_seqs.get(turn, ()))
+            self._record(
+                Finding(
+                    title=finding.title,
+                    detail=finding.detail,
+                    severity=finding.severity,
+                    cites=cites,
+                )
+            )
+
+    async def _finish(
+        self, status: Status, reason: str | None, error: ErrorInfo | None = None
+    ) -> SessionResult:
+        self._record(SessionStatus(status=status, reason=reason, error=error))
+        self._record(SegmentEnded(segment=self._segment, status=status))
+        await self._flush()
+        return SessionResult(
+            id=self._plan.session_id,
+            status=status,
+            turns_completed=self._turns_completed,
+            reason=reason,
+            error=error,
+        )
+
+    async def _finish_shielded(self, status: Status, reason: str) -> None:
+        with anyio.CancelScope(shield=True):
+            await self._finish(status, reason)
+
+    # -- evidence plumbing ---------------------------------------------------------------------
+
+    def _record(
+        self, payload: Payload, *, turn: int | None = None, participant: str | None = None
+    ) -> RecordRow:
+        row = self._chain.seal(payload, turn=turn, participant=participant)
+        self._pending.append(row)
+        return row
+
+    async def _flush(self) -> None:
+        rows, blobs = self._pending, self._blobs
+        self._pending, self._blobs = [], {}
+        await self._store.append(rows, blobs)
+
+    def _keep_state(self, state: Any) -> str:
+        """Encode the state once; the blob is stored content-addressed and shared."""
+        try:
+            data = canonical(state)
+        except (TypeError, msgspec.EncodeError) as exc:
+            raise _SessionFailure(
+                f"the environment state ({type(state).__name__}) is not encodable by msgspec: "
+                f"{exc}; use a msgspec Struct, a dataclass or plain JSON types",
+                exc,
+            ) from exc
+        digest = _sha256(data)
+        self._blobs[digest] = data
+        return digest
+
+    def _encodable(self, value: Any, what: str) -> Any:
+        try:
+            return msgspec.to_builtins(value)
+        except (TypeError, msgspec.EncodeError) as exc:
+            raise _SessionFailure(
+                f"the {what} ({type(value).__name__}) is not encodable by msgspec: {exc}", exc
+            ) from exc
+
+    def _call_environment(self, method: str, *args: Any) -> Any:
+        try:
+            return getattr(self._plan.environment, method)(*args)
+        except Exception as exc:
+            raise _SessionFailure(
+                f"environment {method}() raised {type(exc).__name__}: {exc}", exc
+            ) from exc
+
+
+def _as_evidence(value: Any) -> Any:
+    """A JSON form of whatever an agent returned, so even garbage is recorded, not lost."""
+    try:
+        return msgspec.to_builtins(value)
+    except (TypeError, msgspec.EncodeError):
+        return {"unencodable": repr(value)[:2000]}
+
+
+def _error_info(exc: BaseException) -> ErrorInfo:
+    text = "".join(traceback.format_exception(exc))
+    return ErrorInfo(
+        type=type(exc).__qualname__,
+        message=str(exc),
+        traceback=text[-_TRACEBACK_LIMIT:],
+    )
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

@@ -1,0 +1,185 @@
+"""The store's single writer: group commit with acknowledgement after commit.
+
+Producers (session runners, importers) call :meth:`Journal.append` with a batch of sealed rows;
+the call returns only once the transaction holding them has committed. The writer task takes
+whatever requests are waiting, up to :data:`MAX_BATCH_ROWS`, and commits them together: under
+load, many sessions share one fsync. The request stream is bounded, so a slow disk slows the
+producers instead of growing a queue.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import anyio
+import msgspec
+from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from envharness.errors import ChainConflictError, StoreError
+from envharness.records import RecordRow, SessionCreated, SessionStatus
+from envharness.store.schema import translate_sqlite_error
+
+__all__ = ["MAX_BATCH_ROWS", "REQUEST_BUFFER", "Journal"]
+
+MAX_BATCH_ROWS = 4096
+"""Upper bound on rows in one transaction, so one commit never holds the lock for long."""
+REQUEST_BUFFER = 64
+"""Append requests that may wait for the writer before producers block (back-pressure)."""
+
+_created_decoder = msgspec.json.Decoder(SessionCreated)
+_status_decoder = msgspec.json.Decoder(SessionStatus)
+
+_INSERT_RECORD = (
+    "INSERT INTO records (session_id, seq, kind, turn, participant, at, payload, prev, digest)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_BLOB = "INSERT OR IGNORE INTO blobs (digest, data) VALUES (?, ?)"
+
+
+class _Request:
+    __slots__ = ("blobs", "done", "error", "rows")
+
+    def __init__(self, rows: Sequence[RecordRow], blobs: Mapping[str, bytes]) -> None:
+        self.rows = rows
+        self.blobs = blobs
+        self.done = anyio.Event()
+        self.error: StoreError | None = None
+
+
+class Journal:
+    """Owns the write connection; one per open store."""
+
+    def __init__(self, connection: sqlite3.Connection, directory: Path) -> None:
+        self._connection = connection
+        self._directory = directory
+        send, receive = anyio.create_memory_object_stream[_Request](REQUEST_BUFFER)
+        self._send: MemoryObjectSendStream[_Request] = send
+        self._receive: MemoryObjectReceiveStream[_Request] = receive
+
+    async def append(
+        self, rows: Sequence[RecordRow], blobs: Mapping[str, bytes] | None = None
+    ) -> None:
+        """Write ``rows`` (and content-addressed ``blobs``) durably, in one transaction.
+
+        Returns after the commit; raises :class:`StoreError` if it did not happen. If the
+        caller is cancelled while waiting, the rows may still be committed: evidence of work
+        that happened is never dropped to honour a cancellation.
+        """
+        if not rows and not blobs:
+            return
+        request = _Request(rows, blobs or {})
+        try:
+            await self._send.send(request)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            raise StoreError("the store is closed; open it again to write") from exc
+        await request.done.wait()
+        if request.error is not None:
+            raise request.error
+
+    def close(self) -> None:
+        """No more appends; the writer drains what was sent and stops."""
+        self._send.close()
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """The writer loop. Shielded: it ends when :meth:`close` is called, not on cancel.
+
+        A cancelled run must still be able to write its final ``stopped`` status, so the
+        writer outlives the cancellation of its task group until the stream is closed.
+        """
+        with anyio.CancelScope(shield=True):
+            task_status.started()
+            async with self._receive:
+                async for first in self._receive:
+                    batch = [first]
+                    size = len(first.rows)
+                    while size < MAX_BATCH_ROWS:
+                        try:
+                            request = self._receive.receive_nowait()
+                        except (anyio.WouldBlock, anyio.EndOfStream):
+                            break
+                        batch.append(request)
+                        size += len(request.rows)
+                    await anyio.to_thread.run_sync(self._commit, batch)
+                    for request in batch:
+                        request.done.set()
+
+    # -- runs in a worker thread ---------------------------------------------------------------
+
+    def _commit(self, batch: list[_Request]) -> None:
+        try:
+            self._transaction(batch)
+        except StoreError as exc:
+            if len(batch) == 1:
+                batch[0].error = exc
+                return
+            # One bad request must not fail its neighbours: retry each on its own.
+            for request in batch:
+                try:
+                    self._transaction([request])
+                except StoreError as single:
+                    request.error = single
+
+    def _transaction(self, batch: Iterable[_Request]) -> None:
+        connection = self._connection
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            for request in batch:
+                if request.blobs:
+                    connection.executemany(_INSERT_BLOB, request.blobs.items())
+                connection.executemany(_INSERT_RECORD, request.rows)
+                _update_index(connection, request.rows)
+            connection.execute("COMMIT")
+        except (sqlite3.Error, msgspec.MsgspecError) as exc:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise self._translate(exc) from exc
+
+    def _translate(self, exc: sqlite3.Error | msgspec.MsgspecError) -> StoreError:
+        if isinstance(exc, msgspec.MsgspecError):
+            return StoreError(f"a record's payload is malformed and was not written: {exc}")
+        if isinstance(exc, sqlite3.IntegrityError) and "records.session_id" in str(exc):
+            return ChainConflictError(
+                "a record's position in its session chain is already taken: another writer "
+                "is appending to the same session (only one runner may drive a session)"
+            )
+        return translate_sqlite_error(exc, self._directory)
+
+
+def _update_index(connection: sqlite3.Connection, rows: Sequence[RecordRow]) -> None:
+    """Keep the ``sessions`` table (a derived index) in step with the records just inserted."""
+    heads: dict[str, RecordRow] = {}
+    turns: dict[str, int] = {}
+    for row in rows:
+        heads[row.session_id] = row
+        if row.kind == "session.created":
+            config = _created_decoder.decode(row.payload).config
+            connection.execute(
+                "INSERT INTO sessions (id, experiment_id, scenario_id, status, created_at,"
+                " updated_at, head_seq, head_digest) VALUES (?, ?, ?, 'created', ?, ?, ?, ?)",
+                (
+                    row.session_id,
+                    config.experiment_id,
+                    config.scenario.id,
+                    row.at,
+                    row.at,
+                    row.seq,
+                    row.digest,
+                ),
+            )
+        elif row.kind == "session.status":
+            status = _status_decoder.decode(row.payload)
+            connection.execute(
+                "UPDATE sessions SET status = ?, reason = ? WHERE id = ?",
+                (status.status, status.reason, row.session_id),
+            )
+        elif row.kind == "outcome" and row.turn is not None:
+            turns[row.session_id] = max(turns.get(row.session_id, 0), row.turn)
+    for session_id, head in heads.items():
+        connection.execute(
+            "UPDATE sessions SET head_seq = ?, head_digest = ?, updated_at = ?,"
+            " turns_completed = MAX(turns_completed, ?) WHERE id = ?",
+            (head.seq, head.digest, head.at, turns.get(session_id, 0), session_id),
+        )

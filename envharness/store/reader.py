@@ -1,0 +1,116 @@
+"""Paged reads on their own connections.
+
+Each page is one short read transaction (keyset pagination on ``seq``), so a reader that pauses
+between pages — a slow HTTP client, an export piped into ``less`` — holds no lock and pins no
+WAL snapshot while it waits. Writers are never blocked by readers.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Collection, Sequence
+from pathlib import Path
+
+import anyio
+import msgspec
+
+from envharness.records import RecordRow
+from envharness.store.schema import DATABASE_NAME
+
+__all__ = ["PAGE_SIZE", "RecordFilter", "SessionInfo", "iterate_rows", "open_reader"]
+
+PAGE_SIZE = 500
+
+
+class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A session as listed: the derived index, not evidence (``verify`` checks it)."""
+
+    id: str
+    experiment_id: str | None
+    scenario_id: str
+    status: str
+    reason: str | None
+    created_at: str
+    updated_at: str
+    turns_completed: int
+    records: int
+
+
+SESSION_COLUMNS = (
+    "id, experiment_id, scenario_id, status, reason, created_at, updated_at, turns_completed,"
+    " head_seq + 1"
+)
+
+
+class RecordFilter(msgspec.Struct, frozen=True, kw_only=True):
+    """Which records of a session to read; every field narrows the selection."""
+
+    after: int = -1
+    kinds: Collection[str] = ()
+    participant: str | None = None
+    turn: int | None = None
+    limit: int | None = None
+
+
+def open_reader(directory: Path) -> sqlite3.Connection:
+    """A read-only connection; reads never take the write lock."""
+    connection = sqlite3.connect(
+        f"file:{directory / DATABASE_NAME}?mode=ro",
+        uri=True,
+        isolation_level=None,
+        check_same_thread=False,
+    )
+    connection.execute("PRAGMA query_only=ON")
+    return connection
+
+
+def session_info(row: Sequence[object]) -> SessionInfo:
+    return msgspec.convert(dict(zip(_FIELDS, row, strict=True)), SessionInfo)
+
+
+_FIELDS = tuple(SessionInfo.__struct_fields__)
+
+
+async def iterate_rows(
+    directory: Path, session_id: str, selection: RecordFilter, page_size: int = PAGE_SIZE
+) -> AsyncIterator[RecordRow]:
+    """Yield the session's rows in ``seq`` order, one short transaction per page."""
+    clauses = ["session_id = ?", "seq > ?"]
+    parameters: list[object] = [session_id]
+    if selection.kinds:
+        clauses.append(f"kind IN ({', '.join('?' * len(selection.kinds))})")
+        parameters.extend(selection.kinds)
+    if selection.participant is not None:
+        clauses.append("participant = ?")
+        parameters.append(selection.participant)
+    if selection.turn is not None:
+        clauses.append("turn = ?")
+        parameters.append(selection.turn)
+    query = (
+        "SELECT session_id, seq, kind, turn, participant, at, payload, prev, digest FROM records"
+        f" WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT ?"
+    )
+    connection = await anyio.to_thread.run_sync(open_reader, directory)
+    try:
+        after = selection.after
+        remaining = selection.limit
+        while remaining is None or remaining > 0:
+            size = page_size if remaining is None else min(page_size, remaining)
+            arguments = (parameters[0], after, *parameters[1:], size)
+            page = await anyio.to_thread.run_sync(_fetch, connection, query, arguments)
+            for row in page:
+                yield row
+            if len(page) < size:
+                return
+            after = page[-1].seq
+            if remaining is not None:
+                remaining -= len(page)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(connection.close)
+
+
+def _fetch(
+    connection: sqlite3.Connection, query: str, arguments: Sequence[object]
+) -> list[RecordRow]:
+    return [RecordRow(*row) for row in connection.execute(query, arguments)]

@@ -1,0 +1,165 @@
+"""SQLite schema, forward-only migrations, and how every connection to a store is opened.
+
+The store uses the standard library's ``sqlite3`` from worker threads (``anyio.to_thread``),
+never ``aiosqlite``: aiosqlite is bound to asyncio, and envharness must run under trio too.
+``docs/architecture.md`` records that decision.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from envharness.errors import StoreBusyError, StoreError, StoreLayoutError, StoreVersionError
+
+__all__ = [
+    "BUSY_TIMEOUT_S",
+    "DATABASE_NAME",
+    "SCHEMA_VERSION",
+    "connect",
+    "migrate",
+    "translate_sqlite_error",
+]
+
+DATABASE_NAME = "evidence.sqlite3"
+BUSY_TIMEOUT_S = 30.0
+"""How long a writer waits for another process's write transaction before giving up."""
+
+# Each entry upgrades the schema by one version; never edit a released entry, append a new one.
+_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE sessions (
+        id              TEXT PRIMARY KEY,
+        experiment_id   TEXT,
+        scenario_id     TEXT NOT NULL,
+        status          TEXT NOT NULL,
+        reason          TEXT,
+        created_at      TEXT NOT NULL,
+        updated_at      TEXT NOT NULL,
+        turns_completed INTEGER NOT NULL DEFAULT 0,
+        head_seq        INTEGER NOT NULL,
+        head_digest     TEXT NOT NULL
+    );
+    CREATE INDEX sessions_by_experiment ON sessions (experiment_id, created_at);
+    CREATE TABLE records (
+        pos         INTEGER PRIMARY KEY,
+        session_id  TEXT NOT NULL,
+        seq         INTEGER NOT NULL,
+        kind        TEXT NOT NULL,
+        turn        INTEGER,
+        participant TEXT,
+        at          TEXT NOT NULL,
+        payload     BLOB NOT NULL,
+        prev        TEXT,
+        digest      TEXT NOT NULL,
+        UNIQUE (session_id, seq)
+    );
+    CREATE INDEX records_by_kind ON records (session_id, kind, seq);
+    CREATE TRIGGER records_are_append_only_update BEFORE UPDATE ON records
+        BEGIN SELECT RAISE(ABORT, 'evidence records are append-only'); END;
+    CREATE TRIGGER records_are_append_only_delete BEFORE DELETE ON records
+        BEGIN SELECT RAISE(ABORT, 'evidence records are append-only'); END;
+    CREATE TABLE blobs (
+        digest TEXT PRIMARY KEY,
+        data   BLOB NOT NULL
+    ) WITHOUT ROWID;
+    """,
+)
+SCHEMA_VERSION = len(_MIGRATIONS)
+
+
+def connect(directory: Path, *, create: bool) -> sqlite3.Connection:
+    """Open the store's database in autocommit mode with WAL and full durability.
+
+    Raises :class:`StoreLayoutError` when ``directory`` is a file or (with ``create=False``)
+    holds no store, and :class:`StoreVersionError` when a newer program wrote it.
+    """
+    if directory.exists() and not directory.is_dir():
+        raise StoreLayoutError(
+            f"store path {str(directory)!r} is a file; a store is a directory "
+            "(pass --store with a directory path, new or existing)"
+        )
+    database = directory / DATABASE_NAME
+    if not create and not database.exists():
+        raise StoreLayoutError(
+            f"no evidence store at {str(directory)!r} (no {DATABASE_NAME} there); "
+            "check --store, or run a session first to create it"
+        )
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(
+            database, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+        )
+    except (OSError, sqlite3.Error) as exc:
+        raise StoreLayoutError(f"cannot open the store at {str(directory)!r}: {exc}") from exc
+    try:
+        connection.execute("PRAGMA journal_mode=WAL")
+        # FULL: a commit is on disk before it is acknowledged; group commit amortises the fsync.
+        connection.execute("PRAGMA synchronous=FULL")
+        migrate(connection, directory)
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def migrate(connection: sqlite3.Connection, directory: Path) -> None:
+    """Bring the schema up to :data:`SCHEMA_VERSION`; refuse a store from the future."""
+    found = _user_version(connection)
+    if found == SCHEMA_VERSION:
+        return
+    if found > SCHEMA_VERSION:
+        raise _newer_store(directory, found)
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+        found = _user_version(connection)  # another process may have migrated meanwhile
+        if found > SCHEMA_VERSION:
+            raise _newer_store(directory, found)
+        for script in _MIGRATIONS[found:]:
+            for statement in _statements(script):
+                connection.execute(statement)
+        connection.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        connection.execute("COMMIT")
+    except BaseException as exc:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.Error):
+            raise translate_sqlite_error(exc, directory) from exc
+        raise
+
+
+def translate_sqlite_error(exc: sqlite3.Error, directory: Path) -> StoreError:
+    message = str(exc)
+    if "locked" in message or "busy" in message:
+        return StoreBusyError(
+            f"the store at {str(directory)!r} stayed locked by another process for more than "
+            f"{BUSY_TIMEOUT_S:.0f}s; wait for it to finish or stop it, then retry"
+        )
+    return StoreError(f"the store at {str(directory)!r} failed: {message}")
+
+
+def _user_version(connection: sqlite3.Connection) -> int:
+    row = connection.execute("PRAGMA user_version").fetchone()
+    return int(row[0])
+
+
+def _newer_store(directory: Path, found: int) -> StoreVersionError:
+    return StoreVersionError(
+        f"the store at {str(directory)!r} has schema version {found}, newer than the "
+        f"{SCHEMA_VERSION} this envharness understands; upgrade envharness to open it "
+        "(nothing was changed)"
+    )
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration into statements, keeping trigger bodies (``BEGIN … END;``) whole."""
+    statements: list[str] = []
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        statements.append(buffer.strip())
+    return statements
