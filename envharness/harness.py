@@ -22,7 +22,7 @@ from envharness.errors import ConfigurationError
 from envharness.records import ErrorInfo, Record, Status, new_id
 from envharness.runtime import ProgressCallback, SessionPlan, SessionRunner
 from envharness.scenario import Scenario, validate_input
-from envharness.store import RecordFilter, SessionInfo, VerifyReport, open_store
+from envharness.store import RecordFilter, SessionInfo, VerifyReport, open_store, read_store
 
 __all__ = ["AsyncEnvironmentHarness", "EnvironmentHarness", "Session"]
 
@@ -111,20 +111,21 @@ class AsyncEnvironmentHarness:
         )
 
     async def sessions(self, *, status: str | None = None) -> list[SessionInfo]:
-        async with open_store(self.store, create=False) as store:
-            return await store.sessions(status=status)
+        store = await read_store(self.store)
+        return await store.sessions(status=status)
 
     async def records(
         self, session_id: str, selection: RecordFilter | None = None
     ) -> AsyncIterator[Record]:
-        async with open_store(self.store, create=False) as store:
-            info = await store.session(session_id)
-            async for record in store.records(info.id, selection):
-                yield record
+        """The session's records in order (``session_id`` may be a unique prefix), paged."""
+        store = await read_store(self.store)
+        info = await store.session(session_id)
+        async for record in store.records(info.id, selection):
+            yield record
 
     async def verify(self) -> VerifyReport:
-        async with open_store(self.store, create=False) as store:
-            return await store.verify()
+        store = await read_store(self.store)
+        return await store.verify()
 
     # -- planning ------------------------------------------------------------------------------
 

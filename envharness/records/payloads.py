@@ -176,11 +176,14 @@ class ActionBlocked(_Payload, tag="action.blocked", frozen=True):
 
 
 class Outcome(_Payload, tag="outcome", frozen=True):
-    """The resolution of a step: the new state (by digest, stored once), done flag, signals."""
+    """The resolution of a step: the new state (by digest, stored once), done flag, signals.
+
+    A non-finite number (NaN, infinity) has no JSON form: it is recorded as ``null``.
+    """
 
     state: str
     done: bool = False
-    signals: dict[str, float] = {}
+    signals: dict[str, float | None] = {}
 
 
 class Hint(_Payload, tag="hint", frozen=True):
@@ -202,9 +205,9 @@ class Score(_Payload, tag="score", frozen=True):
     """A versioned score report for the session."""
 
     version: str
-    metrics: dict[str, float] = {}
+    metrics: dict[str, float | None] = {}
     passed: bool | None = None
-    uncertainty: dict[str, float] = {}
+    uncertainty: dict[str, float | None] = {}
 
 
 class Finding(_Payload, tag="finding", frozen=True):

@@ -1,0 +1,53 @@
+"""The public surface is exactly the documented one (docs/api-python.md lists these names)."""
+
+from __future__ import annotations
+
+import envharness
+
+DOCUMENTED = {
+    "Agent",
+    "AgentReply",
+    "AsyncEnvironmentHarness",
+    "ChainBreak",
+    "ChainConflictError",
+    "ConfigurationError",
+    "Cost",
+    "EnvharnessError",
+    "Environment",
+    "EnvironmentHarness",
+    "EnvironmentSpec",
+    "FindingSpec",
+    "NotFoundError",
+    "Record",
+    "RecordFilter",
+    "Resolution",
+    "Scenario",
+    "ScenarioInputError",
+    "ScoreReport",
+    "Session",
+    "SessionInfo",
+    "StoreBusyError",
+    "StoreError",
+    "StoreLayoutError",
+    "StoreVersionError",
+    "VerifyReport",
+    "__version__",
+}
+
+
+def test_all_lists_exactly_the_documented_names() -> None:
+    assert set(envharness.__all__) == DOCUMENTED
+
+
+def test_every_exported_name_exists() -> None:
+    missing = [name for name in envharness.__all__ if not hasattr(envharness, name)]
+    assert missing == []
+
+
+def test_errors_share_one_root() -> None:
+    errors = [
+        getattr(envharness, name)
+        for name in envharness.__all__
+        if name.endswith("Error") and name != "EnvharnessError"
+    ]
+    assert all(issubclass(error, envharness.EnvharnessError) for error in errors)

@@ -1,0 +1,267 @@
+"""The public facade: the blocking and async harnesses, and the errors a caller can make."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+
+from envharness import (
+    AsyncEnvironmentHarness,
+    ConfigurationError,
+    EnvironmentHarness,
+    EnvironmentSpec,
+    Scenario,
+    ScenarioInputError,
+    StoreLayoutError,
+)
+from envharness.fixtures import (
+    SyntheticAction,
+    SyntheticAgent,
+    SyntheticEnvironment,
+    SyntheticScenarioInput,
+)
+
+FIRST_RUN = Scenario(id="first-run", input=SyntheticScenarioInput(starting_total=0))
+
+
+class IncrementAgent:
+    implementation = "increment-agent@1"
+
+    def act(self, observation: Any) -> dict[str, int]:
+        return {"value": 1}
+
+
+class AsyncIncrementAgent:
+    implementation = "async-increment-agent@1"
+
+    async def act(self, observation: Any) -> dict[str, int]:
+        return {"value": 1}
+
+
+def test_the_readme_example_runs_and_verifies(store_path: Path) -> None:
+    harness = EnvironmentHarness(
+        store_path, environment=SyntheticEnvironment, agents={"alice": IncrementAgent}
+    )
+    session = harness.run(FIRST_RUN, turns=5)
+    assert session.status == "completed"
+    assert session.id.startswith("ses_")
+    [info] = harness.sessions()
+    assert (info.id, info.status, info.turns_completed) == (session.id, "completed", 5)
+    assert harness.verify().ok
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("agent", [IncrementAgent, AsyncIncrementAgent])
+def test_the_async_harness_runs_under_anyio_run(store_path: Path, backend: str, agent: Any) -> None:
+    async def main() -> str:
+        harness = AsyncEnvironmentHarness(
+            store_path, environment=SyntheticEnvironment, agents={"alice": agent}
+        )
+        session = await harness.run(FIRST_RUN, turns=5)
+        assert (await harness.verify()).ok
+        return session.status
+
+    assert anyio.run(main, backend=backend) == "completed"
+
+
+def test_the_blocking_harness_works_inside_a_running_event_loop(store_path: Path) -> None:
+    """Notebooks run code inside a loop; the portal gives the harness a loop of its own."""
+    harness = EnvironmentHarness(
+        store_path, environment=SyntheticEnvironment, agents={"alice": IncrementAgent}
+    )
+
+    async def inside() -> str:
+        return harness.run(FIRST_RUN, turns=1).status
+
+    assert anyio.run(inside) == "completed"
+
+
+def test_sessions_get_distinct_time_ordered_ids(store_path: Path) -> None:
+    harness = EnvironmentHarness(
+        store_path, environment=SyntheticEnvironment, agents={"a": SyntheticAgent}
+    )
+    ids = [harness.run(FIRST_RUN, turns=1).id for _ in range(3)]
+    assert len(set(ids)) == 3
+    assert [info.id for info in harness.sessions()] == ids
+
+
+# -- bad input: a clear error before anything is recorded ---------------------------------------
+
+
+def harness_for(store: Path, **overrides: Any) -> EnvironmentHarness:
+    options: dict[str, Any] = {
+        "environment": SyntheticEnvironment,
+        "agents": {"alice": IncrementAgent},
+    }
+    options.update(overrides)
+    return EnvironmentHarness(store, **options)
+
+
+class OtherInput(msgspec.Struct):
+    name: str
+
+
+@pytest.mark.parametrize(
+    ("scenario_input", "message"),
+    [
+        (
+            SyntheticScenarioInput(starting_total="zero"),  # type: ignore[arg-type]
+            "scenario 'bad': input does not match SyntheticScenarioInput: "
+            "Expected `int`, got `str` - at `$.starting_total`",
+        ),
+        ({"target": 3}, "Object missing required field `starting_total`"),
+        (
+            OtherInput(name="x"),
+            "scenario 'bad': input is a OtherInput, but the environment expects "
+            "SyntheticScenarioInput",
+        ),
+    ],
+)
+def test_a_scenario_input_of_the_wrong_type_names_the_field(
+    store_path: Path, scenario_input: Any, message: str
+) -> None:
+    harness = harness_for(store_path)
+    with pytest.raises(ScenarioInputError, match="^.*$") as caught:
+        harness.run(Scenario(id="bad", input=scenario_input), turns=1)
+    assert message in str(caught.value)
+    assert not (store_path / "evidence.sqlite3").exists()
+
+
+def test_a_dict_input_is_validated_and_converted(store_path: Path) -> None:
+    session = harness_for(store_path).run(
+        Scenario(id="from-json", input={"starting_total": 4}), turns=1
+    )
+    assert session.status == "completed"
+
+
+def test_a_scenario_id_must_be_usable(store_path: Path) -> None:
+    with pytest.raises(ScenarioInputError, match="scenario id 'has space' is not valid"):
+        Scenario(id="has space", input=SyntheticScenarioInput(starting_total=0))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"agents": {}}, "agents is empty"),
+        ({"agents": {"alice": IncrementAgent()}}, "pass the class (or a zero-argument factory)"),
+        ({"environment": SyntheticEnvironment()}, "environment must be a class or factory"),
+        ({"roles": {"bob": "agent"}}, "roles names ['bob'] that are not in agents"),
+        ({"roles": {"alice": "judge"}}, "has role 'judge', but environment"),
+        ({"action_timeout": 0}, "action_timeout must be positive"),
+        ({"agents": {"": IncrementAgent}}, "participant name '' must be"),
+    ],
+)
+def test_a_misconfigured_harness_says_what_to_fix(
+    store_path: Path, overrides: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        harness_for(store_path, **overrides)
+    assert message in str(caught.value)
+
+
+def test_an_agent_without_implementation_is_refused_before_the_session(store_path: Path) -> None:
+    class Anonymous:
+        def act(self, observation: Any) -> dict[str, int]:
+            return {"value": 1}
+
+    harness = harness_for(store_path, agents={"alice": Anonymous})
+    with pytest.raises(ConfigurationError, match="has no `implementation` string"):
+        harness.run(FIRST_RUN, turns=1)
+
+
+def test_an_environment_without_a_spec_is_refused(store_path: Path) -> None:
+    class Specless:
+        pass
+
+    with pytest.raises(ConfigurationError, match="has no `spec` EnvironmentSpec"):
+        harness_for(store_path, environment=Specless)
+
+
+def test_multiple_roles_need_an_explicit_roster(store_path: Path) -> None:
+    class TwoRoles(SyntheticEnvironment):
+        spec = EnvironmentSpec(
+            name="two-roles",
+            version="1",
+            input_type=SyntheticScenarioInput,
+            action_type=SyntheticAction,
+            roles=("a", "b"),
+        )
+
+    with pytest.raises(ConfigurationError, match=r"participant 'alice' needs a role"):
+        harness_for(store_path, environment=TwoRoles)
+    harness = harness_for(store_path, environment=TwoRoles, roles={"alice": "b"})
+    session = harness.run(FIRST_RUN, turns=1)
+    assert session.status == "completed", session.reason
+
+
+@pytest.mark.parametrize("turns", [0, -1, 1.5, True])
+def test_turns_must_be_a_positive_integer(store_path: Path, turns: Any) -> None:
+    with pytest.raises(ConfigurationError, match="turns must be a positive integer"):
+        harness_for(store_path).run(FIRST_RUN, turns=turns)
+
+
+def test_a_store_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "not-a-directory"
+    path.write_text("keep me")
+    with pytest.raises(StoreLayoutError, match="is a file; a store is a directory"):
+        harness_for(path).run(FIRST_RUN, turns=1)
+    assert path.read_text() == "keep me"
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_a_blocking_run_stops_the_session_and_keeps_the_evidence(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "long_run.py"
+    store = tmp_path / "store"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import time
+            from envharness import EnvironmentHarness, Scenario
+            from envharness.fixtures import SyntheticEnvironment, SyntheticScenarioInput
+
+            class Slow:
+                implementation = "slow@1"
+                def act(self, observation):
+                    if observation.turn == 1:
+                        print("acting", flush=True)
+                    time.sleep(0.05)
+                    return {{"value": 1}}
+
+            harness = EnvironmentHarness({str(store)!r}, environment=SyntheticEnvironment,
+                                         agents={{"alice": Slow}})
+            try:
+                harness.run(Scenario(id="long", input=SyntheticScenarioInput(starting_total=0)),
+                            turns=10_000)
+            except KeyboardInterrupt:
+                print("interrupted", flush=True)
+                raise SystemExit(130)
+            """
+        )
+    )
+    process = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline().strip() == "acting"
+    time.sleep(0.3)
+    os.kill(process.pid, signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=30)
+    assert process.returncode == 130, stderr
+    assert "interrupted" in stdout
+    harness = harness_for(store)
+    [info] = harness.sessions()
+    assert info.status == "stopped"
+    assert info.turns_completed >= 1
+    assert harness.verify().ok
