@@ -8,13 +8,14 @@ own loop may already be running) get the same behaviour without a second code pa
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, Self, TypeVar
 
-from anyio.from_thread import start_blocking_portal
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from envharness.agent import Agent, AgentFactory, implementation_of
 from envharness.environment import Environment, EnvironmentSpec
@@ -22,7 +23,14 @@ from envharness.errors import ConfigurationError
 from envharness.records import ErrorInfo, Record, Status, new_id
 from envharness.runtime import ProgressCallback, SessionPlan, SessionRunner
 from envharness.scenario import Scenario, validate_input
-from envharness.store import RecordFilter, SessionInfo, VerifyReport, open_store, read_store
+from envharness.store import (
+    RecordFilter,
+    SessionInfo,
+    Store,
+    VerifyReport,
+    open_store,
+    read_store,
+)
 
 __all__ = ["AsyncEnvironmentHarness", "EnvironmentHarness", "Session"]
 
@@ -83,6 +91,31 @@ class AsyncEnvironmentHarness:
             )
         self._action_timeout = action_timeout
         self._harness_version = harness_version
+        self._open: Store | None = None
+        self._exit_stack: AsyncExitStack | None = None
+
+    async def __aenter__(self) -> Self:
+        """Keep the store (and its one writer) open across runs: concurrent sessions then
+        share commits. Without ``async with``, each ``run`` opens and closes the store."""
+        if self._exit_stack is not None:
+            raise ConfigurationError("this harness is already open; enter it only once")
+        async with AsyncExitStack() as stack:
+            self._open = await stack.enter_async_context(open_store(self.store))
+            self._exit_stack = stack.pop_all()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        stack, self._exit_stack, self._open = self._exit_stack, None, None
+        if stack is not None:
+            await stack.aclose()
+
+    @asynccontextmanager
+    async def _writable_store(self) -> AsyncIterator[Store]:
+        if self._open is not None:
+            yield self._open
+            return
+        async with open_store(self.store) as store:
+            yield store
 
     async def run(
         self,
@@ -99,7 +132,7 @@ class AsyncEnvironmentHarness:
         is recorded.
         """
         plan = self._plan(scenario, turns=turns, seed=seed)
-        async with open_store(self.store) as store:
+        async with self._writable_store() as store:
             result = await SessionRunner(store, plan, progress).run()
         return Session(
             id=result.id,
@@ -156,7 +189,7 @@ class AsyncEnvironmentHarness:
         )
 
     def _make_environment(self) -> Environment[Any, Any]:
-        environment: Environment[Any, Any] = self._environment_factory()
+        environment: Environment[Any, Any] = _create(self._environment_factory, "environment")
         spec = getattr(environment, "spec", None)
         if not isinstance(spec, EnvironmentSpec):
             raise ConfigurationError(
@@ -176,7 +209,7 @@ class AsyncEnvironmentHarness:
         return environment
 
     def _make_agent(self, participant: str, factory: AgentFactory) -> Agent:
-        agent = factory()
+        agent: Agent = _create(factory, f"agent {participant!r}")
         implementation_of(agent, participant)
         return agent
 
@@ -203,9 +236,41 @@ class EnvironmentHarness:
             harness_version=harness_version,
         )
 
+        self._portal: BlockingPortal | None = None
+        self._exit_stack: ExitStack | None = None
+
     @property
     def store(self) -> Path:
         return self.aio.store
+
+    def __enter__(self) -> Self:
+        """Keep one event loop and the open store across calls (see the async harness)."""
+        if self._exit_stack is not None:
+            raise ConfigurationError("this harness is already open; enter it only once")
+        with ExitStack() as stack:
+            self._portal = stack.enter_context(start_blocking_portal())
+            stack.enter_context(self._portal.wrap_async_context_manager(self.aio))
+            self._exit_stack = stack.pop_all()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        stack, self._exit_stack, self._portal = self._exit_stack, None, None
+        if stack is not None:
+            stack.close()
+
+    def _blocking(
+        self, function: Callable[_P, Awaitable[_T]], *args: _P.args, **kwargs: _P.kwargs
+    ) -> _T:
+        with self._portal_for_call() as portal:
+            return portal.call(lambda: function(*args, **kwargs))
+
+    @contextmanager
+    def _portal_for_call(self) -> Iterator[BlockingPortal]:
+        if self._portal is not None:
+            yield self._portal
+            return
+        with start_blocking_portal() as portal:
+            yield portal
 
     def run(
         self,
@@ -215,24 +280,19 @@ class EnvironmentHarness:
         seed: int = 0,
         progress: ProgressCallback | None = None,
     ) -> Session:
-        return _blocking(self.aio.run, scenario, turns=turns, seed=seed, progress=progress)
+        return self._blocking(self.aio.run, scenario, turns=turns, seed=seed, progress=progress)
 
     def sessions(self, *, status: str | None = None) -> list[SessionInfo]:
-        return _blocking(self.aio.sessions, status=status)
+        return self._blocking(self.aio.sessions, status=status)
 
     def records(self, session_id: str, selection: RecordFilter | None = None) -> list[Record]:
         async def collect() -> list[Record]:
             return [record async for record in self.aio.records(session_id, selection)]
 
-        return _blocking(collect)
+        return self._blocking(collect)
 
     def verify(self) -> VerifyReport:
-        return _blocking(self.aio.verify)
-
-
-def _blocking(function: Callable[_P, Awaitable[_T]], *args: _P.args, **kwargs: _P.kwargs) -> _T:
-    with start_blocking_portal() as portal:
-        return portal.call(lambda: function(*args, **kwargs))
+        return self._blocking(self.aio.verify)
 
 
 def _check_factory(factory: Any, what: str) -> Any:
@@ -249,6 +309,17 @@ def _check_factory(factory: Any, what: str) -> Any:
     if inspect.isclass(factory) and inspect.isabstract(factory):
         raise ConfigurationError(f"{what} {factory.__name__} is abstract and cannot be created")
     return factory
+
+
+def _create(factory: Callable[[], _T], what: str) -> _T:
+    """Call a user's factory; its failure is a setup error, reported before any session."""
+    try:
+        return factory()
+    except Exception as exc:
+        name = getattr(factory, "__qualname__", repr(factory))
+        raise ConfigurationError(
+            f"{what}: creating it with {name}() raised {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def _check_participant(name: Any) -> str:

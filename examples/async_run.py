@@ -1,6 +1,6 @@
 """The async harness with an async agent, under asyncio and then trio.
 
-    python examples/async_run.py [STORE]
+python examples/async_run.py [STORE]
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from envharness import AsyncEnvironmentHarness, Scenario
 from envharness.fixtures import SyntheticAgent, SyntheticEnvironment, SyntheticScenarioInput
@@ -20,7 +21,7 @@ class PoliteAgent:
     implementation = "polite-agent@1"
 
     async def act(self, observation: Any) -> dict[str, int]:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         return {"value": 1 if observation.total < 3 else 0}
 
 

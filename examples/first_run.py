@@ -1,6 +1,6 @@
 """The README's first example: one agent, five turns, evidence in .local/my-environment.
 
-    python examples/first_run.py [STORE]
+python examples/first_run.py [STORE]
 """
 
 from __future__ import annotations

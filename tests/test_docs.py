@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 from pathlib import Path
@@ -30,7 +28,9 @@ def test_the_readme_python_blocks_run(tmp_path: Path, monkeypatch: pytest.Monkey
     assert (tmp_path / ".local" / "my-environment" / "evidence.sqlite3").exists()
     # The environment the README teaches must really run.
     harness = EnvironmentHarness(
-        tmp_path / "counter", environment=namespace["Counter"], agents={"a": namespace["IncrementAgent"]}
+        tmp_path / "counter",
+        environment=namespace["Counter"],
+        agents={"a": namespace["IncrementAgent"]},
     )
     input_type = namespace["Input"]
     session = harness.run(Scenario(id="counter", input=input_type(starting_total=9)), turns=3)

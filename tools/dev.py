@@ -24,7 +24,7 @@ STORE = ROOT / "environment-sessions"
 
 
 def main(argv: list[str]) -> int:
-    if sys.version_info < (3, 11):
+    if sys.version_info < (3, 11):  # noqa: UP036 - this script must explain, not crash
         print("envharness needs Python 3.11 or newer", file=sys.stderr)
         return 2
     command = argv[1] if len(argv) > 1 else ""

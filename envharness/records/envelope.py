@@ -8,8 +8,10 @@ decoded values (which would change when a payload type gains a field).
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from datetime import UTC, datetime
+import time
+from datetime import datetime
 from typing import Any, NamedTuple
 
 import msgspec
@@ -95,8 +97,18 @@ def digest_of(
 
 
 def utc_now_text() -> str:
-    """The current time as RFC 3339 UTC text with microseconds, the form stored in ``at``."""
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    """The current time as RFC 3339 UTC text with microseconds, the form stored in ``at``.
+
+    Same text as ``datetime.now(UTC).isoformat(timespec="microseconds")`` with ``Z`` for
+    ``+00:00``, at a third of the cost: every sealed record pays for it.
+    """
+    second, microsecond = divmod(time.time_ns() // 1000, 1_000_000)
+    return f"{_utc_second_text(second)}.{microsecond:06d}Z"
+
+
+@functools.lru_cache(maxsize=8)
+def _utc_second_text(second: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
 
 
 def decode_payload(data: bytes) -> Payload:

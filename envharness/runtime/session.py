@@ -54,7 +54,8 @@ from envharness.store import Store
 __all__ = ["ProgressCallback", "SessionPlan", "SessionResult", "SessionRunner"]
 
 ProgressCallback = Callable[[str, int, int], None]
-"""Called with (session id, turns completed, turns planned) after each committed turn."""
+"""Called with (session id, turns completed, turns planned): once with 0 when the session's
+start is committed (so a caller learns its id), then after each committed turn."""
 
 _TRACEBACK_LIMIT = 16_000
 
@@ -143,6 +144,8 @@ class SessionRunner:
             state = self._call_environment("initialize", plan.input, Random(plan.seed), plan.roster)
             self._record(SegmentStarted(segment=self._segment, state=self._keep_state(state)))
             await self._flush()
+            if self._progress is not None:
+                self._progress(plan.session_id, 0, plan.turns)
             reason: str | None = None
             for turn in range(1, plan.turns + 1):
                 state, done = await self._turn(turn, state)

@@ -2,7 +2,7 @@
 
 from envharness.store.reader import RecordFilter, SessionInfo
 from envharness.store.schema import SCHEMA_VERSION
-from envharness.store.store import Store, open_store
+from envharness.store.store import Store, open_store, read_store
 from envharness.store.verify import ChainBreak, VerifyReport
 
 __all__ = [
@@ -13,4 +13,5 @@ __all__ = [
     "Store",
     "VerifyReport",
     "open_store",
+    "read_store",
 ]

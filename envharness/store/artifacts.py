@@ -36,6 +36,7 @@ class ArtifactFiles:
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
             raise
+        _fsync_directory(target.parent)
         return digest
 
     def get(self, sha256: str) -> bytes:
@@ -53,3 +54,14 @@ class ArtifactFiles:
         if hasher.hexdigest() != sha256:
             return f"artifact {sha256} was modified (its content no longer has that sha256)"
         return None
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (POSIX; Windows has no directory handles)."""
+    if os.name == "nt":
+        return
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

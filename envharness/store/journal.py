@@ -18,7 +18,7 @@ import msgspec
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from envharness.errors import ChainConflictError, StoreError
+from envharness.errors import ChainConflictError, StoreBusyError, StoreError
 from envharness.records import RecordRow, SessionCreated, SessionStatus
 from envharness.store.schema import translate_sqlite_error
 
@@ -112,8 +112,11 @@ class Journal:
         try:
             self._transaction(batch)
         except StoreError as exc:
-            if len(batch) == 1:
-                batch[0].error = exc
+            if len(batch) == 1 or isinstance(exc, StoreBusyError):
+                # A lock another process kept past the busy timeout fails the whole batch:
+                # retrying request by request would wait out the timeout once per request.
+                for request in batch:
+                    request.error = exc
                 return
             # One bad request must not fail its neighbours: retry each on its own.
             for request in batch:

@@ -8,12 +8,13 @@ WAL snapshot while it waits. Writers are never blocked by readers.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncGenerator, Collection, Sequence
 from pathlib import Path
 
 import anyio
 import msgspec
 
+from envharness.errors import ConfigurationError
 from envharness.records import RecordRow
 from envharness.store.schema import DATABASE_NAME
 
@@ -51,6 +52,13 @@ class RecordFilter(msgspec.Struct, frozen=True, kw_only=True):
     turn: int | None = None
     limit: int | None = None
 
+    def __post_init__(self) -> None:
+        if isinstance(self.kinds, str):
+            raise ConfigurationError(
+                f"RecordFilter(kinds={self.kinds!r}) needs a collection of kinds, "
+                f"e.g. kinds=({self.kinds!r},)"
+            )
+
 
 def open_reader(directory: Path) -> sqlite3.Connection:
     """A read-only connection; reads never take the write lock."""
@@ -73,7 +81,7 @@ _FIELDS = tuple(SessionInfo.__struct_fields__)
 
 async def iterate_rows(
     directory: Path, session_id: str, selection: RecordFilter, page_size: int = PAGE_SIZE
-) -> AsyncIterator[RecordRow]:
+) -> AsyncGenerator[RecordRow, None]:
     """Yield the session's rows in ``seq`` order, one short transaction per page."""
     clauses = ["session_id = ?", "seq > ?"]
     parameters: list[object] = [session_id]

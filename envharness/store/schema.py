@@ -8,6 +8,7 @@ never ``aiosqlite``: aiosqlite is bound to asyncio, and envharness must run unde
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 from envharness.errors import StoreBusyError, StoreError, StoreLayoutError, StoreVersionError
@@ -93,14 +94,54 @@ def connect(directory: Path, *, create: bool) -> sqlite3.Connection:
     except (OSError, sqlite3.Error) as exc:
         raise StoreLayoutError(f"cannot open the store at {str(directory)!r}: {exc}") from exc
     try:
-        connection.execute("PRAGMA journal_mode=WAL")
-        # FULL: a commit is on disk before it is acknowledged; group commit amortises the fsync.
-        connection.execute("PRAGMA synchronous=FULL")
-        migrate(connection, directory)
-    except BaseException:
+        _prepare_patiently(connection, directory)
+    except BaseException as exc:
         connection.close()
+        if isinstance(exc, sqlite3.Error):
+            raise _open_error(exc, directory) from exc
         raise
     return connection
+
+
+def _prepare(connection: sqlite3.Connection, directory: Path) -> None:
+    # Refuse a newer store before anything below (journal mode, migrations) can write to it.
+    found = _user_version(connection)
+    if found > SCHEMA_VERSION:
+        raise _newer_store(directory, found)
+    if connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if mode != "wal":
+            raise StoreLayoutError(
+                f"the store at {str(directory)!r} cannot use write-ahead logging (SQLite kept "
+                f"journal mode {mode!r}); put the store on a local filesystem"
+            )
+    # FULL: a commit is on disk before it is acknowledged; group commit amortises the fsync.
+    connection.execute("PRAGMA synchronous=FULL")
+    migrate(connection, directory)
+
+
+def _prepare_patiently(connection: sqlite3.Connection, directory: Path) -> None:
+    """:func:`_prepare`, retried while another process holds a lock, up to the busy timeout.
+
+    SQLite answers some lock conflicts at open time with an immediate ``SQLITE_BUSY`` instead
+    of calling the busy handler — switching a new database to WAL while another process does
+    the same, or reading one while another recovers its WAL — so those are retried here. Every
+    step is idempotent.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    pause = 0.002
+    while True:
+        try:
+            _prepare(connection, directory)
+            return
+        except (sqlite3.OperationalError, StoreBusyError) as exc:
+            busy = isinstance(exc, StoreBusyError) or _is_busy(exc)
+            if not busy or time.monotonic() + pause > deadline:
+                raise
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
 
 
 def migrate(connection: sqlite3.Connection, directory: Path) -> None:
@@ -133,9 +174,24 @@ def translate_sqlite_error(exc: sqlite3.Error, directory: Path) -> StoreError:
     if "locked" in message or "busy" in message:
         return StoreBusyError(
             f"the store at {str(directory)!r} stayed locked by another process for more than "
-            f"{BUSY_TIMEOUT_S:.0f}s; wait for it to finish or stop it, then retry"
+            f"{BUSY_TIMEOUT_S:g}s; wait for it to finish or stop it, then retry"
         )
     return StoreError(f"the store at {str(directory)!r} failed: {message}")
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+def _open_error(exc: sqlite3.Error, directory: Path) -> StoreError:
+    """What opening the database failed on, as a store error that says which file is wrong."""
+    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_NOTADB:
+        return StoreLayoutError(
+            f"{str(directory / DATABASE_NAME)!r} is not an envharness store (not an SQLite "
+            "database); point --store at a store directory or at a new, empty one"
+        )
+    return translate_sqlite_error(exc, directory)
 
 
 def _user_version(connection: sqlite3.Connection) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from os import PathLike
 from pathlib import Path
@@ -32,18 +32,24 @@ from envharness.store.reader import (
 from envharness.store.schema import connect, translate_sqlite_error
 from envharness.store.verify import VerifyReport, verify_store
 
-__all__ = ["Store", "open_store"]
+__all__ = ["Store", "open_store", "read_store"]
 
 _T = TypeVar("_T")
 
 
 class Store:
-    """Reads and writes one store. Get one from :func:`open_store`."""
+    """Reads and writes one store: :func:`open_store` to write, :func:`read_store` to read."""
 
-    def __init__(self, directory: Path, journal: Journal) -> None:
+    def __init__(self, directory: Path, journal: Journal | None = None) -> None:
         self.directory = directory
-        self.journal = journal
+        self._journal = journal
         self.artifacts = ArtifactFiles(directory / "artifacts")
+
+    @property
+    def journal(self) -> Journal:
+        if self._journal is None:
+            raise StoreError("this store was opened for reading; use open_store() to write to it")
+        return self._journal
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -96,13 +102,13 @@ class Store:
 
     def rows(
         self, session_id: str, selection: RecordFilter | None = None
-    ) -> AsyncIterator[RecordRow]:
+    ) -> AsyncGenerator[RecordRow, None]:
         """Stored rows in ``seq`` order, paged; payloads stay as their digested bytes."""
         return iterate_rows(self.directory, session_id, selection or RecordFilter())
 
     async def records(
         self, session_id: str, selection: RecordFilter | None = None
-    ) -> AsyncIterator[Record]:
+    ) -> AsyncGenerator[Record, None]:
         """Decoded records in ``seq`` order, paged."""
         async for row in self.rows(session_id, selection):
             yield decode_record(row)
@@ -132,22 +138,54 @@ class Store:
             finally:
                 connection.close()
 
-        return await anyio.to_thread.run_sync(run)
+        # Reads change nothing, so a cancelled caller need not wait for the thread to finish.
+        return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
 
 
 @asynccontextmanager
 async def open_store(path: str | PathLike[str], *, create: bool = True) -> AsyncIterator[Store]:
-    """Open (and with ``create``, make) the store at ``path`` for the duration of the block."""
+    """Open (and with ``create``, make) the store at ``path`` for the duration of the block.
+
+    The block's own exception comes out as itself, not wrapped in an exception group by the
+    task group that hosts the writer.
+    """
     directory = Path(path)
     connection = await anyio.to_thread.run_sync(lambda: connect(directory, create=create))
     try:
         journal = Journal(connection, directory)
-        async with anyio.create_task_group() as group:
-            await group.start(journal.run)
-            try:
-                yield Store(directory, journal)
-            finally:
-                journal.close()
+        try:
+            async with anyio.create_task_group() as group:
+                await group.start(journal.run)
+                try:
+                    yield Store(directory, journal)
+                finally:
+                    journal.close()
+        except BaseExceptionGroup as group_error:
+            raise _sole_exception(group_error) from None
     finally:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(connection.close)
+
+
+async def read_store(path: str | PathLike[str]) -> Store:
+    """A store to read from, without a writer: no task group, so it is safe to hold across
+    the ``yield`` of an async generator. Refuses missing and newer stores like ``open_store``."""
+    directory = Path(path)
+    connection = await anyio.to_thread.run_sync(lambda: connect(directory, create=False))
+    await anyio.to_thread.run_sync(connection.close)
+    return Store(directory)
+
+
+def _sole_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one real error inside ``group`` (the writer never raises); the group otherwise."""
+    leaves: list[BaseException] = []
+
+    def collect(error: BaseException) -> None:
+        if isinstance(error, BaseExceptionGroup):
+            for inner in error.exceptions:
+                collect(inner)
+        else:
+            leaves.append(error)
+
+    collect(group)
+    return leaves[0] if len(leaves) == 1 else group

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import sqlite3
 from collections.abc import Mapping
@@ -10,6 +11,7 @@ from random import Random
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import msgspec
 import pytest
 
@@ -51,7 +53,7 @@ class AsyncIncrement:
     implementation = "async-increment@1"
 
     async def act(self, observation: Any) -> dict[str, int]:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         return {"value": 1}
 
 
@@ -88,7 +90,7 @@ async def test_a_session_records_every_step_in_order(store_path: Path) -> None:
         "segment.ended",
     ]
     assert [record.seq for record in records] == list(range(len(records)))
-    assert all(r.prev == p.digest for p, r in zip(records, records[1:], strict=False))
+    assert all(r.prev == p.digest for p, r in itertools.pairwise(records))
     last = records[-2].payload
     assert isinstance(last, SessionStatus)
     assert last.status == "completed"

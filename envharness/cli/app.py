@@ -1,0 +1,401 @@
+"""The ``envharness`` command: parse arguments, call the library once, render the answer.
+
+Each command runs its async work with one ``anyio.run`` and reads through
+:func:`~envharness.store.read_store` (which never creates a store) or writes through the
+harness. Errors become exit statuses in :mod:`envharness.cli.edge`, for every command at once.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, get_args
+
+import anyio
+import typer
+from typer.core import TyperGroup
+
+from envharness._version import __version__
+from envharness.cli.edge import (
+    EXIT_INTERRUPTED,
+    EXIT_NO,
+    CliError,
+    ProgressLine,
+    closing,
+    interruptible,
+    translate_errors,
+)
+from envharness.cli.loading import (
+    guard_factory,
+    load_reference,
+    make_cwd_importable,
+    parse_input,
+    parse_pair,
+)
+from envharness.cli.quickstart import write_quickstart
+from envharness.cli.render import (
+    Timeline,
+    printable,
+    quickstart_lines,
+    run_lines,
+    session_json,
+    session_table,
+    verify_lines,
+)
+from envharness.errors import ScenarioInputError
+from envharness.harness import DEFAULT_ACTION_TIMEOUT, AsyncEnvironmentHarness
+from envharness.records import Payload, Status, encode_record
+from envharness.scenario import Scenario
+from envharness.store import RecordFilter, SessionInfo, VerifyReport, read_store
+
+__all__ = ["app", "main"]
+
+DEFAULT_STORE = Path("environment-sessions")
+STORE_ENV = "ENVHARNESS_STORE"
+
+_STATUSES = list(get_args(Status))
+_KINDS = sorted(str(member.__struct_config__.tag) for member in get_args(Payload))
+
+
+class _Group(TyperGroup):
+    """The root group: one place where every command's errors become exit statuses."""
+
+    def invoke(self, ctx: Any) -> Any:
+        with translate_errors():
+            return super().invoke(ctx)
+
+
+app = typer.Typer(
+    name="envharness",
+    cls=_Group,
+    help="Run agents in persistent environments and inspect the hash-chained evidence.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain output: help and usage errors print [brackets] as written
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Options:
+    store: Path
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"envharness {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    store: Annotated[
+        Path,
+        typer.Option(
+            "--store",
+            envvar=STORE_ENV,
+            metavar="PATH",
+            help="The evidence store directory (created by commands that write).",
+        ),
+    ] = DEFAULT_STORE,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    ctx.obj = _Options(store=store.expanduser())
+
+
+def _store(ctx: typer.Context) -> Path:
+    options = ctx.find_object(_Options)
+    return options.store if options is not None else DEFAULT_STORE
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+
+@app.command()
+def quickstart(
+    ctx: typer.Context,
+    turns: Annotated[
+        int, typer.Option("--turns", metavar="N", min=1, help="Turns per session.")
+    ] = 8,
+) -> None:
+    """Write a store of synthetic sessions to explore. Its numbers measure nothing."""
+    store = _store(ctx)
+    with ProgressLine() as line:
+        summary = anyio.run(
+            lambda: write_quickstart(
+                store,
+                turns=turns,
+                progress=lambda done, planned: line.show(f"session {done}/{planned}"),
+            )
+        )
+    for text in quickstart_lines(summary):
+        typer.echo(text)
+
+
+@app.command("run")
+def run_command(
+    ctx: typer.Context,
+    environment: Annotated[
+        str,
+        typer.Argument(
+            metavar="ENVIRONMENT", help="The environment class or factory, as module:attribute."
+        ),
+    ],
+    agent: Annotated[
+        list[str],
+        typer.Option(
+            "--agent",
+            metavar="NAME=module:factory",
+            help="A participant and its agent class or factory; repeat for more participants.",
+        ),
+    ],
+    turns: Annotated[
+        int, typer.Option("--turns", metavar="N", min=1, help="Turns to run at most.")
+    ],
+    role: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--role",
+            metavar="NAME=ROLE",
+            help="A participant's role, when the environment has more than one.",
+        ),
+    ] = None,
+    scenario: Annotated[
+        str, typer.Option("--scenario", metavar="ID", help="The scenario id recorded.")
+    ] = "cli",
+    input: Annotated[
+        str | None,
+        typer.Option(
+            "--input", metavar="JSON", help="The scenario input, a JSON object. Default: {}."
+        ),
+    ] = None,
+    seed: Annotated[
+        int, typer.Option("--seed", metavar="N", help="The session's random seed.")
+    ] = 0,
+    action_timeout: Annotated[
+        float,
+        typer.Option(
+            "--action-timeout",
+            metavar="SECONDS",
+            min=0,
+            help="How long an agent may take for one action; 0 for no limit.",
+        ),
+    ] = DEFAULT_ACTION_TIMEOUT,
+) -> None:
+    """Run one session and record it. Exit status 0 when it completed, 1 when it did not."""
+    store = _store(ctx)
+    make_cwd_importable()
+    environment_factory = guard_factory(
+        load_reference(environment, what="ENVIRONMENT"), f"environment {environment!r}"
+    )
+    agents: dict[str, Any] = {}
+    for text in agent:
+        name, reference = parse_pair(text, option="--agent", example="alice=my_agents:Greedy")
+        if name in agents:
+            raise CliError(f"--agent {name!r} is given twice; participant names must differ")
+        loaded = load_reference(reference, what=f"--agent {name}")
+        agents[name] = guard_factory(loaded, f"agent {name!r} ({reference})")
+    roles = dict(parse_pair(text, option="--role", example="alice=buyer") for text in role or ())
+    harness = AsyncEnvironmentHarness(
+        store,
+        environment=environment_factory,
+        agents=agents,
+        roles=roles,
+        action_timeout=action_timeout or None,
+    )
+    case = Scenario(id=scenario, input=parse_input(input))
+    seen: list[str] = []
+
+    def progress(session_id: str, turn: int, planned: int) -> None:
+        seen[:] = [session_id]
+        line.show(f"{session_id}  turn {turn}/{planned}")
+
+    with ProgressLine() as line:
+        try:
+            result = anyio.run(
+                lambda: interruptible(
+                    lambda: harness.run(case, turns=turns, seed=seed, progress=progress)
+                )
+            )
+        except ScenarioInputError as exc:
+            raise CliError(f"{exc}; give the scenario input as --input JSON") from None
+    if result is None:
+        which = f"session {seen[0]}" if seen else "the session"
+        typer.echo(f"interrupted: {which} was recorded as stopped", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED)
+    for text in run_lines(result):
+        typer.echo(text)
+    if result.status != "completed":
+        raise typer.Exit(EXIT_NO)
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+
+@app.command()
+def sessions(
+    ctx: typer.Context,
+    status: Annotated[
+        str | None,
+        typer.Option(
+            "--status", metavar="STATUS", help=f"Only this status: {', '.join(_STATUSES)}."
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object per line instead of a table.")
+    ] = False,
+) -> None:
+    """List the sessions in the store, oldest first."""
+    store = _store(ctx)
+    _check_choice("--status", status, _STATUSES)
+
+    async def listed() -> list[SessionInfo]:
+        reader = await read_store(store)
+        return await reader.sessions(status=status)
+
+    found = anyio.run(listed)
+    if as_json:
+        for info in found:
+            typer.echo(session_json(info))
+    elif found:
+        for line in session_table(found):
+            typer.echo(line)
+    else:
+        which = f" with status {status}" if status else ""
+        typer.echo(f"no sessions{which} in {shlex.quote(printable(str(store)))}", err=True)
+
+
+@app.command()
+def show(
+    ctx: typer.Context,
+    session: Annotated[
+        str, typer.Argument(metavar="SESSION", help="A session id, or a unique prefix of one.")
+    ],
+    kind: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kind",
+            metavar="KIND",
+            help="Only records of this kind (repeat for more), e.g. action.blocked.",
+        ),
+    ] = None,
+    participant: Annotated[
+        str | None,
+        typer.Option("--participant", metavar="NAME", help="Only this participant's records."),
+    ] = None,
+    turn: Annotated[int | None, typer.Option("--turn", metavar="N", help="Only this turn.")] = None,
+    full: Annotated[
+        bool, typer.Option("--full", help="Show long values whole instead of cut.")
+    ] = False,
+) -> None:
+    """Show a session's timeline, turn by turn."""
+    store = _store(ctx)
+    for value in kind or ():
+        _check_choice("--kind", value, _KINDS)
+    selection = RecordFilter(kinds=tuple(kind or ()), participant=participant, turn=turn)
+
+    async def render() -> None:
+        reader = await read_store(store)
+        info = await reader.session(session)
+        timeline = Timeline(info, full=full)
+        for line in timeline.header():
+            typer.echo(line)
+        shown = 0
+        async with closing(reader.records(info.id, selection)) as records:
+            async for record in records:
+                shown += 1
+                for line in timeline.lines(record):
+                    typer.echo(line)
+        if not shown:
+            typer.echo("no records match --kind/--participant/--turn", err=True)
+
+    anyio.run(render)
+
+
+@app.command()
+def verify(ctx: typer.Context) -> None:
+    """Re-check every session's hash chain. Exit status 1 when anything is broken."""
+    store = _store(ctx)
+    checked = 0
+
+    def tick(session_id: str) -> None:
+        nonlocal checked
+        checked += 1
+        line.show(f"verifying: {checked} sessions")
+
+    async def check() -> VerifyReport:
+        reader = await read_store(store)
+        return await reader.verify(on_session=tick)
+
+    with ProgressLine() as line:
+        report = anyio.run(check)
+    for text in verify_lines(report):
+        typer.echo(text)
+    if not report.ok:
+        raise typer.Exit(EXIT_NO)
+
+
+@app.command()
+def export(
+    ctx: typer.Context,
+    session: Annotated[
+        str, typer.Argument(metavar="SESSION", help="A session id, or a unique prefix of one.")
+    ],
+) -> None:
+    """Stream a session's records to stdout as JSON lines.
+
+    Each line is one record with its payload exactly as digested, and its prev and digest.
+    """
+    store = _store(ctx)
+    out = typer.get_binary_stream("stdout")
+
+    async def stream() -> None:
+        reader = await read_store(store)
+        info = await reader.session(session)
+        # Plain blocking writes: nothing else runs on this loop, and a slow reader should
+        # slow the export down (the reader pages hold no lock while they wait).
+        async with closing(reader.rows(info.id)) as rows:
+            async for row in rows:
+                out.write(encode_record(row) + b"\n")
+        out.flush()
+
+    anyio.run(stream)
+
+
+# -- entry point -------------------------------------------------------------------------------
+
+
+def main() -> None:
+    """The console script. After an interrupted ``run``, exit without waiting for threads.
+
+    A synchronous agent that was mid-call when Ctrl-C came cannot be stopped; its worker thread
+    was abandoned (the evidence is already closed), and waiting for it at interpreter exit
+    would make Ctrl-C appear not to work.
+    """
+    try:
+        app(prog_name="envharness")
+    except SystemExit as exit_:
+        if exit_.code == EXIT_INTERRUPTED and _busy_threads():
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_INTERRUPTED)
+        raise
+
+
+def _check_choice(option: str, value: str | None, choices: list[str]) -> None:
+    if value is not None and value not in choices:
+        raise CliError(f"{option} {value!r} is not one of: {', '.join(choices)}")
+
+
+def _busy_threads() -> bool:
+    current = threading.current_thread()
+    return any(t is not current and not t.daemon and t.is_alive() for t in threading.enumerate())

@@ -1,0 +1,139 @@
+"""Turn command-line text into Python objects: ``module:attribute`` references, ``NAME=VALUE``
+pairs and JSON scenario inputs — each failure named after the option that carried it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from envharness.cli.edge import CliError
+from envharness.errors import ConfigurationError, EnvharnessError
+
+__all__ = [
+    "guard_factory",
+    "load_reference",
+    "make_cwd_importable",
+    "parse_input",
+    "parse_pair",
+]
+
+
+def make_cwd_importable() -> None:
+    """Put the current directory first on ``sys.path``, as ``python -m`` does.
+
+    A console script's ``sys.path[0]`` is the script's own directory, so without this a user's
+    ``my_env.py`` beside them would not import.
+    """
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+
+
+def load_reference(reference: str, *, what: str) -> Any:
+    """Import ``module:attribute`` (the attribute may be dotted, ``module:Class.factory``)."""
+    module_name, _, attribute = reference.partition(":")
+    if not module_name or not attribute or ":" in attribute:
+        raise CliError(
+            f"{what} {reference!r} is not module:attribute, e.g. my_package.agents:GreedyAgent"
+        )
+    module = _import(module_name, what)
+    value: Any = module
+    parts = attribute.split(".")
+    for depth, part in enumerate(parts):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            owner = ":".join([module_name, ".".join(parts[:depth])]) if depth else module_name
+            raise CliError(
+                f"{what} {reference!r}: {owner} has no attribute {part!r}"
+                + _suggestion(part, dir(value))
+            ) from None
+    return value
+
+
+def _import(module_name: str, what: str) -> Any:
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (module_name + ".").startswith(exc.name + "."):
+            raise CliError(
+                f"{what}: no module named {exc.name!r} (looked in the current directory "
+                f"{os.getcwd()!r} and the installed packages)"
+            ) from exc
+        raise CliError(f"{what}: importing {module_name!r} failed: {_describe(exc)}") from exc
+    except Exception as exc:  # the user's module raised while importing: say what and where
+        raise CliError(f"{what}: importing {module_name!r} failed: {_describe(exc)}") from exc
+
+
+def guard_factory(factory: Any, what: str) -> Any:
+    """Wrap a loaded factory so that an exception from the user's constructor becomes a
+    :class:`ConfigurationError` naming it, instead of a traceback out of the harness.
+
+    Non-callables pass through untouched: the harness explains those best ("pass the class,
+    not an instance").
+    """
+    if not callable(factory):
+        return factory
+
+    @functools.wraps(factory)
+    def make() -> Any:
+        try:
+            return factory()
+        except EnvharnessError:
+            raise
+        except Exception as exc:
+            raise ConfigurationError(f"{what}: creating it raised {_describe(exc)}") from exc
+
+    return make
+
+
+def parse_pair(text: str, *, option: str, example: str) -> tuple[str, str]:
+    """Split ``NAME=VALUE``; both sides must be non-empty."""
+    name, separator, value = text.partition("=")
+    name, value = name.strip(), value.strip()
+    if not separator or not name or not value:
+        raise CliError(f"{option} {text!r} is not NAME=VALUE, e.g. {option} {example}")
+    return name, value
+
+
+def parse_input(text: str | None) -> dict[str, Any]:
+    """The scenario input as a JSON object; the environment's input type validates it later."""
+    if text is None:
+        return {}
+    try:
+        value = msgspec.json.decode(text)
+    except msgspec.DecodeError as exc:
+        raise CliError(f"--input is not valid JSON ({exc}): {text!r:.200}") from None
+    if not isinstance(value, dict):
+        raise CliError(
+            f"--input must be a JSON object such as '{{\"starting_total\": 0}}', "
+            f"not {type(value).__name__} {text!r:.200}"
+        )
+    return value
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: message (file:line)`` — enough to find the problem without a traceback."""
+    where = ""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        where = f" ({exc.filename}:{exc.lineno})"
+    else:
+        frames = traceback.extract_tb(exc.__traceback__)
+        if frames:
+            where = f" ({Path(frames[-1].filename)}:{frames[-1].lineno})"
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+def _suggestion(name: str, candidates: list[str]) -> str:
+    public = [candidate for candidate in candidates if not candidate.startswith("_")]
+    close = difflib.get_close_matches(name, public, n=3)
+    return f"; did you mean {', '.join(close)}?" if close else ""

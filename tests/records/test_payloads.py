@@ -1,0 +1,195 @@
+"""Payloads: one tagged Struct per evidence kind, and how they survive encoding."""
+
+from __future__ import annotations
+
+import math
+import typing
+from typing import Any
+
+import msgspec
+import pytest
+
+from envharness.records import (
+    ActionAttempted,
+    ActionBlocked,
+    ActionExecuted,
+    Artifact,
+    Branch,
+    Checkpoint,
+    Cost,
+    DecisionRequested,
+    DecisionSelected,
+    EnvironmentRef,
+    ErrorInfo,
+    Finding,
+    Hint,
+    Intervention,
+    Log,
+    Observation,
+    OperationReceipt,
+    OperationRef,
+    Outcome,
+    ParticipantRef,
+    Payload,
+    ProtocolViolation,
+    ScenarioRef,
+    Score,
+    SegmentEnded,
+    SegmentStarted,
+    SessionConfig,
+    SessionCreated,
+    SessionStatus,
+    canonical,
+    decode_payload,
+)
+
+# The kinds DESIGN.md ("Core concepts" → Kinds) names; the union must hold exactly these.
+DESIGN_KINDS = {
+    "session.created",
+    "session.status",
+    "segment.started",
+    "segment.ended",
+    "observation",
+    "action.attempted",
+    "action.executed",
+    "action.blocked",
+    "outcome",
+    "hint",
+    "cost",
+    "score",
+    "finding",
+    "artifact",
+    "checkpoint",
+    "branch",
+    "intervention",
+    "operation.receipt",
+    "decision.requested",
+    "decision.selected",
+    "protocol.violation",
+    "log",
+}
+
+CONFIG = SessionConfig(
+    environment=EnvironmentRef(
+        name="grid",
+        version="2",
+        turn_order="sequential",
+        roles=("mover", "watcher"),
+        input_type="tests.Input",
+        action_type="tests.Action",
+        observation_type="tests.Observation",
+        input_schema={"type": "object"},
+    ),
+    participants={
+        "alice": ParticipantRef(role="mover", implementation="a@1"),
+        "bob": ParticipantRef(role="watcher", implementation="b@2"),
+    },
+    scenario=ScenarioRef(id="s-1", input={"size": 3}, reference=[1, 2], metadata={"tag": "x"}),
+    seed=7,
+    turns=12,
+    envharness_version="0.1.0",
+    harness_version="h@1",
+    scoring_version="score@1",
+    experiment_id="exp_1",
+    trial=2,
+    operations=(OperationRef(name="engine", version="3", config={"depth": 2}),),
+    action_timeout=4.5,
+)
+ERROR = ErrorInfo(type="ValueError", message="bad", traceback="Traceback ...", stderr_tail="oops")
+
+# One payload per kind, every field set away from its default so a lost field shows.
+SAMPLES: list[Any] = [
+    SessionCreated(config=CONFIG),
+    SessionStatus(status="failed", reason="agent raised", error=ERROR),
+    SegmentStarted(segment=2, cause="resume", previous=1, state="ab" * 32),
+    SegmentEnded(segment=2, status="interrupted"),
+    Observation(observation={"total": 3, "seen": [1, 2]}),
+    ActionAttempted(action={"value": 1}, seconds=0.25),
+    ActionExecuted(action={"value": 1}, outcome={"total": 4}),
+    ActionBlocked(action={"value": 99}, reason="out of range", by="hook"),
+    Outcome(state="cd" * 32, done=True, signals={"total": 4.0}),
+    Hint(text="try smaller steps", source="make_pre_hint"),
+    Cost(input_tokens=10, output_tokens=20, usd=0.5, seconds=1.5, model="m-1"),
+    Score(version="score@1", metrics={"total": 4.0}, passed=True, uncertainty={"total": 0.1}),
+    Finding(title="went negative", detail="at turn 3", severity="medium", cites=(4, 9)),
+    Artifact(name="board.png", sha256="ef" * 32, size=123, media_type="image/png"),
+    Checkpoint(label="t3", state="01" * 32, agents={"alice": {"memory": [1]}}, notebook=[1]),
+    Branch(parent_session="ses_1", checkpoint_seq=17, intervention={"kind": "x"}, reason="why"),
+    Intervention(intervention={"kind": "reset-total"}, reason="test", state="23" * 32),
+    OperationReceipt(
+        operation="engine", version="3", request={"q": 1}, result={"a": 2}, error=ERROR
+    ),
+    DecisionRequested(decision="pick", options=("a", "b"), operations=(3, 4)),
+    DecisionSelected(decision="pick", selected="b", operations=(5,)),
+    ProtocolViolation(problem="invalid JSON", artifact="45" * 32, excerpt="{nope"),
+    Log(message="hello", level="warning", stream="stderr"),
+]
+
+
+def tag(payload_type: Any) -> str:
+    return str(payload_type.__struct_config__.tag)
+
+
+def test_the_union_holds_exactly_the_design_kinds() -> None:
+    members = typing.get_args(Payload)
+    assert {tag(member) for member in members} == DESIGN_KINDS
+    assert len(members) == len(DESIGN_KINDS), "two payload types share a kind"
+
+
+def test_there_is_a_sample_of_every_kind() -> None:
+    assert sorted(tag(type(sample)) for sample in SAMPLES) == sorted(DESIGN_KINDS)
+
+
+@pytest.mark.parametrize("payload", SAMPLES, ids=lambda p: tag(type(p)))
+def test_every_kind_round_trips_through_the_tagged_union(payload: Any) -> None:
+    data = canonical(payload)
+    assert msgspec.json.decode(data)["kind"] == tag(type(payload))
+    decoded = decode_payload(data)
+    assert type(decoded) is type(payload)
+    assert decoded == payload
+    assert canonical(decoded) == data, "re-encoding a decoded payload changed its bytes"
+
+
+@pytest.mark.parametrize("payload", SAMPLES, ids=lambda p: tag(type(p)))
+def test_canonical_bytes_have_sorted_keys_at_every_level(payload: Any) -> None:
+    data = canonical(payload)
+    assert data == canonical(msgspec.json.decode(data))
+
+
+def test_defaults_fill_in_when_an_older_payload_lacks_a_newer_field() -> None:
+    decoded = decode_payload(b'{"kind":"log","message":"old"}')
+    assert decoded == Log(message="old", level="info", stream=None)
+
+
+def test_unknown_fields_from_a_newer_writer_are_ignored() -> None:
+    decoded = decode_payload(b'{"kind":"hint","text":"t","added_later":{"x":1}}')
+    assert decoded == Hint(text="t")
+
+
+def test_an_unknown_kind_is_refused() -> None:
+    with pytest.raises(msgspec.ValidationError, match="kind"):
+        decode_payload(b'{"kind":"no.such.kind"}')
+
+
+def test_a_field_of_the_wrong_type_is_refused_with_its_path() -> None:
+    with pytest.raises(msgspec.ValidationError, match=r"\$\.segment"):
+        decode_payload(b'{"kind":"segment.ended","segment":"two","status":"completed"}')
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_non_finite_numbers_are_recorded_as_null_and_still_decode(value: float) -> None:
+    outcome = Outcome(state="00" * 32, signals={"ratio": value, "fine": 1.0})
+    decoded = decode_payload(canonical(outcome))
+    assert isinstance(decoded, Outcome)
+    assert decoded.signals == {"ratio": None, "fine": 1.0}
+    score = Score(version="v", metrics={"m": value}, uncertainty={"m": value})
+    decoded_score = decode_payload(canonical(score))
+    assert isinstance(decoded_score, Score)
+    assert decoded_score.metrics == {"m": None}
+    assert decoded_score.uncertainty == {"m": None}
+
+
+def test_payloads_are_frozen() -> None:
+    log = Log(message="x")
+    with pytest.raises(AttributeError):
+        log.message = "y"  # type: ignore[misc]

@@ -1,0 +1,149 @@
+"""Helpers shared by the store tests: sealed rows for a session, and a plain SQLite look."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from envharness.records import (
+    EnvironmentRef,
+    Log,
+    Outcome,
+    ParticipantRef,
+    RecordRow,
+    ScenarioRef,
+    SessionChain,
+    SessionConfig,
+    SessionCreated,
+    SessionStatus,
+    new_id,
+)
+from envharness.store.journal import Journal
+from envharness.store.schema import DATABASE_NAME
+
+
+def config(scenario_id: str = "scenario-1", experiment_id: str | None = None) -> SessionConfig:
+    return SessionConfig(
+        environment=EnvironmentRef(
+            name="test-env",
+            version="1",
+            turn_order="simultaneous",
+            roles=("agent",),
+            input_type="tests.Input",
+        ),
+        participants={"alice": ParticipantRef(role="agent", implementation="a@1")},
+        scenario=ScenarioRef(id=scenario_id, input={}),
+        seed=0,
+        turns=1,
+        envharness_version="test",
+        experiment_id=experiment_id,
+    )
+
+
+def new_session(
+    session_id: str | None = None,
+    *,
+    scenario_id: str = "scenario-1",
+    experiment_id: str | None = None,
+) -> tuple[SessionChain, RecordRow]:
+    """A fresh chain and its sealed ``session.created`` row."""
+    chain = SessionChain(session_id or new_id("ses"))
+    row = chain.seal(SessionCreated(config=config(scenario_id, experiment_id)))
+    return chain, row
+
+
+def logs(chain: SessionChain, count: int, **options: Any) -> list[RecordRow]:
+    return [
+        chain.seal(Log(message=f"{chain.session_id} #{chain.next_seq}"), **options)
+        for _ in range(count)
+    ]
+
+
+def session_rows(count: int, session_id: str | None = None) -> list[RecordRow]:
+    """``session.created`` followed by ``count - 1`` log rows."""
+    chain, created = new_session(session_id)
+    return [created, *logs(chain, count - 1)]
+
+
+def turn_rows(
+    chain: SessionChain, turn: int, participants: tuple[str, ...] = ("alice", "bob")
+) -> tuple[list[RecordRow], dict[str, bytes]]:
+    """A turn's worth of rows (a log per participant, then an outcome) and its state blob."""
+    state = f'{{"turn":{turn}}}'.encode()
+    digest = hashlib.sha256(state).hexdigest()
+    rows = [chain.seal(Log(message=f"turn {turn}"), turn=turn, participant=p) for p in participants]
+    rows.append(chain.seal(Outcome(state=digest, signals={"turn": float(turn)}), turn=turn))
+    return rows, {digest: state}
+
+
+def status_row(chain: SessionChain, status: Any, reason: str | None = None) -> RecordRow:
+    return chain.seal(SessionStatus(status=status, reason=reason))
+
+
+@contextlib.contextmanager
+def plain(store: Path) -> Iterator[sqlite3.Connection]:
+    """A separate, plain sqlite3 connection to the store's database (no envharness code)."""
+    connection = sqlite3.connect(store / DATABASE_NAME, isolation_level=None, timeout=10)
+    try:
+        yield connection
+    finally:
+        connection.close()
+
+
+def count_rows(store: Path, session_id: str | None = None) -> int:
+    with plain(store) as connection:
+        if session_id is None:
+            return int(connection.execute("SELECT count(*) FROM records").fetchone()[0])
+        query = "SELECT count(*) FROM records WHERE session_id = ?"
+        return int(connection.execute(query, (session_id,)).fetchone()[0])
+
+
+class Transactions:
+    """Wraps :meth:`Journal._transaction` to count transactions and, optionally, hold them.
+
+    ``hold()`` makes the next transactions wait (in the writer's worker thread) until
+    ``release()``: the way to stall the writer, or to let requests pile up into one batch.
+    """
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.batches: list[int] = []
+        """Requests in each transaction attempted, in order."""
+        self.rows: list[int] = []
+        self.failed: list[BaseException] = []
+        self.entered = threading.Event()
+        self._gate = threading.Event()
+        self._gate.set()
+        original: Callable[[Journal, Any], None] = Journal._transaction
+
+        def wrapped(journal: Journal, batch: Any) -> None:
+            batch = list(batch)
+            self.entered.set()
+            if not self._gate.wait(timeout=30):
+                raise AssertionError("the test never released the held writer")
+            self.batches.append(len(batch))
+            self.rows.append(sum(len(request.rows) for request in batch))
+            try:
+                original(journal, batch)
+            except BaseException as exc:
+                self.failed.append(exc)
+                raise
+
+        monkeypatch.setattr(Journal, "_transaction", wrapped)
+
+    def hold(self) -> None:
+        self.entered.clear()
+        self._gate.clear()
+
+    def release(self) -> None:
+        self._gate.set()
+
+    @property
+    def count(self) -> int:
+        return len(self.batches)

@@ -1,0 +1,193 @@
+"""Opening a store: layout checks, migrations, refusing newer stores, append-only records."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from pathlib import Path
+
+import anyio
+import pytest
+
+from envharness.errors import StoreBusyError, StoreError, StoreLayoutError, StoreVersionError
+from envharness.store import SCHEMA_VERSION, open_store
+from envharness.store.schema import DATABASE_NAME, connect
+
+from ._support import count_rows, plain, session_rows
+
+
+def snapshot(directory: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file in ``directory`` with its bytes and mtime."""
+    return {
+        path.name: (path.read_bytes(), path.stat().st_mtime_ns)
+        for path in sorted(directory.iterdir())
+    }
+
+
+def make_newer_store(store: Path, journal_mode: str) -> None:
+    store.mkdir()
+    with plain(store) as connection:
+        connection.execute(f"PRAGMA journal_mode={journal_mode}")
+        connection.execute("CREATE TABLE from_the_future (x)")
+        connection.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+
+
+@pytest.mark.anyio
+async def test_a_fresh_store_is_created_and_migrated(store_path: Path) -> None:
+    async with open_store(store_path):
+        pass
+    assert (store_path / DATABASE_NAME).is_file()
+    with plain(store_path) as connection:
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+    assert {"records", "sessions", "blobs"} <= tables
+    assert {"records_are_append_only_update", "records_are_append_only_delete"} <= tables
+
+
+def test_connect_uses_wal_and_full_durability(store_path: Path) -> None:
+    connection = connect(store_path, create=True)
+    try:
+        assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert connection.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        assert connection.isolation_level is None
+    finally:
+        connection.close()
+
+
+@pytest.mark.anyio
+async def test_reopening_keeps_the_evidence_and_the_version(store_path: Path) -> None:
+    rows = session_rows(3)
+    async with open_store(store_path) as store:
+        await store.append(rows)
+    async with open_store(store_path, create=False) as store:
+        assert (await store.session(rows[0].session_id)).records == 3
+    assert count_rows(store_path) == 3
+    with plain(store_path) as connection:
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_an_empty_database_file_is_migrated(store_path: Path) -> None:
+    store_path.mkdir()
+    (store_path / DATABASE_NAME).touch()
+    connect(store_path, create=False).close()
+    with plain(store_path) as connection:
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+@pytest.mark.parametrize("journal_mode", ["wal", "delete"])
+@pytest.mark.anyio
+async def test_a_newer_store_is_refused_and_left_untouched(
+    store_path: Path, journal_mode: str
+) -> None:
+    make_newer_store(store_path, journal_mode)
+    before = snapshot(store_path)
+    with pytest.raises(StoreVersionError, match="upgrade envharness") as caught:
+        async with open_store(store_path):
+            pytest.fail("a newer store was opened")
+    message = str(caught.value)
+    assert f"schema version {SCHEMA_VERSION + 1}" in message
+    assert str(store_path) in message
+    assert snapshot(store_path) == before
+
+
+def test_a_newer_store_is_refused_by_connect_too(store_path: Path) -> None:
+    make_newer_store(store_path, "wal")
+    before = snapshot(store_path)
+    with pytest.raises(StoreVersionError, match="upgrade"):
+        connect(store_path, create=False)
+    assert snapshot(store_path) == before
+
+
+@pytest.mark.anyio
+async def test_a_store_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "not-a-directory"
+    path.write_bytes(b"hello")
+    with pytest.raises(StoreLayoutError, match="is a file; a store is a directory"):
+        async with open_store(path):
+            pytest.fail("a file was opened as a store")
+    assert path.read_bytes() == b"hello"
+
+
+@pytest.mark.anyio
+async def test_create_false_on_a_missing_directory_creates_nothing(store_path: Path) -> None:
+    with pytest.raises(StoreLayoutError, match="no evidence store"):
+        async with open_store(store_path, create=False):
+            pytest.fail("a missing store was opened")
+    assert not await anyio.Path(store_path).exists()
+
+
+def test_create_false_on_an_empty_directory_creates_nothing(store_path: Path) -> None:
+    store_path.mkdir()
+    with pytest.raises(StoreLayoutError, match="no evidence store"):
+        connect(store_path, create=False)
+    assert list(store_path.iterdir()) == []
+
+
+def test_a_database_file_that_is_not_sqlite_is_a_layout_error(store_path: Path) -> None:
+    store_path.mkdir()
+    garbage = b"this is not an SQLite database " * 200
+    (store_path / DATABASE_NAME).write_bytes(garbage)
+    with pytest.raises(StoreLayoutError, match="not an envharness store"):
+        connect(store_path, create=True)
+    assert (store_path / DATABASE_NAME).read_bytes() == garbage
+
+
+def test_migrating_while_another_process_holds_the_lock_is_a_busy_error(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("envharness.store.schema.BUSY_TIMEOUT_S", 0.1)
+    store_path.mkdir()
+    with plain(store_path) as other:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("CREATE TABLE unrelated (x)")
+        with pytest.raises(StoreBusyError, match="locked by another process"):
+            connect(store_path, create=True)
+        other.execute("ROLLBACK")
+    connect(store_path, create=True).close()
+
+
+def test_connections_racing_to_create_one_store_all_succeed(tmp_path: Path) -> None:
+    # SQLite answers a race to switch a new database to WAL with an immediate SQLITE_BUSY
+    # (no busy handler); connect() must wait that out like any other lock.
+    failures: list[StoreError] = []
+    for attempt in range(20):
+        store = tmp_path / f"store-{attempt}"
+        barrier = threading.Barrier(4)
+
+        def open_it(store: Path = store, barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            try:
+                connect(store, create=True).close()
+            except StoreError as exc:
+                failures.append(exc)
+
+        threads = [threading.Thread(target=open_it) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert failures == []
+
+
+@pytest.mark.anyio
+async def test_records_are_append_only(store_path: Path) -> None:
+    rows = session_rows(3)
+    async with open_store(store_path) as store:
+        await store.append(rows)
+    with plain(store_path) as connection:
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            connection.execute("UPDATE records SET payload = x'00' WHERE seq = 1")
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            connection.execute("DELETE FROM records WHERE seq = 2")
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            connection.execute("DELETE FROM records")
+        stored = connection.execute("SELECT digest FROM records ORDER BY seq").fetchall()
+    assert [row[0] for row in stored] == [row.digest for row in rows]
+
+
+def test_closing_the_last_connection_leaves_only_the_database(store_path: Path) -> None:
+    connect(store_path, create=True).close()
+    leftovers = sorted(os.listdir(store_path))
+    assert leftovers == [DATABASE_NAME], "WAL files should be gone once the last connection closes"

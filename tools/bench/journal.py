@@ -1,0 +1,256 @@
+"""Journal throughput against raw SQLite, in the same run, on the same rows.
+
+What it measures, in records per second:
+
+(a) raw ``sqlite3``: the sealed rows inserted with ``executemany`` into the store's own schema,
+    with the store's own pragmas (WAL, ``synchronous=FULL``), committed in batches as large as
+    the journal's average transaction in (b). No acknowledgement, no index, no event loop.
+(b) the journal: ``--sessions`` concurrent producer tasks, each sealing turn-sized batches of
+    ``--turn-size`` records with its :class:`SessionChain` and awaiting
+    ``Store.append`` — which returns only after the transaction holding them committed. The
+    timing includes sealing (canonical encoding and sha256 of every record).
+
+and the ratio b/a (the target is at least 0.5), the number of commits (transactions) each made,
+and the database's bytes per record after a checkpoint.
+
+Run it from the repository root::
+
+    .venv/bin/python tools/bench/journal.py                  # 100,000 records
+    .venv/bin/python tools/bench/journal.py --records 20000  # quicker
+    .venv/bin/python tools/bench/journal.py --backend trio
+
+It writes into a temporary directory (``--directory`` to choose one on a particular disk) and
+removes it afterwards. Numbers depend on the disk's fsync latency: compare the ratio, not the
+absolute rates, between machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import shutil
+import sqlite3
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from envharness.records import (
+    ActionAttempted,
+    ActionExecuted,
+    EnvironmentRef,
+    Log,
+    Observation,
+    Outcome,
+    ParticipantRef,
+    Payload,
+    RecordRow,
+    ScenarioRef,
+    SessionChain,
+    SessionConfig,
+    SessionCreated,
+)
+from envharness.store import open_store
+from envharness.store.journal import Journal
+from envharness.store.schema import DATABASE_NAME, connect
+
+INSERT = (
+    "INSERT INTO records (session_id, seq, kind, turn, participant, at, payload, prev, digest)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+PARTICIPANTS = ("alice", "bob")
+
+
+def created(index: int) -> SessionCreated:
+    return SessionCreated(
+        config=SessionConfig(
+            environment=EnvironmentRef(
+                name="bench",
+                version="1",
+                turn_order="simultaneous",
+                roles=("agent",),
+                input_type="bench.Input",
+            ),
+            participants={
+                p: ParticipantRef(role="agent", implementation="bench@1") for p in PARTICIPANTS
+            },
+            scenario=ScenarioRef(id=f"scenario-{index}", input={"n": index}),
+            seed=index,
+            turns=1_000_000,
+            envharness_version="bench",
+        )
+    )
+
+
+def turn_payloads(turn: int, size: int) -> list[tuple[Payload, str | None]]:
+    """About one turn of a two-participant session: observe, attempt, execute, outcome, logs."""
+    payloads: list[tuple[Payload, str | None]] = []
+    for participant in PARTICIPANTS:
+        payloads.append(
+            (Observation(observation={"total": turn, "turn": turn, "mine": [1, 2, 3]}), participant)
+        )
+        payloads.append((ActionAttempted(action={"value": 1}, seconds=0.001), participant))
+        payloads.append(
+            (ActionExecuted(action={"value": 1}, outcome={"total": turn + 1}), participant)
+        )
+    payloads.append((Outcome(state=f"{turn:064x}", signals={"total": float(turn)}), None))
+    while len(payloads) < size:
+        payloads.append((Log(message=f"turn {turn} note {len(payloads)}"), None))
+    return payloads[:size]
+
+
+def plan(records: int, sessions: int, turn_size: int) -> list[int]:
+    """Turns per session so that the total is ``records`` (to within one turn's size)."""
+    turns, extra = divmod(max(0, records - sessions) // turn_size, sessions)
+    return [turns + (1 if index < extra else 0) for index in range(sessions)]
+
+
+class CommitCounter:
+    """Counts the journal's transactions by wrapping its one method that runs them."""
+
+    def __init__(self) -> None:
+        self.commits = 0
+        self.rows = 0
+        original = Journal._transaction
+
+        def counted(journal: Journal, batch: Iterable[Any]) -> None:
+            batch = list(batch)
+            original(journal, batch)
+            self.commits += 1
+            self.rows += sum(len(request.rows) for request in batch)
+
+        Journal._transaction = counted  # type: ignore[method-assign]
+        self._original = original
+
+    def restore(self) -> None:
+        Journal._transaction = self._original  # type: ignore[method-assign]
+
+
+async def journal_run(
+    directory: Path, turns: list[int], turn_size: int
+) -> tuple[float, list[RecordRow]]:
+    """(b): concurrent producers sealing and appending turn-sized batches; returns seconds."""
+    written: list[RecordRow] = []
+    prepared = [turn_payloads(turn, turn_size) for turn in range(1, max(turns, default=0) + 1)]
+
+    async with open_store(directory) as store:
+
+        async def produce(index: int, count: int) -> None:
+            chain = SessionChain(f"ses_bench_{index:04d}")
+            first = [chain.seal(created(index))]
+            await store.append(first)
+            written.extend(first)
+            for turn in range(1, count + 1):
+                rows = [chain.seal(p, turn=turn, participant=who) for p, who in prepared[turn - 1]]
+                await store.append(rows)
+                written.extend(rows)
+
+        started = time.perf_counter()
+        async with anyio.create_task_group() as group:
+            for index, count in enumerate(turns):
+                group.start_soon(produce, index, count)
+        seconds = time.perf_counter() - started
+    return seconds, written
+
+
+def raw_run(directory: Path, rows: list[RecordRow], batch: int) -> tuple[float, int]:
+    """(a): the same rows, executemany in ``batch``-row transactions; returns seconds, commits."""
+    connection = connect(directory, create=True)  # the store's schema and pragmas
+    try:
+        commits = 0
+        started = time.perf_counter()
+        for start in range(0, len(rows), batch):
+            connection.execute("BEGIN IMMEDIATE")
+            connection.executemany(INSERT, rows[start : start + batch])
+            connection.execute("COMMIT")
+            commits += 1
+        seconds = time.perf_counter() - started
+    finally:
+        connection.close()
+    return seconds, commits
+
+
+def bytes_per_record(directory: Path, records: int) -> float:
+    with sqlite3.connect(directory / DATABASE_NAME) as connection:
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    connection.close()
+    size = (directory / DATABASE_NAME).stat().st_size
+    return size / records
+
+
+def seal_rate(rows: list[RecordRow], turn_size: int) -> float:
+    """Records/s of sealing alone (encoding + sha256), for reference."""
+    payloads = turn_payloads(1, turn_size)
+    chain = SessionChain("ses_seal")
+    count = min(len(rows), 20_000)
+    started = time.perf_counter()
+    for index in range(count):
+        payload, who = payloads[index % turn_size]
+        chain.seal(payload, turn=1, participant=who)
+    return count / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--records", type=int, default=100_000, help="records to write (default 100000)"
+    )
+    parser.add_argument(
+        "--sessions", type=int, default=64, help="concurrent producers (default 64)"
+    )
+    parser.add_argument("--turn-size", type=int, default=8, help="records per append (default 8)")
+    parser.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio")
+    parser.add_argument(
+        "--directory",
+        type=Path,
+        default=None,
+        help="where to write (default: a temporary directory)",
+    )
+    options = parser.parse_args()
+
+    base = Path(tempfile.mkdtemp(prefix="envharness-bench-", dir=options.directory))
+    try:
+        turns = plan(options.records, options.sessions, options.turn_size)
+        counter = CommitCounter()
+        gc.collect()
+        try:
+            journal_seconds, rows = anyio.run(
+                journal_run, base / "journal", turns, options.turn_size, backend=options.backend
+            )
+        finally:
+            counter.restore()
+        total = len(rows)
+        journal_rate = total / journal_seconds
+        average_batch = max(1, round(counter.rows / counter.commits))
+        journal_bytes = bytes_per_record(base / "journal", total)
+
+        gc.collect()
+        raw_seconds, raw_commits = raw_run(base / "raw", rows, average_batch)
+        raw_rate = total / raw_seconds
+        raw_bytes = bytes_per_record(base / "raw", total)
+
+        seal = seal_rate(rows, options.turn_size)
+        journal_batch = counter.rows / counter.commits
+        print(
+            f"records: {total} in {options.sessions} sessions, {options.turn_size} per append,"
+            f" backend {options.backend}"
+        )
+        print(
+            f"(a) raw sqlite3 executemany : {raw_rate:>10,.0f} records/s  {raw_commits:>6} commits"
+            f" of {average_batch} rows  {raw_bytes:6.0f} bytes/record"
+        )
+        print(
+            f"(b) journal, acknowledged   : {journal_rate:>10,.0f} records/s  {counter.commits:>6}"
+            f" commits, {journal_batch:.1f} rows/commit  {journal_bytes:6.0f} bytes/record"
+        )
+        print(f"ratio b/a                   : {journal_rate / raw_rate:10.2f}  (target >= 0.5)")
+        print(f"sealing alone, for reference: {seal:>10,.0f} records/s (included in b)")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
