@@ -3,6 +3,15 @@
 ``implementation`` is a versioned identifier recorded with the evidence, so that a resumed
 session cannot silently run different agent code. An agent may return an :class:`AgentReply`
 instead of a bare dict to report what the decision cost.
+
+Two optional methods let an agent take part in the session's lifecycle — what an agent that is
+a separate program needs (see ``CommandAgent``):
+
+- ``lifespan(context)`` returns an async context manager entered before the first turn and
+  exited when the session ends, however it ends; ``context`` says where the agent is and lets
+  it add ``log`` records to the evidence.
+- ``feedback(turn, outcome, blocked)`` (sync or async) is called after each turn's evidence is
+  committed, with the participant's executed outcome, or the reason its action was blocked.
 """
 
 from __future__ import annotations
@@ -10,12 +19,23 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from envharness.errors import ConfigurationError
-from envharness.records import Cost
+from envharness.records import Cost, EnvironmentRef
 
-__all__ = ["Agent", "AgentFactory", "AgentReply", "Cost", "implementation_of", "is_async_agent"]
+__all__ = [
+    "Agent",
+    "AgentContext",
+    "AgentFactory",
+    "AgentReply",
+    "Cost",
+    "LogLevel",
+    "implementation_of",
+    "is_async_agent",
+]
+
+LogLevel = Literal["debug", "info", "warning", "error"]
 
 
 @runtime_checkable
@@ -35,6 +55,19 @@ class AgentReply:
 
     action: dict[str, Any]
     cost: Cost | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentContext:
+    """Where an agent is acting, handed to its ``lifespan``; frozen, like all hook inputs."""
+
+    session_id: str
+    participant: str
+    role: str
+    seed: int
+    environment: EnvironmentRef
+    log: Callable[[str, LogLevel, str | None], None]
+    """Add a ``log`` record (message, level, stream) to the session's evidence."""
 
 
 def implementation_of(agent: object, participant: str) -> str:

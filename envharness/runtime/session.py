@@ -11,7 +11,6 @@ committed. Only a store that cannot be written is raised to the caller.
 from __future__ import annotations
 
 import hashlib
-import time
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ import anyio
 import msgspec
 
 from envharness._version import __version__
-from envharness.agent import Agent, AgentReply, implementation_of, is_async_agent
+from envharness.agent import Agent, AgentContext, LogLevel, implementation_of
 from envharness.environment import Environment, Resolution, ScoreReport
 from envharness.errors import StoreError
 from envharness.records import (
@@ -30,13 +29,14 @@ from envharness.records import (
     ActionBlocked,
     ActionExecuted,
     Artifact,
-    Cost,
     ErrorInfo,
     Finding,
+    Log,
     Observation,
     Outcome,
     ParticipantRef,
     Payload,
+    ProtocolViolation,
     RecordRow,
     Score,
     SegmentEnded,
@@ -48,6 +48,7 @@ from envharness.records import (
     Status,
     canonical,
 )
+from envharness.runtime.participants import AgentFailure, ask_all, running, send_feedback
 from envharness.scenario import Scenario
 from envharness.store import Store
 
@@ -135,6 +136,7 @@ class SessionRunner:
         self._turns_completed = 0
         self._segment = 0
         self._sequential = plan.environment.spec.turn_order == "sequential"
+        self._feedback: dict[str, tuple[Any, str | None]] = {}
 
     async def run(self) -> SessionResult:
         plan = self._plan
@@ -146,18 +148,13 @@ class SessionRunner:
             await self._flush()
             if self._progress is not None:
                 self._progress(plan.session_id, 0, plan.turns)
-            reason: str | None = None
-            for turn in range(1, plan.turns + 1):
-                state, done = await self._turn(turn, state)
-                await self._flush()
-                self._turns_completed = turn
-                if self._progress is not None:
-                    self._progress(plan.session_id, turn, plan.turns)
-                if done:
-                    reason = f"the environment reported done at turn {turn}"
-                    break
+            async with running(plan.agents, self._agent_contexts()):
+                state, reason = await self._turns(state)
             self._score(state)
             return await self._finish("completed", reason)
+        except AgentFailure as failure:
+            await self._record_violation(failure)
+            return await self._finish("failed", failure.reason, _error_info(failure.cause))
         except _SessionFailure as failure:
             return await self._finish("failed", failure.reason, failure.error)
         except StoreError:
@@ -171,7 +168,28 @@ class SessionRunner:
         except Exception as exc:  # noqa: BLE001 - a bug in envharness itself: record it
             return await self._finish("failed", f"internal error: {exc!r}", _error_info(exc))
 
-    # -- one turn ------------------------------------------------------------------------------
+    # -- turns ---------------------------------------------------------------------------------
+
+    async def _turns(self, state: Any) -> tuple[Any, str | None]:
+        """Run the planned turns; returns the final state and why it stopped early, if it did."""
+        plan = self._plan
+        for turn in range(1, plan.turns + 1):
+            state, done = await self._turn(turn, state)
+            await self._flush()
+            self._turns_completed = turn
+            await self._send_feedback(turn)
+            if self._progress is not None:
+                self._progress(plan.session_id, turn, plan.turns)
+            if done:
+                return state, f"the environment reported done at turn {turn}"
+        return state, None
+
+    async def _send_feedback(self, turn: int) -> None:
+        """After the turn is committed — an agent learns nothing the evidence lacks."""
+        feedback, self._feedback = self._feedback, {}
+        for participant, (outcome, blocked) in feedback.items():
+            agent = self._plan.agents[participant]
+            await send_feedback(participant, agent, turn, outcome, blocked)
 
     async def _turn(self, turn: int, state: Any) -> tuple[Any, bool]:
         roster = list(self._plan.agents)
@@ -192,16 +210,17 @@ class SessionRunner:
             observations[participant] = observation
             shown = self._encodable(observation, f"observation for {participant!r}")
             self._record(Observation(observation=shown), turn=turn, participant=participant)
-        replies = await self._act_all(observations)
+        replies = await ask_all(self._plan.agents, observations, self._plan.action_timeout)
         actions: dict[str, Any] = {}
         for participant in acting:
-            raw, seconds, cost = replies[participant]
+            reply = replies[participant]
+            raw = reply.action
             self._record(
-                ActionAttempted(action=_as_evidence(raw), seconds=seconds),
+                ActionAttempted(action=_as_evidence(raw), seconds=reply.seconds),
                 turn=turn, participant=participant,
             )  # fmt: skip
-            if cost is not None:
-                self._record(cost, turn=turn, participant=participant)
+            if reply.cost is not None:
+                self._record(reply.cost, turn=turn, participant=participant)
             problem, action = self._validate(raw)
             if problem is None:
                 actions[participant] = action
@@ -210,6 +229,7 @@ class SessionRunner:
                     ActionBlocked(action=_as_evidence(raw), reason=problem, by="validation"),
                     turn=turn, participant=participant,
                 )  # fmt: skip
+                self._feedback[participant] = (None, problem)
             else:
                 raise _SessionFailure(
                     f"agent {participant!r} returned an invalid action: {problem}"
@@ -222,14 +242,14 @@ class SessionRunner:
             )
         digest = self._keep_state(resolution.state)
         for participant, action in actions.items():
-            outcome = resolution.outcomes.get(participant)
+            outcome = self._encodable(
+                resolution.outcomes.get(participant), f"outcome for {participant!r}"
+            )
             self._record(
-                ActionExecuted(
-                    action=_as_evidence(action),
-                    outcome=self._encodable(outcome, f"outcome for {participant!r}"),
-                ),
+                ActionExecuted(action=_as_evidence(action), outcome=outcome),
                 turn=turn, participant=participant,
             )  # fmt: skip
+            self._feedback[participant] = (outcome, None)
         for name, data in resolution.artifacts.items():
             sha256 = await self._store.put_artifact(data)
             self._record(Artifact(name=name, sha256=sha256, size=len(data)), turn=turn)
@@ -239,56 +259,6 @@ class SessionRunner:
         )  # fmt: skip
         self._outcome_seqs.setdefault(turn, []).append(outcome_row.seq)
         return resolution.state, resolution.done
-
-    async def _act_all(
-        self, observations: Mapping[str, Any]
-    ) -> dict[str, tuple[Any, float, Cost | None]]:
-        """Ask every acting participant concurrently; the first failure (roster order) wins."""
-        replies: dict[str, tuple[Any, float, Cost | None]] = {}
-        failures: dict[str, _SessionFailure] = {}
-
-        async def ask(participant: str, observation: Any) -> None:
-            try:
-                replies[participant] = await self._act(participant, observation)
-            except _SessionFailure as failure:
-                failures[participant] = failure
-
-        if len(observations) == 1:
-            [(participant, observation)] = observations.items()
-            await ask(participant, observation)
-        else:
-            async with anyio.create_task_group() as group:
-                for participant, observation in observations.items():
-                    group.start_soon(ask, participant, observation)
-        for participant in observations:
-            if participant in failures:
-                raise failures[participant]
-        return replies
-
-    async def _act(self, participant: str, observation: Any) -> tuple[Any, float, Cost | None]:
-        agent = self._plan.agents[participant]
-        timeout = self._plan.action_timeout
-        started = time.perf_counter()
-        try:
-            with anyio.fail_after(timeout):
-                if is_async_agent(agent):
-                    reply = await agent.act(observation)  # type: ignore[misc]
-                else:
-                    reply = await anyio.to_thread.run_sync(
-                        agent.act, observation, abandon_on_cancel=True
-                    )
-        except TimeoutError as exc:
-            raise _SessionFailure(
-                f"agent {participant!r} did not answer within {timeout}s (action_timeout)", exc
-            ) from exc
-        except Exception as exc:
-            raise _SessionFailure(
-                f"agent {participant!r} raised {type(exc).__name__}: {exc}", exc
-            ) from exc
-        seconds = time.perf_counter() - started
-        if isinstance(reply, AgentReply):
-            return reply.action, seconds, reply.cost
-        return reply, seconds, None
 
     def _validate(self, raw: Any) -> tuple[str | None, Any]:
         if not isinstance(raw, dict):
@@ -336,6 +306,49 @@ class SessionRunner:
                     cites=cites,
                 )
             )
+
+    def _agent_contexts(self) -> dict[str, AgentContext]:
+        plan = self._plan
+        environment = plan.environment.spec.reference()
+
+        def logger(participant: str) -> Callable[[str, LogLevel, str | None], None]:
+            def log(message: str, level: LogLevel = "info", stream: str | None = None) -> None:
+                turn = self._turns_completed + 1
+                self._record(
+                    Log(message=message, level=level, stream=stream),
+                    turn=turn, participant=participant,
+                )  # fmt: skip
+
+            return log
+
+        return {
+            name: AgentContext(
+                session_id=plan.session_id,
+                participant=name,
+                role=plan.roster[name],
+                seed=plan.seed,
+                environment=environment,
+                log=logger(name),
+            )
+            for name in plan.agents
+        }
+
+    async def _record_violation(self, failure: AgentFailure) -> None:
+        """Keep what an external agent sent that broke the protocol, bytes and all."""
+        violation = failure.violation
+        if violation is None:
+            return
+        sha256 = (
+            await self._store.put_artifact(violation.offending) if violation.offending else None
+        )
+        self._record(
+            ProtocolViolation(
+                problem=f"{violation.code}: {violation.problem}",
+                artifact=sha256,
+                excerpt=violation.offending[:200].decode("utf-8", "replace"),
+            ),
+            turn=self._turns_completed + 1, participant=failure.participant,
+        )  # fmt: skip
 
     async def _finish(
         self, status: Status, reason: str | None, error: ErrorInfo | None = None
@@ -409,11 +422,14 @@ def _as_evidence(value: Any) -> Any:
 
 
 def _error_info(exc: BaseException) -> ErrorInfo:
+    """The whole diagnosis: message, traceback and, for an external agent, its stderr tail."""
     text = "".join(traceback.format_exception(exc))
+    stderr_tail = getattr(exc, "stderr_tail", None)
     return ErrorInfo(
         type=type(exc).__qualname__,
         message=str(exc),
         traceback=text[-_TRACEBACK_LIMIT:],
+        stderr_tail=stderr_tail if isinstance(stderr_tail, str) else None,
     )
 
 

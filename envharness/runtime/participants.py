@@ -1,0 +1,159 @@
+"""Talking to the session's agents: asking for actions, sending feedback, running lifespans.
+
+Everything an agent can do wrong becomes an :class:`AgentFailure` that names the participant and
+what happened; the session runner records it and ends the session ``failed``. A protocol
+violation by an external agent keeps the offending bytes, so the runner can store them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from envharness.agent import Agent, AgentContext, AgentReply, is_async_agent
+from envharness.protocol import ProtocolViolationError
+from envharness.records import Cost
+
+__all__ = ["AgentFailure", "Reply", "ask", "ask_all", "running", "send_feedback"]
+
+
+class AgentFailure(Exception):
+    """An agent failed its session. ``cause`` keeps the original error and its traceback."""
+
+    def __init__(self, participant: str, reason: str, cause: BaseException) -> None:
+        super().__init__(reason)
+        self.participant = participant
+        self.reason = reason
+        self.cause = cause
+
+    @property
+    def violation(self) -> ProtocolViolationError | None:
+        return self.cause if isinstance(self.cause, ProtocolViolationError) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What one participant answered, how long it took, and what it said it cost."""
+
+    action: Any
+    seconds: float
+    cost: Cost | None = None
+
+
+async def ask(
+    participant: str, agent: Agent, observation: Any, action_timeout: float | None
+) -> Reply:
+    """One action from one agent, within ``action_timeout`` seconds (configuration).
+
+    A sync ``act`` runs in a worker thread so a blocking model call cannot stall other
+    sessions; on timeout the thread is abandoned (it cannot be interrupted) and the session
+    fails.
+    """
+    started = time.perf_counter()
+    try:
+        with anyio.fail_after(action_timeout):
+            if is_async_agent(agent):
+                reply = await agent.act(observation)  # type: ignore[misc]
+            else:
+                reply = await anyio.to_thread.run_sync(
+                    agent.act, observation, abandon_on_cancel=True
+                )
+    except TimeoutError as exc:
+        raise AgentFailure(
+            participant,
+            f"agent {participant!r} did not answer within {action_timeout}s (action_timeout)",
+            exc,
+        ) from exc
+    except Exception as exc:
+        raise _failure(participant, "acting", exc) from exc
+    seconds = time.perf_counter() - started
+    if isinstance(reply, AgentReply):
+        return Reply(reply.action, seconds, reply.cost)
+    return Reply(reply, seconds)
+
+
+async def ask_all(
+    agents: Mapping[str, Agent], observations: Mapping[str, Any], action_timeout: float | None
+) -> dict[str, Reply]:
+    """Ask every participant in ``observations`` concurrently.
+
+    All are waited for, so every answer that did arrive can be recorded; then the first
+    failure in roster order is raised.
+    """
+    if len(observations) == 1:
+        [(participant, observation)] = observations.items()
+        return {
+            participant: await ask(participant, agents[participant], observation, action_timeout)
+        }
+    replies: dict[str, Reply] = {}
+    failures: dict[str, AgentFailure] = {}
+
+    async def one(participant: str, observation: Any) -> None:
+        try:
+            replies[participant] = await ask(
+                participant, agents[participant], observation, action_timeout
+            )
+        except AgentFailure as failure:
+            failures[participant] = failure
+
+    async with anyio.create_task_group() as group:
+        for participant, observation in observations.items():
+            group.start_soon(one, participant, observation)
+    for participant in observations:
+        if participant in failures:
+            raise failures[participant]
+    return replies
+
+
+async def send_feedback(
+    participant: str, agent: Agent, turn: int, outcome: Any, blocked: str | None
+) -> None:
+    """Tell an agent how its action went, if it wants to know (``feedback`` is optional)."""
+    feedback: Callable[..., Any] | None = getattr(agent, "feedback", None)
+    if feedback is None:
+        return
+    try:
+        result = feedback(turn, outcome, blocked)
+        if inspect.isawaitable(result):
+            await result
+    except Exception as exc:
+        raise _failure(participant, "taking feedback", exc) from exc
+
+
+@asynccontextmanager
+async def running(
+    agents: Mapping[str, Agent], contexts: Mapping[str, AgentContext]
+) -> AsyncIterator[None]:
+    """Enter every agent's optional ``lifespan`` for the duration of the block.
+
+    Agents leave in reverse order of entry, whatever ends the block; an agent that cannot
+    start fails the session before its first turn.
+    """
+    async with AsyncExitStack() as stack:
+        for participant, agent in agents.items():
+            lifespan = getattr(agent, "lifespan", None)
+            if lifespan is None:
+                continue
+            try:
+                await stack.enter_async_context(lifespan(contexts[participant]))
+            except Exception as exc:
+                raise _failure(participant, "starting", exc) from exc
+        yield
+
+
+def _failure(participant: str, doing: str, exc: Exception) -> AgentFailure:
+    if isinstance(exc, AgentFailure):
+        return exc
+    if isinstance(exc, ProtocolViolationError):
+        reason = f"agent {participant!r} broke the protocol while {doing}: {exc.problem}"
+    elif doing == "acting":
+        reason = f"agent {participant!r} raised {type(exc).__name__}: {exc}"
+    else:
+        reason = f"agent {participant!r} failed while {doing}: {type(exc).__name__}: {exc}"
+    return AgentFailure(participant, reason, exc)
