@@ -4,7 +4,8 @@ The names here are the public API; ``tests/test_exports.py`` keeps this list hon
 """
 
 from envharness._version import __version__
-from envharness.agent import Agent, AgentReply, Cost
+from envharness.agent import Agent, AgentContext, AgentReply, Cost
+from envharness.command_agent import CommandAgent
 from envharness.environment import (
     Environment,
     EnvironmentSpec,
@@ -30,10 +31,12 @@ from envharness.store import ChainBreak, RecordFilter, SessionInfo, VerifyReport
 
 __all__ = [
     "Agent",
+    "AgentContext",
     "AgentReply",
     "AsyncEnvironmentHarness",
     "ChainBreak",
     "ChainConflictError",
+    "CommandAgent",
     "ConfigurationError",
     "Cost",
     "EnvharnessError",

@@ -65,6 +65,7 @@ class AgentContext:
     participant: str
     role: str
     seed: int
+    turns: int
     environment: EnvironmentRef
     log: Callable[[str, LogLevel, str | None], None]
     """Add a ``log`` record (message, level, stream) to the session's evidence."""

@@ -68,10 +68,6 @@ class EnvironmentSpec:
 
     def reference(self) -> EnvironmentRef:
         """The spec as evidence: names and JSON Schema instead of Python types."""
-        try:
-            input_schema: dict[str, Any] | None = msgspec.json.schema(self.input_type)
-        except TypeError:
-            input_schema = None
         return EnvironmentRef(
             name=self.name,
             version=self.version,
@@ -80,7 +76,8 @@ class EnvironmentSpec:
             input_type=_type_name(self.input_type),
             action_type=_type_name(self.action_type) if self.action_type else None,
             observation_type=_type_name(self.observation_type) if self.observation_type else None,
-            input_schema=input_schema,
+            input_schema=_schema(self.input_type),
+            action_schema=_schema(self.action_type) if self.action_type else None,
         )
 
 
@@ -146,6 +143,14 @@ class Environment(Protocol[StateT, InputT]):
     def intervene(self, state: StateT, intervention: Mapping[str, Any]) -> StateT:
         """Apply a declared outside change (used by branches)."""
         ...
+
+
+def _schema(kind: type[Any]) -> dict[str, Any] | None:
+    """JSON Schema of a type, when msgspec can describe it (plain classes it cannot)."""
+    try:
+        return msgspec.json.schema(kind)
+    except TypeError:
+        return None
 
 
 def _type_name(kind: type[Any]) -> str:

@@ -6,10 +6,12 @@ import envharness
 
 DOCUMENTED = {
     "Agent",
+    "AgentContext",
     "AgentReply",
     "AsyncEnvironmentHarness",
     "ChainBreak",
     "ChainConflictError",
+    "CommandAgent",
     "ConfigurationError",
     "Cost",
     "EnvharnessError",

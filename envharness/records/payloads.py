@@ -80,6 +80,7 @@ class EnvironmentRef(_Part, frozen=True):
     action_type: str | None = None
     observation_type: str | None = None
     input_schema: dict[str, Any] | None = None
+    action_schema: dict[str, Any] | None = None
 
 
 class ParticipantRef(_Part, frozen=True):

@@ -137,6 +137,8 @@ class SessionRunner:
         self._segment = 0
         self._sequential = plan.environment.spec.turn_order == "sequential"
         self._feedback: dict[str, tuple[Any, str | None]] = {}
+        self._current_turn: int | None = None
+        """The turn being played; logs from an agent outside any turn carry no turn."""
 
     async def run(self) -> SessionResult:
         plan = self._plan
@@ -174,10 +176,12 @@ class SessionRunner:
         """Run the planned turns; returns the final state and why it stopped early, if it did."""
         plan = self._plan
         for turn in range(1, plan.turns + 1):
+            self._current_turn = turn
             state, done = await self._turn(turn, state)
             await self._flush()
             self._turns_completed = turn
             await self._send_feedback(turn)
+            self._current_turn = None
             if self._progress is not None:
                 self._progress(plan.session_id, turn, plan.turns)
             if done:
@@ -313,10 +317,9 @@ class SessionRunner:
 
         def logger(participant: str) -> Callable[[str, LogLevel, str | None], None]:
             def log(message: str, level: LogLevel = "info", stream: str | None = None) -> None:
-                turn = self._turns_completed + 1
                 self._record(
                     Log(message=message, level=level, stream=stream),
-                    turn=turn, participant=participant,
+                    turn=self._current_turn, participant=participant,
                 )  # fmt: skip
 
             return log
@@ -327,6 +330,7 @@ class SessionRunner:
                 participant=name,
                 role=plan.roster[name],
                 seed=plan.seed,
+                turns=plan.turns,
                 environment=environment,
                 log=logger(name),
             )
@@ -347,7 +351,7 @@ class SessionRunner:
                 artifact=sha256,
                 excerpt=violation.offending[:200].decode("utf-8", "replace"),
             ),
-            turn=self._turns_completed + 1, participant=failure.participant,
+            turn=self._current_turn, participant=failure.participant,
         )  # fmt: skip
 
     async def _finish(

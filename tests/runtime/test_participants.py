@@ -79,7 +79,7 @@ async def test_lifespan_wraps_the_turns_and_feedback_follows_each_turn(store_pat
     [log] = [r for r in await records_of(harness, session.id) if isinstance(r.payload, Log)]
     assert (log.participant, log.turn, log.payload.message, log.payload.stream) == (
         "alice",
-        1,
+        None,  # logged while starting, outside any turn
         "warming up",
         "stderr",
     )

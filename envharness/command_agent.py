@@ -1,0 +1,381 @@
+"""``CommandAgent``: an external program, in any language, as a session participant.
+
+The program is started once per participant per session, in its own process group, and spoken
+to with the JSON-lines protocol (``protocol/README.md``) on its stdin and stdout; its stderr
+becomes ``log`` records. It inherits only a minimal environment (``PATH``, ``HOME``, locale…)
+plus what is passed explicitly, so the host's credentials never leak into it by accident.
+
+Stopping is bounded and always complete: ``shutdown`` on the protocol, then ``SIGTERM`` to the
+process group after :data:`SHUTDOWN_GRACE`, then ``SIGKILL`` after :data:`TERMINATE_GRACE`, and
+the process is reaped — no zombie and no orphan, whatever the program does.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from envharness.agent import AgentContext, AgentReply
+from envharness.errors import ConfigurationError
+from envharness.protocol import (
+    SUPPORTED_VERSIONS,
+    AgentChannel,
+    EnvironmentInfo,
+    Feedback,
+    Hello,
+    Limits,
+    LogMessage,
+    ProtocolError,
+    ProtocolViolationError,
+)
+from envharness.records import Cost
+
+__all__ = [
+    "DEFAULT_INHERITED_ENV",
+    "SHUTDOWN_GRACE",
+    "TERMINATE_GRACE",
+    "CommandAgent",
+    "CommandAgentProcess",
+]
+
+DEFAULT_INHERITED_ENV: tuple[str, ...] = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "SYSTEMROOT",
+)
+"""Variables a program gets from the host's environment; everything else must be passed."""
+
+SHUTDOWN_GRACE = 2.0
+"""Seconds a program has to exit after ``shutdown`` before it is sent ``SIGTERM``."""
+TERMINATE_GRACE = 2.0
+"""Seconds a program has to exit after ``SIGTERM`` before its process group is killed."""
+STDERR_DRAIN_GRACE = 1.0
+"""Seconds to wait, after the program exits, for the rest of its stderr."""
+STDERR_TAIL_BYTES = 8192
+"""How much of the end of stderr is kept with a failure, for its diagnosis."""
+MAX_STDERR_LOGS = 2000
+"""stderr lines recorded as ``log`` records per session; the rest are counted, not kept."""
+_STDERR_LINE_CHARS = 4000
+
+
+class CommandAgent:
+    """How to start an agent program; the harness starts one process per session from it.
+
+    ``command`` is an argv list, or a string split like a shell would (no shell runs it).
+    ``env`` adds variables (e.g. ``{"MODEL": "x", "API_KEY": os.environ["API_KEY"]}``) to the
+    minimal inherited set ``inherit_env``. ``limits`` sets the per-message timeouts and line
+    size the host enforces (protocol ``Limits``); unset timeouts default to 60 s for ``ready``
+    and none for ``action`` beyond the session's ``action_timeout``.
+    """
+
+    def __init__(
+        self,
+        command: Sequence[str] | str,
+        *,
+        implementation: str,
+        env: Mapping[str, str] | None = None,
+        cwd: str | PathLike[str] | None = None,
+        inherit_env: Iterable[str] = DEFAULT_INHERITED_ENV,
+        limits: Limits | None = None,
+    ) -> None:
+        argv = shlex.split(command) if isinstance(command, str) else [str(p) for p in command]
+        if not argv:
+            raise ConfigurationError("CommandAgent needs a program to run, got an empty command")
+        if not isinstance(implementation, str) or not implementation:
+            raise ConfigurationError(
+                f"CommandAgent {shlex.join(argv)!r} needs implementation='name@version', "
+                "recorded with the evidence"
+            )
+        self.argv: tuple[str, ...] = tuple(argv)
+        self.implementation = implementation
+        self.cwd = Path(cwd) if cwd is not None else None
+        self.env = _child_environment(inherit_env, env or {})
+        self.limits = limits or Limits(ready_timeout=60.0, shutdown_grace=SHUTDOWN_GRACE)
+        self.executable = _resolve(self.argv[0], self.env.get("PATH", ""), self.cwd)
+
+    def __call__(self) -> CommandAgentProcess:
+        return CommandAgentProcess(self)
+
+    def __repr__(self) -> str:
+        return f"CommandAgent({shlex.join(self.argv)!r}, implementation={self.implementation!r})"
+
+
+@dataclass(slots=True)
+class _LastAct:
+    id: str
+    action: dict[str, Any]
+
+
+class CommandAgentProcess:
+    """One running program for one participant of one session (made by :class:`CommandAgent`)."""
+
+    def __init__(self, command: CommandAgent) -> None:
+        self.command = command
+        self.implementation = command.implementation
+        self._channel: AgentChannel | None = None
+        self._stderr_tail: collections.deque[bytes] = collections.deque()
+        self._stderr_tail_size = 0
+        self._last_act: _LastAct | None = None
+        self._next_turn = 1
+        """The turn the next ``act`` belongs to: one after the last turn given feedback."""
+
+    @property
+    def stderr_tail(self) -> str:
+        return b"".join(self._stderr_tail).decode("utf-8", "replace")
+
+    @asynccontextmanager
+    async def lifespan(self, context: AgentContext) -> AsyncIterator[None]:
+        command = self.command
+        try:
+            process = await anyio.open_process(
+                [command.executable, *command.argv[1:]],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=command.cwd,
+                env=command.env,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise ConfigurationError(
+                f"could not start {shlex.join(command.argv)!r}: {exc.strerror or exc}"
+            ) from exc
+        assert process.stdin is not None
+        assert process.stdout is not None
+        assert process.stderr is not None
+        channel = AgentChannel(process.stdout, process.stdin, on_log=self._on_log(context))
+        try:
+            async with anyio.create_task_group() as group:
+                drained = anyio.Event()
+                group.start_soon(self._drain_stderr, process.stderr, context, drained)
+                try:
+                    await self._handshake(channel, context)
+                    self._channel = channel
+                    yield
+                finally:
+                    self._channel = None
+                    with anyio.CancelScope(shield=True):
+                        await _stop(process, channel, command.limits)
+                        # The program's last words (often the reason it failed) come after
+                        # its exit; wait for them briefly, never indefinitely.
+                        with anyio.move_on_after(STDERR_DRAIN_GRACE):
+                            await drained.wait()
+                        group.cancel_scope.cancel()
+                        await process.aclose()
+        except BaseExceptionGroup as group_error:
+            if len(group_error.exceptions) == 1:
+                raise self._diagnosed(group_error.exceptions[0]) from None
+            raise
+
+    async def act(self, observation: Any) -> AgentReply:
+        channel = self._require_channel()
+        timeout = self.command.limits.act_timeout
+        try:
+            with anyio.fail_after(timeout):
+                action = await channel.act(self._next_turn, observation)
+        except TimeoutError as exc:
+            raise self._diagnosed(
+                ProtocolViolationError("timeout", f"no `action` within {timeout}s after `act`")
+            ) from exc
+        except ProtocolError as exc:
+            raise self._diagnosed(exc) from exc
+        self._last_act = _LastAct(action.id, action.action)
+        cost = None
+        if action.cost is not None:
+            c = action.cost
+            cost = Cost(c.input_tokens, c.output_tokens, c.usd, c.seconds, c.model)
+        return AgentReply(action.action, cost)
+
+    async def feedback(self, turn: int, outcome: Any, blocked: str | None) -> None:
+        channel = self._require_channel()
+        last = self._last_act
+        message = Feedback(
+            turn=turn,
+            act_id=last.id if last is not None else "",
+            status="blocked" if blocked is not None else "executed",
+            action=last.action if last is not None else None,
+            outcome=outcome if blocked is None else None,
+            reason=blocked,
+        )
+        self._next_turn = turn + 1
+        try:
+            await channel.feedback(message)
+        except ProtocolError as exc:
+            raise self._diagnosed(exc) from exc
+
+    # -- internals -----------------------------------------------------------------------------
+
+    async def _handshake(self, channel: AgentChannel, context: AgentContext) -> None:
+        environment = context.environment
+        hello = Hello(
+            protocols=SUPPORTED_VERSIONS,
+            session=context.session_id,
+            participant=context.participant,
+            role=context.role,
+            seed=context.seed,
+            environment=EnvironmentInfo(
+                name=environment.name,
+                version=environment.version,
+                turn_order=environment.turn_order,
+                roles=environment.roles,
+                action_schema=environment.action_schema,
+            ),
+            turns=context.turns,
+            capabilities=(),
+            limits=self.command.limits,
+        )
+        timeout = self.command.limits.ready_timeout
+        try:
+            with anyio.fail_after(timeout):
+                await channel.handshake(hello)
+        except TimeoutError as exc:
+            raise self._diagnosed(
+                ProtocolViolationError("timeout", f"no `ready` within {timeout}s after `hello`")
+            ) from exc
+        except ProtocolError as exc:
+            raise self._diagnosed(exc) from exc
+
+    def _require_channel(self) -> AgentChannel:
+        if self._channel is None:
+            raise ConfigurationError(
+                f"{self.command!r} is not running: the session starts it through lifespan()"
+            )
+        return self._channel
+
+    def _on_log(self, context: AgentContext) -> Any:
+        def on_log(message: LogMessage) -> None:
+            context.log(message.message, message.level, "protocol")
+
+        return on_log
+
+    async def _drain_stderr(
+        self, stderr: anyio.abc.ByteReceiveStream, context: AgentContext, drained: anyio.Event
+    ) -> None:
+        """Read stderr to its end, so the program never blocks on a full pipe.
+
+        Lines become ``log`` records up to :data:`MAX_STDERR_LOGS`; the rest are only counted.
+        The last :data:`STDERR_TAIL_BYTES` are kept for the diagnosis of a failure.
+        """
+        try:
+            await self._read_stderr(stderr, context)
+        finally:
+            drained.set()
+
+    async def _read_stderr(
+        self, stderr: anyio.abc.ByteReceiveStream, context: AgentContext
+    ) -> None:
+        pending = b""
+        logged = dropped = 0
+        async for chunk in _chunks(stderr):
+            self._keep_tail(chunk)
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            if len(pending) > _STDERR_LINE_CHARS:  # a newline-less flood: cut it into lines
+                lines.append(pending)
+                pending = b""
+            for line in lines:
+                if logged < MAX_STDERR_LOGS:
+                    text = line.decode("utf-8", "replace").rstrip("\r")[:_STDERR_LINE_CHARS]
+                    context.log(text, "info", "stderr")
+                    logged += 1
+                else:
+                    dropped += 1
+        if pending and logged < MAX_STDERR_LOGS:
+            context.log(pending.decode("utf-8", "replace")[:_STDERR_LINE_CHARS], "info", "stderr")
+        if dropped:
+            context.log(f"{dropped} further stderr lines were not recorded", "warning", "stderr")
+
+    def _keep_tail(self, chunk: bytes) -> None:
+        self._stderr_tail.append(chunk)
+        self._stderr_tail_size += len(chunk)
+        while self._stderr_tail_size - len(self._stderr_tail[0]) >= STDERR_TAIL_BYTES:
+            self._stderr_tail_size -= len(self._stderr_tail.popleft())
+
+    def _diagnosed(self, exc: BaseException) -> BaseException:
+        """Attach the stderr tail, which is often the only explanation a program gives."""
+        if isinstance(exc, Exception):
+            exc.stderr_tail = self.stderr_tail[-STDERR_TAIL_BYTES:]  # type: ignore[attr-defined]
+        return exc
+
+
+async def _stop(process: anyio.abc.Process, channel: AgentChannel, limits: Limits) -> None:
+    """Protocol shutdown, then SIGTERM, then SIGKILL to the group; always reaps the process."""
+    grace = limits.shutdown_grace if limits.shutdown_grace is not None else SHUTDOWN_GRACE
+    with anyio.move_on_after(grace):
+        with suppress(ProtocolError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await channel.shutdown("session ended")
+        await process.wait()
+    if process.returncode is None:
+        _signal_group(process, signal.SIGTERM)
+        with anyio.move_on_after(TERMINATE_GRACE):
+            await process.wait()
+    if process.returncode is None:
+        _signal_group(process, signal.SIGKILL)
+        await process.wait()
+    else:
+        # The leader exited; anything it left behind in its group goes too (no orphans).
+        _signal_group(process, signal.SIGKILL)
+
+
+async def _chunks(stream: anyio.abc.ByteReceiveStream) -> AsyncIterator[bytes]:
+    """The stream's chunks until it ends or is closed under us (both mean: no more output)."""
+    while True:
+        try:
+            yield await stream.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return
+
+
+def _signal_group(process: anyio.abc.Process, number: signal.Signals) -> None:
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, number)
+
+
+def _child_environment(inherit: Iterable[str], extra: Mapping[str, str]) -> dict[str, str]:
+    environment = {name: os.environ[name] for name in inherit if name in os.environ}
+    for name, value in extra.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise ConfigurationError(
+                f"CommandAgent env must map strings to strings; {name!r} is {type(value).__name__}"
+            )
+        environment[name] = value
+    return environment
+
+
+def _resolve(program: str, path: str, cwd: Path | None) -> str:
+    """The program's path, checked now so a typo fails before any session starts."""
+    if os.sep in program or (os.altsep and os.altsep in program):
+        candidate = Path(program) if cwd is None or Path(program).is_absolute() else cwd / program
+        if not candidate.is_file():
+            raise ConfigurationError(f"agent program {program!r} does not exist ({candidate})")
+        if not os.access(candidate, os.X_OK):
+            raise ConfigurationError(
+                f"agent program {program!r} is not executable: chmod +x it, or run it through "
+                f"its interpreter (e.g. ['sh', {program!r}])"
+            )
+        return str(candidate.resolve())
+    found = shutil.which(program, path=path)
+    if found is None:
+        raise ConfigurationError(
+            f"agent program {program!r} was not found on the PATH the agent gets ({path!r}); "
+            "install it, give its full path, or pass env={'PATH': ...}"
+        )
+    return found
