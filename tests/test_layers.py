@@ -18,7 +18,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("records",),
     ("store",),
     ("protocol",),
-    ("environment", "agent", "scenario", "fixtures"),
+    ("environment", "agent", "command_agent", "scenario", "fixtures"),
     ("hooks",),
     ("runtime",),
     ("scoring",),
