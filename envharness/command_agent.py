@@ -245,13 +245,19 @@ class CommandAgentProcess:
         timeout = self.command.limits.ready_timeout
         try:
             with anyio.fail_after(timeout):
-                await channel.handshake(hello)
+                ready = await channel.handshake(hello)
         except TimeoutError as exc:
             raise self._diagnosed(
                 ProtocolViolationError("timeout", f"no `ready` within {timeout}s after `hello`")
             ) from exc
         except ProtocolError as exc:
             raise self._diagnosed(exc) from exc
+        context.log(
+            f"ready: protocol {ready.protocol}, implementation {ready.implementation!r}, "
+            f"capabilities {sorted(ready.capabilities)}",
+            "info",
+            "protocol",
+        )
 
     def _require_channel(self) -> AgentChannel:
         if self._channel is None:

@@ -31,6 +31,7 @@ from envharness.cli.edge import (
 )
 from envharness.cli.loading import (
     guard_factory,
+    load_agent,
     load_reference,
     make_cwd_importable,
     parse_input,
@@ -154,8 +155,10 @@ def run_command(
         list[str],
         typer.Option(
             "--agent",
-            metavar="NAME=module:factory",
-            help="A participant and its agent class or factory; repeat for more participants.",
+            metavar="NAME=module:factory|COMMAND",
+            help="A participant and its agent: a class or factory as module:attribute, or a "
+            "command line run as an external agent (e.g. alice='node agent.mjs'); repeat for "
+            "more participants.",
         ),
     ],
     turns: Annotated[
@@ -202,8 +205,7 @@ def run_command(
         name, reference = parse_pair(text, option="--agent", example="alice=my_agents:Greedy")
         if name in agents:
             raise CliError(f"--agent {name!r} is given twice; participant names must differ")
-        loaded = load_reference(reference, what=f"--agent {name}")
-        agents[name] = guard_factory(loaded, f"agent {name!r} ({reference})")
+        agents[name] = load_agent(name, reference)
     roles = dict(parse_pair(text, option="--role", example="alice=buyer") for text in role or ())
     harness = AsyncEnvironmentHarness(
         store,

@@ -8,6 +8,7 @@ import difflib
 import functools
 import importlib
 import os
+import shlex
 import sys
 import traceback
 from pathlib import Path
@@ -16,10 +17,12 @@ from typing import Any
 import msgspec
 
 from envharness.cli.edge import CliError
+from envharness.command_agent import CommandAgent
 from envharness.errors import ConfigurationError, EnvharnessError
 
 __all__ = [
     "guard_factory",
+    "load_agent",
     "load_reference",
     "make_cwd_importable",
     "parse_input",
@@ -72,6 +75,31 @@ def _import(module_name: str, what: str) -> Any:
         raise CliError(f"{what}: importing {module_name!r} failed: {_describe(exc)}") from exc
     except Exception as exc:  # the user's module raised while importing: say what and where
         raise CliError(f"{what}: importing {module_name!r} failed: {_describe(exc)}") from exc
+
+
+def _looks_like_command(spec: str) -> bool:
+    """A command has arguments or a path (``node a.mjs``, ``./agent``), or is one plain word
+    (``my-agent``); a reference has a ``:`` or a dotted module name and no spaces."""
+    if any(character.isspace() for character in spec) or "/" in spec:
+        return True
+    return ":" not in spec and "." not in spec
+
+
+def load_agent(name: str, spec: str) -> Any:
+    """An agent factory from ``--agent NAME=SPEC``: a ``module:attribute`` reference, or else
+    a command line to run as a :class:`~envharness.CommandAgent` (``"node agent.mjs"``).
+
+    A command's ``implementation`` is recorded as ``command:<the command line>``; the program
+    may report a more precise one in its ``ready`` message, which is logged.
+    """
+    if not _looks_like_command(spec):
+        factory = load_reference(spec, what=f"--agent {name}")
+        return guard_factory(factory, f"agent {name!r} ({spec})")
+    try:
+        argv = shlex.split(spec)
+    except ValueError as exc:
+        raise CliError(f"--agent {name}: cannot split {spec!r} into a command: {exc}") from None
+    return CommandAgent(argv, implementation=f"command:{shlex.join(argv)}")
 
 
 def guard_factory(factory: Any, what: str) -> Any:

@@ -211,3 +211,29 @@ def test_control_characters_from_agents_never_reach_the_terminal(
     assert "\x1b" not in out
     assert "\x1b" not in shown
     assert "raised RuntimeError: \\x1b[2Jscreen cleared" in shown
+
+
+def test_an_agent_given_as_a_command_runs_as_an_external_program(
+    invoke: Invoke, store_path: Path
+) -> None:
+    script = Path(__file__).parents[1] / "command_agent" / "scripted_agent.py"
+    command = f"{sys.executable} {script} good"
+    code, out, err = _run(
+        invoke, store_path, SYNTHETIC, "--agent", f"alice={command}", "--agent", f"bob={AGENT}",
+        "--turns", "2", "--input", INPUT,
+    )  # fmt: skip
+    assert code == 0, err
+    assert "status  completed after 2 turns" in out
+    shown = invoke("--store", store_path, "show", out.split()[1]).stdout
+    assert f"command:{command}" in shown
+    assert "implementation 'scripted-good'" in shown
+
+
+def test_an_agent_command_that_does_not_exist_is_refused(invoke: Invoke, store_path: Path) -> None:
+    code, _, err = _run(
+        invoke, store_path, SYNTHETIC, "--agent", "alice=no-such-program --flag", "--turns", "1",
+        "--input", INPUT,
+    )  # fmt: skip
+    assert code == 2
+    assert "error: agent program 'no-such-program' was not found on the PATH" in err
+    assert not (store_path / "evidence.sqlite3").exists()
