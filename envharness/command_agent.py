@@ -13,16 +13,11 @@ the process is reaped — no zombie and no orphan, whatever the program does.
 from __future__ import annotations
 
 import collections
-import os
 import shlex
-import shutil
-import signal
-import subprocess
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from os import PathLike
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -41,6 +36,13 @@ from envharness.protocol import (
     ProtocolError,
     ProtocolViolationError,
 )
+from envharness.protocol.process import (
+    DEFAULT_INHERITED_ENV,
+    agent_command,
+    chunks,
+    spawn,
+    stop,
+)
 from envharness.records import Cost
 
 __all__ = [
@@ -50,18 +52,6 @@ __all__ = [
     "CommandAgent",
     "CommandAgentProcess",
 ]
-
-DEFAULT_INHERITED_ENV: tuple[str, ...] = (
-    "PATH",
-    "HOME",
-    "LANG",
-    "LC_ALL",
-    "LC_CTYPE",
-    "TZ",
-    "TMPDIR",
-    "SYSTEMROOT",
-)
-"""Variables a program gets from the host's environment; everything else must be passed."""
 
 SHUTDOWN_GRACE = 2.0
 """Seconds a program has to exit after ``shutdown`` before it is sent ``SIGTERM``."""
@@ -104,18 +94,19 @@ class CommandAgent:
                 f"CommandAgent {shlex.join(argv)!r} needs implementation='name@version', "
                 "recorded with the evidence"
             )
-        self.argv: tuple[str, ...] = tuple(argv)
+        self.command = agent_command(argv, cwd=cwd, env=env, inherit_env=inherit_env)
         self.implementation = implementation
-        self.cwd = Path(cwd) if cwd is not None else None
-        self.env = _child_environment(inherit_env, env or {})
         self.limits = limits or Limits(ready_timeout=60.0, shutdown_grace=SHUTDOWN_GRACE)
-        self.executable = _resolve(self.argv[0], self.env.get("PATH", ""), self.cwd)
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        return self.command.argv
 
     def __call__(self) -> CommandAgentProcess:
         return CommandAgentProcess(self)
 
     def __repr__(self) -> str:
-        return f"CommandAgent({shlex.join(self.argv)!r}, implementation={self.implementation!r})"
+        return f"CommandAgent({str(self.command)!r}, implementation={self.implementation!r})"
 
 
 @dataclass(slots=True)
@@ -127,9 +118,9 @@ class _LastAct:
 class CommandAgentProcess:
     """One running program for one participant of one session (made by :class:`CommandAgent`)."""
 
-    def __init__(self, command: CommandAgent) -> None:
-        self.command = command
-        self.implementation = command.implementation
+    def __init__(self, agent: CommandAgent) -> None:
+        self.agent = agent
+        self.implementation = agent.implementation
         self._channel: AgentChannel | None = None
         self._stderr_tail: collections.deque[bytes] = collections.deque()
         self._stderr_tail_size = 0
@@ -143,21 +134,8 @@ class CommandAgentProcess:
 
     @asynccontextmanager
     async def lifespan(self, context: AgentContext) -> AsyncIterator[None]:
-        command = self.command
-        try:
-            process = await anyio.open_process(
-                [command.executable, *command.argv[1:]],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=command.cwd,
-                env=command.env,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise ConfigurationError(
-                f"could not start {shlex.join(command.argv)!r}: {exc.strerror or exc}"
-            ) from exc
+        limits = self.agent.limits
+        process = await spawn(self.agent.command)
         assert process.stdin is not None
         assert process.stdout is not None
         assert process.stderr is not None
@@ -173,7 +151,13 @@ class CommandAgentProcess:
                 finally:
                     self._channel = None
                     with anyio.CancelScope(shield=True):
-                        await _stop(process, channel, command.limits)
+                        await stop(
+                            process,
+                            channel,
+                            shutdown_grace=_or(limits.shutdown_grace, SHUTDOWN_GRACE),
+                            terminate_grace=TERMINATE_GRACE,
+                            reason="the session ended",
+                        )
                         # The program's last words (often the reason it failed) come after
                         # its exit; wait for them briefly, never indefinitely.
                         with anyio.move_on_after(STDERR_DRAIN_GRACE):
@@ -187,7 +171,7 @@ class CommandAgentProcess:
 
     async def act(self, observation: Any) -> AgentReply:
         channel = self._require_channel()
-        timeout = self.command.limits.act_timeout
+        timeout = self.agent.limits.act_timeout
         try:
             with anyio.fail_after(timeout):
                 action = await channel.act(self._next_turn, observation)
@@ -240,9 +224,9 @@ class CommandAgentProcess:
             ),
             turns=context.turns,
             capabilities=(),
-            limits=self.command.limits,
+            limits=self.agent.limits,
         )
-        timeout = self.command.limits.ready_timeout
+        timeout = self.agent.limits.ready_timeout
         try:
             with anyio.fail_after(timeout):
                 ready = await channel.handshake(hello)
@@ -262,7 +246,7 @@ class CommandAgentProcess:
     def _require_channel(self) -> AgentChannel:
         if self._channel is None:
             raise ConfigurationError(
-                f"{self.command!r} is not running: the session starts it through lifespan()"
+                f"{self.agent!r} is not running: the session starts it through lifespan()"
             )
         return self._channel
 
@@ -290,7 +274,7 @@ class CommandAgentProcess:
     ) -> None:
         pending = b""
         logged = dropped = 0
-        async for chunk in _chunks(stderr):
+        async for chunk in chunks(stderr):
             self._keep_tail(chunk)
             pending += chunk
             *lines, pending = pending.split(b"\n")
@@ -322,66 +306,5 @@ class CommandAgentProcess:
         return exc
 
 
-async def _stop(process: anyio.abc.Process, channel: AgentChannel, limits: Limits) -> None:
-    """Protocol shutdown, then SIGTERM, then SIGKILL to the group; always reaps the process."""
-    grace = limits.shutdown_grace if limits.shutdown_grace is not None else SHUTDOWN_GRACE
-    with anyio.move_on_after(grace):
-        with suppress(ProtocolError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            await channel.shutdown("session ended")
-        await process.wait()
-    if process.returncode is None:
-        _signal_group(process, signal.SIGTERM)
-        with anyio.move_on_after(TERMINATE_GRACE):
-            await process.wait()
-    if process.returncode is None:
-        _signal_group(process, signal.SIGKILL)
-        await process.wait()
-    else:
-        # The leader exited; anything it left behind in its group goes too (no orphans).
-        _signal_group(process, signal.SIGKILL)
-
-
-async def _chunks(stream: anyio.abc.ByteReceiveStream) -> AsyncIterator[bytes]:
-    """The stream's chunks until it ends or is closed under us (both mean: no more output)."""
-    while True:
-        try:
-            yield await stream.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            return
-
-
-def _signal_group(process: anyio.abc.Process, number: signal.Signals) -> None:
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, number)
-
-
-def _child_environment(inherit: Iterable[str], extra: Mapping[str, str]) -> dict[str, str]:
-    environment = {name: os.environ[name] for name in inherit if name in os.environ}
-    for name, value in extra.items():
-        if not isinstance(name, str) or not isinstance(value, str):
-            raise ConfigurationError(
-                f"CommandAgent env must map strings to strings; {name!r} is {type(value).__name__}"
-            )
-        environment[name] = value
-    return environment
-
-
-def _resolve(program: str, path: str, cwd: Path | None) -> str:
-    """The program's path, checked now so a typo fails before any session starts."""
-    if os.sep in program or (os.altsep and os.altsep in program):
-        candidate = Path(program) if cwd is None or Path(program).is_absolute() else cwd / program
-        if not candidate.is_file():
-            raise ConfigurationError(f"agent program {program!r} does not exist ({candidate})")
-        if not os.access(candidate, os.X_OK):
-            raise ConfigurationError(
-                f"agent program {program!r} is not executable: chmod +x it, or run it through "
-                f"its interpreter (e.g. ['sh', {program!r}])"
-            )
-        return str(candidate.resolve())
-    found = shutil.which(program, path=path)
-    if found is None:
-        raise ConfigurationError(
-            f"agent program {program!r} was not found on the PATH the agent gets ({path!r}); "
-            "install it, give its full path, or pass env={'PATH': ...}"
-        )
-    return found
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value

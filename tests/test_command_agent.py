@@ -81,7 +81,10 @@ async def test_a_program_plays_a_session_and_is_recorded(store_path: Path) -> No
     assert [a.action for a in attempts] == [{"value": 1}] * 3
     costs = [r.payload for r in records if isinstance(r.payload, Cost)]
     assert costs[0] == Cost(input_tokens=12, output_tokens=3, usd=0.0001)
-    assert logs(records, "protocol")[0] == "thinking about turn 1"
+    assert logs(records, "protocol")[:2] == [
+        "ready: protocol 1, implementation 'scripted-good', capabilities []",
+        "thinking about turn 1",
+    ]
     [pid] = pids(records)
     assert_gone(pid)
 

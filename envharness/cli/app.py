@@ -37,6 +37,7 @@ from envharness.cli.loading import (
     parse_input,
     parse_pair,
 )
+from envharness.cli.protocol import protocol_app
 from envharness.cli.quickstart import write_quickstart
 from envharness.cli.render import (
     Timeline,
@@ -80,6 +81,7 @@ app = typer.Typer(
     rich_markup_mode=None,  # plain output: help and usage errors print [brackets] as written
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+app.add_typer(protocol_app)
 
 
 @dataclass(frozen=True, slots=True)
