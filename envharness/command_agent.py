@@ -26,6 +26,7 @@ import anyio.abc
 from envharness.agent import AgentContext, AgentReply
 from envharness.errors import ConfigurationError
 from envharness.protocol import (
+    CAPABILITIES,
     SUPPORTED_VERSIONS,
     AgentChannel,
     EnvironmentInfo,
@@ -205,6 +206,37 @@ class CommandAgentProcess:
         except ProtocolError as exc:
             raise self._diagnosed(exc) from exc
 
+    @property
+    def can_snapshot(self) -> bool:
+        """Whether the program declared the ``snapshot`` capability in its ``ready``."""
+        return self._channel is not None and "snapshot" in self._channel.capabilities
+
+    async def snapshot(self) -> Any:
+        """The program's own state, for a checkpoint (only when :attr:`can_snapshot`)."""
+        channel = self._require_channel()
+        try:
+            with anyio.fail_after(self.agent.limits.act_timeout):
+                return await channel.snapshot()
+        except TimeoutError as exc:
+            raise self._diagnosed(
+                ProtocolViolationError("timeout", "no `state` in time after `snapshot`")
+            ) from exc
+        except ProtocolError as exc:
+            raise self._diagnosed(exc) from exc
+
+    async def restore(self, state: Any) -> None:
+        """Continue from a checkpointed state; allowed before the first ``act`` only."""
+        channel = self._require_channel()
+        try:
+            with anyio.fail_after(self.agent.limits.act_timeout):
+                await channel.restore(state)
+        except TimeoutError as exc:
+            raise self._diagnosed(
+                ProtocolViolationError("timeout", "no `restored` in time after `restore`")
+            ) from exc
+        except ProtocolError as exc:
+            raise self._diagnosed(exc) from exc
+
     # -- internals -----------------------------------------------------------------------------
 
     async def _handshake(self, channel: AgentChannel, context: AgentContext) -> None:
@@ -223,7 +255,7 @@ class CommandAgentProcess:
                 action_schema=environment.action_schema,
             ),
             turns=context.turns,
-            capabilities=(),
+            capabilities=tuple(sorted(CAPABILITIES)),
             limits=self.agent.limits,
         )
         timeout = self.agent.limits.ready_timeout

@@ -19,8 +19,9 @@ from envharness import (
     Record,
     Scenario,
 )
+from envharness.agent import AgentContext
 from envharness.fixtures import SyntheticAgent, SyntheticEnvironment, SyntheticScenarioInput
-from envharness.protocol import Limits
+from envharness.protocol import Limits, ProtocolError
 from envharness.records import ActionAttempted, Cost, Log, ProtocolViolation, SessionStatus
 
 pytestmark = pytest.mark.anyio
@@ -196,3 +197,45 @@ def test_a_missing_program_is_refused_before_any_session(tmp_path: Path) -> None
 def test_a_command_string_is_split_like_a_shell_would() -> None:
     agent = CommandAgent(f"{sys.executable} -m 'my agent'", implementation="x@1")
     assert agent.argv == (sys.executable, "-m", "my agent")
+
+
+async def test_a_program_that_declares_snapshot_can_be_checkpointed_and_restored() -> None:
+    reference = Path(__file__).parents[1] / "agents" / "python" / "echo_agent.py"
+    agent = CommandAgent([sys.executable, str(reference)], implementation="echo@1")
+    context = AgentContext(
+        session_id="s",
+        participant="alice",
+        role="agent",
+        seed=0,
+        turns=3,
+        environment=SyntheticEnvironment.spec.reference(),
+        log=lambda message, level, stream: None,
+    )
+    first = agent()
+    async with first.lifespan(context):
+        assert first.can_snapshot
+        await first.act({"total": 0, "target": 2})
+        await first.feedback(1, {"total": 1}, None)
+        state = await first.snapshot()
+    assert state == {"acts": 1, "feedback": 1}
+    second = agent()
+    async with second.lifespan(context):
+        await second.restore(state)
+        assert await second.snapshot() == state
+
+
+async def test_a_program_without_snapshot_is_not_asked_for_one(store_path: Path) -> None:
+    agent = scripted("good")()
+    context = AgentContext(
+        session_id="s",
+        participant="alice",
+        role="agent",
+        seed=0,
+        turns=1,
+        environment=SyntheticEnvironment.spec.reference(),
+        log=lambda message, level, stream: None,
+    )
+    async with agent.lifespan(context):
+        assert not agent.can_snapshot
+        with pytest.raises(ProtocolError, match="snapshot"):
+            await agent.snapshot()
