@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import os
 import re
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
 from envharness import EnvironmentHarness, Scenario
+from envharness.environment import Resolution, ScoreReport
 from envharness.fixtures import SyntheticAgent, SyntheticEnvironment, SyntheticScenarioInput
 from envharness.records import encode_record
 from envharness.store import read_store
@@ -41,12 +48,28 @@ def test_the_readme_python_blocks_run(tmp_path: Path, monkeypatch: pytest.Monkey
     assert session.reason == "the environment reported done at turn 1"
 
 
+# Floats whose JSON forms differ between writers: Python's json writes 1e+16, 1e-07 and 3e-05
+# where msgspec (which writes what envharness stores) writes 1e16, 1e-7 and 0.00003.
+AWKWARD_FLOATS = {"big": 1e16, "tiny": 1e-7, "small": 3e-05, "huge": 1.5e300, "third": 1 / 3}
+
+
+class AwkwardSignals(SyntheticEnvironment):
+    def resolve(self, state: Any, actions: Mapping[str, Any]) -> Resolution:
+        resolution = super().resolve(state, actions)
+        return dataclasses.replace(resolution, signals={**resolution.signals, **AWKWARD_FLOATS})
+
+    def score(self, state: Any, scenario: Scenario[Any]) -> ScoreReport:
+        report = super().score(state, scenario)
+        return dataclasses.replace(report, metrics={**report.metrics, **AWKWARD_FLOATS})
+
+
 def test_the_documented_digest_recipe_matches(tmp_path: Path) -> None:
     harness = EnvironmentHarness(
-        tmp_path, environment=SyntheticEnvironment, agents={"alice": SyntheticAgent}
+        tmp_path, environment=AwkwardSignals, agents={"alice": SyntheticAgent}
     )
+    metadata = {"é": 1.5, **AWKWARD_FLOATS, "nested": {"z": 2e-9, "a": [1e21, -4e-6]}}
     session = harness.run(
-        Scenario(id="doc", input=SyntheticScenarioInput(starting_total=-2), metadata={"é": 1.5}),
+        Scenario(id="doc", input=SyntheticScenarioInput(starting_total=-2), metadata=metadata),
         turns=3,
     )
     [recipe] = [b for b in python_blocks(ROOT / "docs" / "evidence.md") if "hashlib" in b]
@@ -55,10 +78,26 @@ def test_the_documented_digest_recipe_matches(tmp_path: Path) -> None:
         store = await read_store(tmp_path)
         return [encode_record(row) async for row in store.rows(session.id)]
 
-    import anyio
+    exported = anyio.run(lines)
+    kinds = {json.loads(line)["kind"] for line in exported}
+    assert {"session.created", "outcome", "score"} <= kinds
+    # The floats are in the stored bytes in msgspec's form, which Python's json does not
+    # reproduce: a recipe that re-serialises the payload fails on these lines.
+    assert b'"big":1e16' in exported[0]
+    assert b'"small":0.00003' in exported[0]
+    assert not all(_json_reserialised_digest_matches(line) for line in exported)
+    # Compiled as the reader would run it: not under this module's __future__ imports.
+    code = compile(recipe, "docs/evidence.md", "exec", dont_inherit=True)
+    for line in exported:
+        exec(code, {"text": line.decode()})
 
-    for line in anyio.run(lines):
-        exec(recipe, {"text": line.decode()})
+
+def _json_reserialised_digest_matches(line: bytes) -> bool:
+    """The recipe these docs once gave: decode with ``json``, re-encode with sorted keys."""
+    fields = json.loads(line)
+    body = {key: value for key, value in fields.items() if key != "digest"}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return bool(hashlib.sha256(canonical.encode()).hexdigest() == fields["digest"])
 
 
 def test_docs_link_only_to_files_that_exist() -> None:

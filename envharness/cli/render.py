@@ -225,7 +225,7 @@ class Timeline:
             yield typer.style(f"BLOCKED    {value(payload.action)}", fg="red")
             yield f"by {payload.by}: {printable(payload.reason)}"
         elif isinstance(payload, Outcome):
-            signals = " ".join(f"{printable(k)}={v:g}" for k, v in payload.signals.items())
+            signals = " ".join(f"{printable(k)}={_number(v)}" for k, v in payload.signals.items())
             done = " done" if payload.done else ""
             yield f"outcome    {signals or '(no signals)'}{done}  state {payload.state[:12]}"
         elif isinstance(payload, Cost):
@@ -235,7 +235,7 @@ class Timeline:
             yield f"hint{source}  {printable(payload.text)}"
         elif isinstance(payload, Score):
             passed = {True: "passed", False: "not passed", None: "no pass/fail"}[payload.passed]
-            metrics = " ".join(f"{printable(k)}={v:g}" for k, v in payload.metrics.items())
+            metrics = " ".join(f"{printable(k)}={_number(v)}" for k, v in payload.metrics.items())
             yield f"score {printable(payload.version)}: {passed}  {metrics}".rstrip()
         elif isinstance(payload, Finding):
             cites = f" (cites seq {', '.join(map(str, payload.cites))})" if payload.cites else ""
@@ -269,6 +269,11 @@ def _error(error: ErrorInfo) -> Iterator[str]:
     yield typer.style(f"error {printable(error.type)}: {printable(error.message)}", fg="red")
     if error.stderr_tail:
         yield f"stderr: {printable(error.stderr_tail[-VALUE_LIMIT:])}"
+
+
+def _number(value: float | None) -> str:
+    """A signal or metric; ``null`` is how a NaN or infinity was recorded (JSON has neither)."""
+    return "null" if value is None else f"{value:g}"
 
 
 def _cost(cost: Cost) -> str:

@@ -24,6 +24,9 @@ __all__ = [
     "DecisionSelected",
     "EnvironmentRef",
     "ErrorInfo",
+    "ExperimentConfig",
+    "ExperimentCreated",
+    "ExperimentStatus",
     "Finding",
     "Hint",
     "Intervention",
@@ -116,6 +119,48 @@ class SessionConfig(_Part, frozen=True):
     trial: int | None = None
     operations: tuple[OperationRef, ...] = ()
     action_timeout: float | None = None
+
+
+class ExperimentConfig(_Part, frozen=True):
+    """An experiment's frozen configuration, recorded once in the experiment's own chain.
+
+    Every session of the experiment records the same environment, participants and versions
+    in its ``session.created``, plus its scenario, trial and derived seed.
+    """
+
+    name: str
+    scenarios: tuple[ScenarioRef, ...]
+    trials: int
+    seed: int
+    turns: int
+    max_concurrency: int
+    environment: EnvironmentRef
+    participants: dict[str, ParticipantRef]
+    envharness_version: str
+    harness_version: str | None = None
+    scoring_version: str | None = None
+    operations: tuple[OperationRef, ...] = ()
+    action_timeout: float | None = None
+
+
+# -- experiment lifecycle ----------------------------------------------------------------------
+
+
+class ExperimentCreated(_Payload, tag="experiment.created", frozen=True):
+    """First record of an experiment's chain (the chain's id is the experiment id)."""
+
+    config: ExperimentConfig
+
+
+class ExperimentStatus(_Payload, tag="experiment.status", frozen=True):
+    """The experiment's status with its session counts when it changed."""
+
+    status: Status
+    total: int
+    completed: int = 0
+    failed: int = 0
+    stopped: int = 0
+    reason: str | None = None
 
 
 # -- session lifecycle -------------------------------------------------------------------------
@@ -286,7 +331,9 @@ class Log(_Payload, tag="log", frozen=True):
 
 
 Payload = (
-    SessionCreated
+    ExperimentCreated
+    | ExperimentStatus
+    | SessionCreated
     | SessionStatus
     | SegmentStarted
     | SegmentEnded

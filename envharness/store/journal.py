@@ -19,7 +19,13 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from envharness.errors import ChainConflictError, StoreBusyError, StoreError
-from envharness.records import RecordRow, SessionCreated, SessionStatus
+from envharness.records import (
+    ExperimentCreated,
+    ExperimentStatus,
+    RecordRow,
+    SessionCreated,
+    SessionStatus,
+)
 from envharness.store.schema import translate_sqlite_error
 
 __all__ = ["MAX_BATCH_ROWS", "REQUEST_BUFFER", "Journal"]
@@ -31,6 +37,8 @@ REQUEST_BUFFER = 64
 
 _created_decoder = msgspec.json.Decoder(SessionCreated)
 _status_decoder = msgspec.json.Decoder(SessionStatus)
+_experiment_decoder = msgspec.json.Decoder(ExperimentCreated)
+_experiment_status_decoder = msgspec.json.Decoder(ExperimentStatus)
 
 _INSERT_RECORD = (
     "INSERT INTO records (session_id, seq, kind, turn, participant, at, payload, prev, digest)"
@@ -55,6 +63,8 @@ class Journal:
     def __init__(self, connection: sqlite3.Connection, directory: Path) -> None:
         self._connection = connection
         self._directory = directory
+        # Its own worker thread: commits never queue behind agents' threads.
+        self._thread = anyio.CapacityLimiter(1)
         send, receive = anyio.create_memory_object_stream[_Request](REQUEST_BUFFER)
         self._send: MemoryObjectSendStream[_Request] = send
         self._receive: MemoryObjectReceiveStream[_Request] = receive
@@ -64,18 +74,21 @@ class Journal:
     ) -> None:
         """Write ``rows`` (and content-addressed ``blobs``) durably, in one transaction.
 
-        Returns after the commit; raises :class:`StoreError` if it did not happen. If the
-        caller is cancelled while waiting, the rows may still be committed: evidence of work
-        that happened is never dropped to honour a cancellation.
+        Returns after the commit; raises :class:`StoreError` if it did not happen. A
+        cancellation is honoured only before the rows are handed to the writer; after that the
+        call waits for the commit, so the caller always knows whether its rows are stored.
         """
         if not rows and not blobs:
             return
         request = _Request(rows, blobs or {})
         try:
-            await self._send.send(request)
+            await self._send.send(request)  # cancelled here, nothing was handed over
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             raise StoreError("the store is closed; open it again to write") from exc
-        await request.done.wait()
+        # Handed over, the rows will be committed: wait for that whatever happens, so the
+        # caller knows exactly what is in the store (a commit is bounded by the busy timeout).
+        with anyio.CancelScope(shield=True):
+            await request.done.wait()
         if request.error is not None:
             raise request.error
 
@@ -102,9 +115,16 @@ class Journal:
                             break
                         batch.append(request)
                         size += len(request.rows)
-                    await anyio.to_thread.run_sync(self._commit, batch)
-                    for request in batch:
-                        request.done.set()
+                    try:
+                        await anyio.to_thread.run_sync(self._commit, batch, limiter=self._thread)
+                    except Exception as exc:  # noqa: BLE001 - never leave a producer waiting
+                        for request in batch:
+                            request.error = request.error or StoreError(
+                                f"the journal failed to commit: {exc!r}"
+                            )
+                    finally:
+                        for request in batch:
+                            request.done.set()
 
     # -- runs in a worker thread ---------------------------------------------------------------
 
@@ -178,11 +198,30 @@ def _update_index(connection: sqlite3.Connection, rows: Sequence[RecordRow]) -> 
                 "UPDATE sessions SET status = ?, reason = ? WHERE id = ?",
                 (status.status, status.reason, row.session_id),
             )
+        elif row.kind == "experiment.created":
+            experiment = _experiment_decoder.decode(row.payload).config
+            total = len(experiment.scenarios) * experiment.trials
+            connection.execute(
+                "INSERT INTO experiments (id, name, status, total, created_at, updated_at,"
+                " head_seq, head_digest) VALUES (?, ?, 'created', ?, ?, ?, ?, ?)",
+                (row.session_id, experiment.name, total, row.at, row.at, row.seq, row.digest),
+            )
+        elif row.kind == "experiment.status":
+            change = _experiment_status_decoder.decode(row.payload)
+            connection.execute(
+                "UPDATE experiments SET status = ?, reason = ? WHERE id = ?",
+                (change.status, change.reason, row.session_id),
+            )
         elif row.kind == "outcome" and row.turn is not None:
             turns[row.session_id] = max(turns.get(row.session_id, 0), row.turn)
-    for session_id, head in heads.items():
-        connection.execute(
+    for chain_id, head in heads.items():
+        updated = connection.execute(
             "UPDATE sessions SET head_seq = ?, head_digest = ?, updated_at = ?,"
             " turns_completed = MAX(turns_completed, ?) WHERE id = ?",
-            (head.seq, head.digest, head.at, turns.get(session_id, 0), session_id),
+            (head.seq, head.digest, head.at, turns.get(chain_id, 0), chain_id),
         )
+        if updated.rowcount == 0:  # not a session: an experiment's chain
+            connection.execute(
+                "UPDATE experiments SET head_seq = ?, head_digest = ?, updated_at = ? WHERE id = ?",
+                (head.seq, head.digest, head.at, chain_id),
+            )

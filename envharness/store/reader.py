@@ -16,9 +16,16 @@ import msgspec
 
 from envharness.errors import ConfigurationError
 from envharness.records import RecordRow
-from envharness.store.schema import DATABASE_NAME
+from envharness.store.schema import DATABASE_NAME, translate_sqlite_error, unwritable_store
 
-__all__ = ["PAGE_SIZE", "RecordFilter", "SessionInfo", "iterate_rows", "open_reader"]
+__all__ = [
+    "PAGE_SIZE",
+    "RecordFilter",
+    "SessionInfo",
+    "database_uri",
+    "iterate_rows",
+    "open_reader",
+]
 
 PAGE_SIZE = 500
 
@@ -61,15 +68,33 @@ class RecordFilter(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def open_reader(directory: Path) -> sqlite3.Connection:
-    """A read-only connection; reads never take the write lock."""
-    connection = sqlite3.connect(
-        f"file:{directory / DATABASE_NAME}?mode=ro",
-        uri=True,
-        isolation_level=None,
-        check_same_thread=False,
-    )
-    connection.execute("PRAGMA query_only=ON")
+    """A read-only connection; reads never take the write lock.
+
+    Raises :class:`StoreError` when the database cannot be opened.
+    """
+    try:
+        connection = sqlite3.connect(
+            database_uri(directory), uri=True, isolation_level=None, check_same_thread=False
+        )
+    except sqlite3.Error as exc:
+        raise unwritable_store(directory) or translate_sqlite_error(exc, directory) from exc
+    try:
+        connection.execute("PRAGMA query_only=ON")
+    except BaseException as exc:
+        connection.close()
+        if isinstance(exc, sqlite3.Error):
+            raise translate_sqlite_error(exc, directory) from exc
+        raise
     return connection
+
+
+def database_uri(directory: Path) -> str:
+    """The read-only SQLite URI of the store's database.
+
+    ``as_uri`` percent-encodes the path, so a directory named with ``?``, ``#`` or ``%`` names
+    that directory instead of starting the URI's query or fragment (or being decoded).
+    """
+    return f"{(directory / DATABASE_NAME).resolve().as_uri()}?mode=ro"
 
 
 def session_info(row: Sequence[object]) -> SessionInfo:
@@ -105,7 +130,10 @@ async def iterate_rows(
         while remaining is None or remaining > 0:
             size = page_size if remaining is None else min(page_size, remaining)
             arguments = (parameters[0], after, *parameters[1:], size)
-            page = await anyio.to_thread.run_sync(_fetch, connection, query, arguments)
+            try:
+                page = await anyio.to_thread.run_sync(_fetch, connection, query, arguments)
+            except sqlite3.Error as exc:
+                raise translate_sqlite_error(exc, directory) from exc
             for row in page:
                 yield row
             if len(page) < size:

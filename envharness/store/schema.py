@@ -7,6 +7,7 @@ never ``aiosqlite``: aiosqlite is bound to asyncio, and envharness must run unde
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ __all__ = [
     "connect",
     "migrate",
     "translate_sqlite_error",
+    "unwritable_store",
 ]
 
 DATABASE_NAME = "evidence.sqlite3"
@@ -65,6 +67,37 @@ _MIGRATIONS: tuple[str, ...] = (
         data   BLOB NOT NULL
     ) WITHOUT ROWID;
     """,
+    # 2: bearer tokens for the local service (envharness.store.tokens). Not evidence: rows are
+    # updated when revoked. Only the sha256 of each secret is kept.
+    """
+    CREATE TABLE tokens (
+        id            TEXT PRIMARY KEY,
+        secret_sha256 TEXT NOT NULL UNIQUE,
+        role          TEXT NOT NULL CHECK (role IN ('admin', 'viewer', 'participant')),
+        participant   TEXT,
+        sessions      TEXT,
+        label         TEXT NOT NULL DEFAULT '',
+        created_at    TEXT NOT NULL,
+        expires_at    TEXT,
+        revoked_at    TEXT,
+        CHECK ((role = 'participant') = (participant IS NOT NULL))
+    );
+    """,
+    # 3: experiments: an index of experiment chains (their records are evidence, this is not).
+    """
+    CREATE TABLE experiments (
+        id          TEXT PRIMARY KEY,
+        name        TEXT NOT NULL,
+        status      TEXT NOT NULL,
+        reason      TEXT,
+        total       INTEGER NOT NULL,
+        created_at  TEXT NOT NULL,
+        updated_at  TEXT NOT NULL,
+        head_seq    INTEGER NOT NULL,
+        head_digest TEXT NOT NULL
+    );
+    CREATE INDEX experiments_by_time ON experiments (created_at);
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -92,7 +125,9 @@ def connect(directory: Path, *, create: bool) -> sqlite3.Connection:
             database, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
         )
     except (OSError, sqlite3.Error) as exc:
-        raise StoreLayoutError(f"cannot open the store at {str(directory)!r}: {exc}") from exc
+        raise unwritable_store(directory) or StoreLayoutError(
+            f"cannot open the store at {str(directory)!r}: {exc}"
+        ) from exc
     try:
         _prepare_patiently(connection, directory)
     except BaseException as exc:
@@ -176,6 +211,10 @@ def translate_sqlite_error(exc: sqlite3.Error, directory: Path) -> StoreError:
             f"the store at {str(directory)!r} stayed locked by another process for more than "
             f"{BUSY_TIMEOUT_S:g}s; wait for it to finish or stop it, then retry"
         )
+    if "readonly database" in message or "unable to open database file" in message:
+        unwritable = unwritable_store(directory)
+        if unwritable is not None:
+            return unwritable
     return StoreError(f"the store at {str(directory)!r} failed: {message}")
 
 
@@ -191,7 +230,32 @@ def _open_error(exc: sqlite3.Error, directory: Path) -> StoreError:
             f"{str(directory / DATABASE_NAME)!r} is not an envharness store (not an SQLite "
             "database); point --store at a store directory or at a new, empty one"
         )
+    if not _is_busy(exc) and (unwritable := unwritable_store(directory)) is not None:
+        return unwritable
     return translate_sqlite_error(exc, directory)
+
+
+def unwritable_store(directory: Path) -> StoreLayoutError | None:
+    """Why a store that exists could not be opened or written, when permissions are why.
+
+    SQLite writes beside the database (its ``-wal`` and ``-shm`` files), so the directory and
+    the database must both be writable. ``None`` when permissions are not the problem.
+    """
+    database = directory / DATABASE_NAME
+    if directory.is_dir() and not os.access(directory, os.W_OK | os.X_OK):
+        return StoreLayoutError(
+            f"cannot open the store at {str(directory)!r}: the directory is not writable by "
+            "this user, and SQLite needs to create files there (evidence.sqlite3-wal, -shm); "
+            "give this user write permission on it (e.g. chmod u+w, or chown), or pass "
+            "another --store"
+        )
+    if database.is_file() and not os.access(database, os.R_OK | os.W_OK):
+        return StoreLayoutError(
+            f"cannot open the store at {str(directory)!r}: {str(database)!r} is not readable "
+            "and writable by this user; give this user read and write permission on it "
+            "(e.g. chmod u+rw, or chown), or pass another --store"
+        )
+    return None
 
 
 def _user_version(connection: sqlite3.Connection) -> int:

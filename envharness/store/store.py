@@ -119,8 +119,8 @@ class Store:
         )
         if not rows:
             raise NotFoundError(f"no state blob {digest} in the store")
-        data = bytes(rows[0][0])
-        if hashlib.sha256(data).hexdigest() != digest:
+        data = rows[0][0]
+        if not isinstance(data, bytes) or hashlib.sha256(data).hexdigest() != digest:
             raise StoreError(f"state blob {digest} is corrupt; run `envharness verify`")
         return data
 
@@ -130,13 +130,15 @@ class Store:
 
     async def _read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         def run() -> _T:
-            connection = open_reader(self.directory)
+            connection: sqlite3.Connection | None = None
             try:
+                connection = open_reader(self.directory)
                 return work(connection)
             except sqlite3.Error as exc:
                 raise translate_sqlite_error(exc, self.directory) from exc
             finally:
-                connection.close()
+                if connection is not None:
+                    connection.close()
 
         # Reads change nothing, so a cancelled caller need not wait for the thread to finish.
         return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import sqlite3
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import anyio
 import msgspec
 import pytest
 
+from envharness import EnvironmentHarness, Scenario
+from envharness.environment import Resolution, ScoreReport
+from envharness.fixtures import SyntheticAgent, SyntheticEnvironment, SyntheticScenarioInput
 from envharness.records import digest_of
 from envharness.store import open_store
 from tests.cli._support import Invoke
@@ -128,6 +134,33 @@ def test_show_a_failed_session_gives_the_reason(invoke: Invoke, quickstart_maste
     assert "status failed: agent 'dana' raised RuntimeError: the flaky quickstart agent" in (
         result.stdout
     )
+
+
+class _NonFiniteNumbers(SyntheticEnvironment):
+    """Reports a NaN signal and an infinite metric: both are recorded as null."""
+
+    def resolve(self, state: Any, actions: Mapping[str, Any]) -> Resolution:
+        resolution = super().resolve(state, actions)
+        return dataclasses.replace(resolution, signals={"ratio": float("nan"), "total": 2.5})
+
+    def score(self, state: Any, scenario: Scenario[Any]) -> ScoreReport:
+        return ScoreReport(metrics={"score": float("inf"), "turns": 2.0})
+
+
+def test_show_renders_null_signals_and_metrics(invoke: Invoke, store_path: Path) -> None:
+    harness = EnvironmentHarness(
+        store_path, environment=_NonFiniteNumbers, agents={"alice": SyntheticAgent}
+    )
+    session = harness.run(
+        Scenario(id="non-finite", input=SyntheticScenarioInput(starting_total=0)), turns=2
+    )
+    assert session.status == "completed", session.reason
+
+    result = invoke("--store", store_path, "show", session.id)
+
+    assert result.exit_code == 0, result.output
+    assert "outcome    ratio=null total=2.5" in result.stdout
+    assert "score synthetic-score@1: no pass/fail  score=null turns=2" in result.stdout
 
 
 def test_show_filters_by_kind_participant_and_turn(invoke: Invoke, quickstart_master: Path) -> None:

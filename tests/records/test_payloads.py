@@ -21,6 +21,9 @@ from envharness.records import (
     DecisionSelected,
     EnvironmentRef,
     ErrorInfo,
+    ExperimentConfig,
+    ExperimentCreated,
+    ExperimentStatus,
     Finding,
     Hint,
     Intervention,
@@ -99,6 +102,20 @@ ERROR = ErrorInfo(type="ValueError", message="bad", traceback="Traceback ...", s
 
 # One payload per kind, every field set away from its default so a lost field shows.
 SAMPLES: list[Any] = [
+    ExperimentCreated(
+        config=ExperimentConfig(
+            name="sweep",
+            scenarios=(CONFIG.scenario,),
+            trials=2,
+            seed=42,
+            turns=5,
+            max_concurrency=4,
+            environment=CONFIG.environment,
+            participants=CONFIG.participants,
+            envharness_version="0.1.0",
+        )
+    ),
+    ExperimentStatus(status="completed", total=2, completed=1, failed=1),
     SessionCreated(config=CONFIG),
     SessionStatus(status="failed", reason="agent raised", error=ERROR),
     SegmentStarted(segment=2, cause="resume", previous=1, state="ab" * 32),
@@ -130,14 +147,18 @@ def tag(payload_type: Any) -> str:
     return str(payload_type.__struct_config__.tag)
 
 
-def test_the_union_holds_exactly_the_design_kinds() -> None:
+# Kinds beyond DESIGN.md's list: an experiment keeps its frozen configuration in its own chain.
+KINDS = DESIGN_KINDS | {"experiment.created", "experiment.status"}
+
+
+def test_the_union_holds_the_design_kinds_and_the_experiment_kinds() -> None:
     members = typing.get_args(Payload)
-    assert {tag(member) for member in members} == DESIGN_KINDS
-    assert len(members) == len(DESIGN_KINDS), "two payload types share a kind"
+    assert {tag(member) for member in members} == KINDS
+    assert len(members) == len(KINDS), "two payload types share a kind"
 
 
 def test_there_is_a_sample_of_every_kind() -> None:
-    assert sorted(tag(type(sample)) for sample in SAMPLES) == sorted(DESIGN_KINDS)
+    assert sorted(tag(type(sample)) for sample in SAMPLES) == sorted(KINDS)
 
 
 @pytest.mark.parametrize("payload", SAMPLES, ids=lambda p: tag(type(p)))

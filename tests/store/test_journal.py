@@ -311,10 +311,10 @@ async def test_cancelling_the_store_block_drains_requests_already_sent(
             transactions.hold()
             group.start_soon(store.append, sent)
             await anyio.to_thread.run_sync(transactions.entered.wait, 10)
-            # The producer is cancelled while its rows are being committed: they still land.
+            # The producer is cancelled while its rows are being committed: they still land,
+            # and its append waits for that commit (shielded) instead of leaving it unknown.
             scope.cancel()
             transactions.release()
-    assert scope.cancelled_caught
     assert count_rows(store_path) == 4
 
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
 from envharness.errors import StoreBusyError, StoreError, StoreLayoutError, StoreVersionError
-from envharness.store import SCHEMA_VERSION, open_store
+from envharness.store import SCHEMA_VERSION, open_store, read_store
 from envharness.store.schema import DATABASE_NAME, connect
 
 from ._support import count_rows, plain, session_rows
@@ -191,3 +193,85 @@ def test_closing_the_last_connection_leaves_only_the_database(store_path: Path) 
     connect(store_path, create=True).close()
     leftovers = sorted(os.listdir(store_path))
     assert leftovers == [DATABASE_NAME], "WAL files should be gone once the last connection closes"
+
+
+# -- a store this user may not write -----------------------------------------------------------
+
+
+@pytest.fixture
+def unwritable(tmp_path: Path) -> Iterator[Path]:
+    """A directory this user cannot write to (the test is skipped where that cannot be)."""
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        pytest.skip("running as root: root writes anywhere, so permissions cannot block it")
+    directory = tmp_path / "ro"
+    directory.mkdir()
+    directory.chmod(0o555)
+    try:
+        if os.access(directory, os.W_OK):
+            pytest.skip("chmod 0o555 does not stop this user writing here")
+        yield directory
+    finally:
+        directory.chmod(0o755)
+
+
+def test_an_unwritable_store_directory_says_so(unwritable: Path) -> None:
+    async def open_it() -> None:
+        async with open_store(unwritable):
+            pass
+
+    with pytest.raises(StoreLayoutError, match="the directory is not writable") as raised:
+        anyio.run(open_it)
+    assert "--store" in str(raised.value)
+    assert "chmod" in str(raised.value)
+    assert list(unwritable.iterdir()) == []
+
+
+def test_an_existing_store_in_an_unwritable_directory_says_so(
+    store_path: Path, unwritable: Path
+) -> None:
+    async def write() -> None:
+        async with open_store(store_path) as store:
+            await store.append(session_rows(3))
+
+    async def reopen(path: Path) -> None:
+        async with open_store(path, create=False):
+            pass
+
+    anyio.run(write)
+    # A closed store is only its database: SQLite must create -wal and -shm to open it again.
+    store = unwritable / "store"
+    unwritable.chmod(0o755)
+    store_path.rename(store)
+    store.chmod(0o555)
+    try:
+        with pytest.raises(StoreLayoutError, match="the directory is not writable"):
+            anyio.run(reopen, store)
+        with pytest.raises(StoreLayoutError, match="the directory is not writable"):
+            anyio.run(read_store, store)
+    finally:
+        store.chmod(0o755)
+        unwritable.chmod(0o555)
+
+
+def test_a_permission_problem_is_named_in_the_open_error(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs as root too: ``os.access`` decides the message, whatever made the open fail."""
+    store_path.mkdir()
+    (store_path / DATABASE_NAME).mkdir()  # a database SQLite cannot open, even as root
+    with pytest.raises(StoreLayoutError, match="unable to open database file") as plain_error:
+        connect(store_path, create=True)
+    assert "not writable" not in str(plain_error.value)
+
+    real_access = os.access
+
+    def access(path: str | Path, mode: int, **options: Any) -> bool:
+        return Path(path) != store_path and real_access(path, mode, **options)
+
+    monkeypatch.setattr(os, "access", access)
+    with pytest.raises(StoreLayoutError, match="the directory is not writable") as raised:
+        connect(store_path, create=True)
+    message = str(raised.value)
+    assert message.startswith(f"cannot open the store at {str(store_path)!r}: ")
+    assert "give this user write permission on it" in message
+    assert "or pass another --store" in message

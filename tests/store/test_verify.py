@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
+import anyio.from_thread
 import pytest
 
-from envharness.records import Artifact, SessionChain, digest_of
+from envharness.records import Artifact, Outcome, SessionChain, digest_of
 from envharness.store import ChainBreak, VerifyReport, open_store
+from envharness.store.artifacts import ArtifactFiles
+from envharness.store.reader import database_uri, open_reader
+from envharness.store.verify import verify_store
 
-from ._support import new_session, plain, status_row, turn_rows
+from ._support import logs, new_session, plain, status_row, turn_rows
 
 pytestmark = pytest.mark.anyio
 
@@ -256,3 +263,230 @@ def test_tamper_needs_the_triggers_dropped(store_path: Path) -> None:
     anyio.run(build, store_path)
     with plain(store_path) as connection, pytest.raises(sqlite3.IntegrityError):
         connection.execute("DELETE FROM records WHERE seq = 0")
+
+
+# -- verify while sessions are being written ---------------------------------------------------
+
+
+class _HookedConnection(sqlite3.Connection):
+    """Runs ``hook`` (once) right after the first SELECT starts: a write lands mid-verify."""
+
+    hook: Callable[[], None] | None = None
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        cursor = super().execute(sql, parameters)
+        if self.hook is not None and sql.lstrip().upper().startswith("SELECT"):
+            hook, self.hook = self.hook, None
+            hook()
+        return cursor
+
+
+async def test_writes_landing_mid_verify_are_not_breaks(store_path: Path) -> None:
+    async with open_store(store_path) as store:
+        existing, created = new_session("ses_b_existing")
+        rows, blobs = turn_rows(existing, 1)
+        await store.append([created, *rows], blobs)
+        before = existing.next_seq
+
+        async def write_meanwhile() -> None:
+            # A session that sorts first, committed after verify read the index...
+            fresh, fresh_created = new_session("ses_a_fresh")
+            await store.append([fresh_created, *logs(fresh, 3)])
+            # ...and more records for a session whose head verify already read.
+            more, more_blobs = turn_rows(existing, 2)
+            await store.append(more, more_blobs)
+
+        def verify_with_a_write_in_between() -> VerifyReport:
+            connection = sqlite3.connect(
+                database_uri(store_path),
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+                factory=_HookedConnection,
+            )
+            connection.hook = lambda: anyio.from_thread.run(write_meanwhile)
+            try:
+                return verify_store(connection, store.artifacts)
+            finally:
+                connection.close()
+
+        report = await anyio.to_thread.run_sync(verify_with_a_write_in_between)
+        # Exactly what was committed when verify began, and no false alarm about the rest.
+        assert report.breaks == ()
+        assert (report.sessions, report.records) == (1, before)
+        again = await store.verify()
+        assert again.breaks == ()
+        assert (again.sessions, again.records) == (2, 4 + existing.next_seq)
+
+
+async def test_verify_repeatedly_while_sessions_are_written_finds_nothing(
+    store_path: Path,
+) -> None:
+    async with open_store(store_path) as store:
+        done = anyio.Event()
+        written = 0
+
+        async def writer() -> None:
+            nonlocal written
+            try:
+                for _ in range(150):
+                    chain, created = new_session()
+                    await store.append([created])
+                    for turn in range(1, 3):
+                        rows, blobs = turn_rows(chain, turn)
+                        await store.append(rows, blobs)
+                    written += 1
+            finally:
+                done.set()
+
+        reports: list[VerifyReport] = []
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as group:
+                group.start_soon(writer)
+                while not done.is_set():
+                    reports.append(await store.verify())
+        reports.append(await store.verify())
+    assert [b for report in reports for b in report.breaks] == []
+    assert len(reports) > 2
+    assert reports[-1].sessions == written == 150
+
+
+# -- values of the wrong type are reported, never raised ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("statement", "expected"),
+    [
+        (
+            "UPDATE records SET payload = CAST(payload AS TEXT)"
+            " WHERE session_id = 'ses_second' AND seq = 1",
+            {("ses_second", 1, "payload column holds text, not bytes")},
+        ),
+        (
+            "UPDATE records SET seq = 'x' WHERE session_id = 'ses_second' AND seq = 1",
+            {
+                ("ses_second", 1, "record(s) seq 1 missing before seq 2"),
+                ("ses_second", None, "seq column holds text 'x', not an integer"),
+            },
+        ),
+        (
+            "UPDATE records SET turn = 'x' WHERE session_id = 'ses_second' AND seq = 2",
+            {("ses_second", 2, "turn column holds text 'x', not an integer")},
+        ),
+        (
+            "UPDATE records SET at = CAST(at AS BLOB) WHERE session_id = 'ses_second' AND seq = 2",
+            {("ses_second", 2, "at column holds bytes, not text")},
+        ),
+        (
+            "UPDATE records SET prev = x'00' WHERE session_id = 'ses_second' AND seq = 2",
+            {("ses_second", 2, "prev column holds bytes, not text")},
+        ),
+        (
+            "UPDATE sessions SET head_seq = 'x' WHERE id = 'ses_first'",
+            {("ses_first", None, "the session index's head_seq holds text 'x', not an integer")},
+        ),
+        (
+            "UPDATE sessions SET head_digest = x'00' WHERE id = 'ses_first'",
+            {("ses_first", None, "the session index's head_digest holds bytes, not text")},
+        ),
+    ],
+    ids=["payload-text", "seq-text", "turn-text", "at-blob", "prev-blob", "head-seq", "head-dg"],
+)
+async def test_a_value_of_the_wrong_type_is_a_break_not_a_crash(
+    store_path: Path, statement: str, expected: set[tuple[str, int | None, str]]
+) -> None:
+    await build(store_path)
+    tamper(store_path, statement)
+    report = await verify(store_path)
+    assert {(b.session_id, b.seq, b.problem) for b in report.breaks} == expected
+
+
+async def test_every_payload_turned_to_text_is_reported(store_path: Path) -> None:
+    first, second, _ = await build(store_path)
+    tamper(store_path, "UPDATE records SET payload = CAST(payload AS TEXT)")
+    report = await verify(store_path)
+    assert report.records == first.next_seq + second.next_seq
+    assert len(report.breaks) == report.records
+    assert {b.problem for b in report.breaks} == {"payload column holds text, not bytes"}
+    assert {(b.session_id, b.seq) for b in report.breaks} == {
+        *(("ses_first", seq) for seq in range(first.next_seq)),
+        *(("ses_second", seq) for seq in range(second.next_seq)),
+    }
+
+
+async def test_a_state_blob_turned_to_text_is_reported(store_path: Path) -> None:
+    await build(store_path)
+    tamper(store_path, "UPDATE blobs SET data = 'abc'")
+    report = await verify(store_path)
+    # Every outcome cites a blob: one per turn of the first session, one in the second.
+    assert len(report.breaks) == TURNS + 1
+    assert all(b.problem.endswith(" holds text, not bytes") for b in report.breaks)
+    assert all(b.problem.startswith("state blob ") for b in report.breaks)
+    assert {b.session_id for b in report.breaks} == {"ses_first", "ses_second"}
+    assert all(b.seq is not None for b in report.breaks)
+
+
+async def test_a_session_id_of_the_wrong_type_is_reported(store_path: Path) -> None:
+    await build(store_path)
+    # TEXT affinity turns a number into text, but a blob stays a blob.
+    tamper(
+        store_path,
+        "UPDATE records SET session_id = CAST(session_id AS BLOB) WHERE session_id = 'ses_second'",
+    )
+    report = await verify(store_path)
+    problems = {(b.session_id, b.seq, b.problem) for b in report.breaks}
+    shown = str(b"ses_second")
+    assert (shown, None, "records exist but the session index has no entry for this session") in (
+        problems
+    )
+    assert (shown, 0, "session_id column holds bytes, not text") in problems
+    assert any(b.session_id == "ses_second" and "missing" in b.problem for b in report.breaks)
+
+
+async def test_records_beyond_the_committed_head_are_reported(store_path: Path) -> None:
+    first, _, _ = await build(store_path)
+    last = first.next_seq - 1
+    with plain(store_path) as connection:
+        digest = connection.execute(
+            "SELECT digest FROM records WHERE session_id = 'ses_first' AND seq = ?", (last - 2,)
+        ).fetchone()[0]
+    tamper(
+        store_path,
+        "UPDATE sessions SET head_seq = ?, head_digest = ? WHERE id = 'ses_first'",
+        parameters=(last - 2, digest),
+    )
+    found = only_break(await verify(store_path))
+    assert (found.session_id, found.seq) == ("ses_first", last - 1)
+    assert f"records seq {last - 1}..{last} lie beyond the committed head" in found.problem
+
+
+async def test_each_state_blob_is_read_and_hashed_once(store_path: Path) -> None:
+    state = b'{"same":"state"}'
+    digest = hashlib.sha256(state).hexdigest()
+    async with open_store(store_path) as store:
+        for session_id in ("ses_one", "ses_two"):
+            chain, created = new_session(session_id)
+            outcomes = [chain.seal(Outcome(state=digest), turn=turn) for turn in range(1, 51)]
+            await store.append([created, *outcomes], {digest: state})
+    blob_reads: list[str] = []
+    hashed: list[bytes] = []
+    real_sha256 = hashlib.sha256
+
+    def counting_sha256(data: bytes = b"") -> Any:
+        hashed.append(data)
+        return real_sha256(data)
+
+    connection = open_reader(store_path)
+    connection.set_trace_callback(
+        lambda sql: blob_reads.append(sql) if "FROM blobs" in sql else None
+    )
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(hashlib, "sha256", counting_sha256)
+            report = verify_store(connection, ArtifactFiles(store_path / "artifacts"))
+    finally:
+        connection.close()
+    assert report.ok, report.breaks
+    assert report.records == 102
+    assert len(blob_reads) == 1
+    assert hashed.count(state) == 1
