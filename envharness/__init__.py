@@ -24,8 +24,10 @@ from envharness.errors import (
     StoreLayoutError,
     StoreVersionError,
 )
+from envharness.experiments import AsyncExperiment, Experiment
 from envharness.harness import AsyncEnvironmentHarness, EnvironmentHarness, Session
 from envharness.records import Record
+from envharness.runtime.experiment import ExperimentProgress, ExperimentResult, ExperimentSession
 from envharness.scenario import Scenario
 from envharness.store import ChainBreak, RecordFilter, SessionInfo, VerifyReport
 
@@ -34,6 +36,7 @@ __all__ = [
     "AgentContext",
     "AgentReply",
     "AsyncEnvironmentHarness",
+    "AsyncExperiment",
     "ChainBreak",
     "ChainConflictError",
     "CommandAgent",
@@ -43,6 +46,10 @@ __all__ = [
     "Environment",
     "EnvironmentHarness",
     "EnvironmentSpec",
+    "Experiment",
+    "ExperimentProgress",
+    "ExperimentResult",
+    "ExperimentSession",
     "FindingSpec",
     "NotFoundError",
     "Record",

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from random import Random
-from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, get_origin, runtime_checkable
 
 import msgspec
 
+from envharness.errors import ConfigurationError
 from envharness.records import EnvironmentRef
 
 __all__ = [
@@ -53,18 +54,33 @@ class EnvironmentSpec:
     scoring_version: str | None = None
 
     def __post_init__(self) -> None:
+        for field_name in ("name", "version"):
+            value = getattr(self, field_name)
+            if not isinstance(value, str) or not value:
+                raise ConfigurationError(
+                    f"EnvironmentSpec {field_name} must be a non-empty string, not {value!r}"
+                )
+        for field_name in ("input_type", "action_type", "observation_type"):
+            value = getattr(self, field_name)
+            if value is not None and not (isinstance(value, type) or get_origin(value)):
+                raise ConfigurationError(
+                    f"EnvironmentSpec {self.name!r}: {field_name} must be a type (e.g. a "
+                    f"msgspec Struct class), not {value!r}"
+                )
         if self.turn_order not in ("simultaneous", "sequential"):
-            raise ValueError(
+            raise ConfigurationError(
                 f"EnvironmentSpec {self.name!r}: turn_order must be 'simultaneous' or "
                 f"'sequential', not {self.turn_order!r}"
             )
         if self.invalid_actions not in ("fail", "block"):
-            raise ValueError(
+            raise ConfigurationError(
                 f"EnvironmentSpec {self.name!r}: invalid_actions must be 'fail' or 'block', "
                 f"not {self.invalid_actions!r}"
             )
         if not self.roles:
-            raise ValueError(f"EnvironmentSpec {self.name!r}: roles must name at least one role")
+            raise ConfigurationError(
+                f"EnvironmentSpec {self.name!r}: roles must name at least one role"
+            )
 
     def reference(self) -> EnvironmentRef:
         """The spec as evidence: names and JSON Schema instead of Python types."""

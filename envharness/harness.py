@@ -7,20 +7,23 @@ own loop may already be running) get the same behaviour without a second code pa
 
 from __future__ import annotations
 
+import concurrent.futures
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 from typing import Any, ParamSpec, Self, TypeVar
 
+import msgspec
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from envharness.agent import Agent, AgentFactory, implementation_of
 from envharness.environment import Environment, EnvironmentSpec
 from envharness.errors import ConfigurationError
-from envharness.records import ErrorInfo, Record, Status, new_id
+from envharness.experiments import AsyncExperiment, Experiment
+from envharness.records import ErrorInfo, ExperimentConfig, Record, Status, new_id
 from envharness.runtime import ProgressCallback, SessionPlan, SessionRunner
 from envharness.scenario import Scenario, validate_input
 from envharness.store import (
@@ -34,6 +37,10 @@ from envharness.store import (
 
 __all__ = ["AsyncEnvironmentHarness", "EnvironmentHarness", "Session"]
 
+RECORDS_PAGE = 2000
+"""Records the blocking ``records()`` fetches per trip to the event loop."""
+DEFAULT_MAX_CONCURRENCY = 4
+"""Sessions an experiment runs at once unless told otherwise."""
 DEFAULT_ACTION_TIMEOUT = 120.0
 """Seconds an agent may take for one action before its session fails (``None``: no limit)."""
 
@@ -72,6 +79,7 @@ class AsyncEnvironmentHarness:
         roles: Mapping[str, str] | None = None,
         action_timeout: float | None = DEFAULT_ACTION_TIMEOUT,
         harness_version: str | None = None,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     ) -> None:
         self.store = Path(store).expanduser()
         self._environment_factory = _check_factory(environment, "environment")
@@ -91,6 +99,8 @@ class AsyncEnvironmentHarness:
             )
         self._action_timeout = action_timeout
         self._harness_version = harness_version
+        _check_count("max_concurrency", max_concurrency)
+        self._max_concurrency = max_concurrency
         self._open: Store | None = None
         self._exit_stack: AsyncExitStack | None = None
 
@@ -162,7 +172,82 @@ class AsyncEnvironmentHarness:
 
     # -- planning ------------------------------------------------------------------------------
 
-    def _plan(self, scenario: Scenario[Any], *, turns: int, seed: int) -> SessionPlan:
+    def experiment(
+        self,
+        name: str,
+        scenarios: Sequence[Scenario[Any]],
+        *,
+        turns: int,
+        trials: int = 1,
+        seed: int = 0,
+        max_concurrency: int | None = None,
+    ) -> AsyncExperiment:
+        """Expand ``scenarios`` x ``trials`` into sessions under one frozen configuration.
+
+        Everything is validated now — scenario inputs, unique ids, counts — so a mistake is a
+        :class:`ConfigurationError` before anything is recorded. Nothing runs until
+        :meth:`AsyncExperiment.run`.
+        """
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigurationError("an experiment needs a name, e.g. 'baseline sweep'")
+        scenarios = list(scenarios)
+        if not scenarios:
+            raise ConfigurationError(f"experiment {name!r} has no scenarios")
+        seen: set[str] = set()
+        for scenario in scenarios:
+            if not isinstance(scenario, Scenario):
+                raise ConfigurationError(
+                    f"experiment {name!r}: expected Scenario(id=..., input=...), got "
+                    f"{type(scenario).__name__}"
+                )
+            if scenario.id in seen:
+                raise ConfigurationError(
+                    f"experiment {name!r}: scenario id {scenario.id!r} appears twice; "
+                    "scenario ids must be unique (use trials= to repeat a scenario)"
+                )
+            seen.add(scenario.id)
+        _check_count("trials", trials)
+        _check_count("turns", turns)
+        concurrency = self._max_concurrency if max_concurrency is None else max_concurrency
+        _check_count("max_concurrency", concurrency)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ConfigurationError(f"seed must be an integer, not {seed!r}")
+        experiment_id = new_id("exp")
+        inputs = {s.id: self._plan(s, turns=turns, seed=seed).input for s in scenarios}
+        sample = self._plan(scenarios[0], turns=turns, seed=seed).config()
+        config = ExperimentConfig(
+            name=name,
+            scenarios=tuple(s.reference_record(inputs[s.id]) for s in scenarios),
+            trials=trials,
+            seed=seed,
+            turns=turns,
+            max_concurrency=concurrency,
+            environment=sample.environment,
+            participants=sample.participants,
+            envharness_version=sample.envharness_version,
+            harness_version=sample.harness_version,
+            scoring_version=sample.scoring_version,
+            action_timeout=sample.action_timeout,
+        )
+
+        def plan_session(scenario: Scenario[Any], trial: int, session_seed: int) -> SessionPlan:
+            return self._plan(
+                scenario, turns=turns, seed=session_seed, experiment_id=experiment_id, trial=trial
+            )
+
+        return AsyncExperiment(
+            experiment_id, config, tuple(scenarios), plan_session, self._writable_store
+        )
+
+    def _plan(
+        self,
+        scenario: Scenario[Any],
+        *,
+        turns: int,
+        seed: int,
+        experiment_id: str | None = None,
+        trial: int | None = None,
+    ) -> SessionPlan:
         if not isinstance(scenario, Scenario):
             raise ConfigurationError(
                 f"expected a Scenario(id=..., input=...), got {type(scenario).__name__}"
@@ -186,6 +271,8 @@ class AsyncEnvironmentHarness:
             seed=seed,
             action_timeout=self._action_timeout,
             harness_version=self._harness_version,
+            experiment_id=experiment_id,
+            trial=trial,
         )
 
     def _make_environment(self) -> Environment[Any, Any]:
@@ -226,6 +313,7 @@ class EnvironmentHarness:
         roles: Mapping[str, str] | None = None,
         action_timeout: float | None = DEFAULT_ACTION_TIMEOUT,
         harness_version: str | None = None,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     ) -> None:
         self.aio = AsyncEnvironmentHarness(
             store,
@@ -234,6 +322,7 @@ class EnvironmentHarness:
             roles=roles,
             action_timeout=action_timeout,
             harness_version=harness_version,
+            max_concurrency=max_concurrency,
         )
 
         self._portal: BlockingPortal | None = None
@@ -262,7 +351,19 @@ class EnvironmentHarness:
         self, function: Callable[_P, Awaitable[_T]], *args: _P.args, **kwargs: _P.kwargs
     ) -> _T:
         with self._portal_for_call() as portal:
-            return portal.call(lambda: function(*args, **kwargs))
+
+            async def call() -> _T:
+                return await function(*args, **kwargs)
+
+            future = portal.start_task_soon(call)
+            try:
+                return future.result()
+            except KeyboardInterrupt:
+                # Cancel the call and wait while it records how it ended (``stopped``), also
+                # when the portal outlives this call (``with EnvironmentHarness(...)``).
+                future.cancel()
+                concurrent.futures.wait([future])
+                raise
 
     @contextmanager
     def _portal_for_call(self) -> Iterator[BlockingPortal]:
@@ -282,14 +383,49 @@ class EnvironmentHarness:
     ) -> Session:
         return self._blocking(self.aio.run, scenario, turns=turns, seed=seed, progress=progress)
 
+    def experiment(
+        self,
+        name: str,
+        scenarios: Sequence[Scenario[Any]],
+        *,
+        turns: int,
+        trials: int = 1,
+        seed: int = 0,
+        max_concurrency: int | None = None,
+    ) -> Experiment:
+        """See :meth:`AsyncEnvironmentHarness.experiment`; ``run()`` it, or ``start()``."""
+        aio = self.aio.experiment(
+            name,
+            scenarios,
+            turns=turns,
+            trials=trials,
+            seed=seed,
+            max_concurrency=max_concurrency,
+        )
+        return Experiment(aio, self._portal)
+
     def sessions(self, *, status: str | None = None) -> list[SessionInfo]:
         return self._blocking(self.aio.sessions, status=status)
 
-    def records(self, session_id: str, selection: RecordFilter | None = None) -> list[Record]:
-        async def collect() -> list[Record]:
-            return [record async for record in self.aio.records(session_id, selection)]
+    def records(self, session_id: str, selection: RecordFilter | None = None) -> Iterator[Record]:
+        """The session's records in order, fetched a page at a time: constant memory."""
+        selection = selection or RecordFilter()
+        remaining = selection.limit
+        after = selection.after
+        while remaining is None or remaining > 0:
+            size = RECORDS_PAGE if remaining is None else min(RECORDS_PAGE, remaining)
+            page_filter = msgspec.structs.replace(selection, after=after, limit=size)
 
-        return self._blocking(collect)
+            async def page(current: RecordFilter = page_filter) -> list[Record]:
+                return [record async for record in self.aio.records(session_id, current)]
+
+            records = self._blocking(page)
+            yield from records
+            if len(records) < size:
+                return
+            after = records[-1].seq
+            if remaining is not None:
+                remaining -= len(records)
 
     def verify(self) -> VerifyReport:
         return self._blocking(self.aio.verify)
@@ -320,6 +456,11 @@ def _create(factory: Callable[[], _T], what: str) -> _T:
         raise ConfigurationError(
             f"{what}: creating it with {name}() raised {type(exc).__name__}: {exc}"
         ) from exc
+
+
+def _check_count(what: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"{what} must be a positive integer, not {value!r}")
 
 
 def _check_participant(name: Any) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any, Generic, TypeVar
 
@@ -55,9 +56,28 @@ def validate_input(scenario: Scenario[Any], input_type: type[T]) -> T:
             f"scenario {scenario.id!r}: input is a {type(value).__qualname__}, but the "
             f"environment expects {expected}"
         )
+    builtin = msgspec.to_builtins(value)
+    if isinstance(builtin, dict):
+        _refuse_unknown_fields(scenario.id, builtin, input_type, expected)
     try:
-        return msgspec.convert(msgspec.to_builtins(value), input_type)
+        return msgspec.convert(builtin, input_type)
     except (msgspec.ValidationError, TypeError) as exc:
         raise ScenarioInputError(
             f"scenario {scenario.id!r}: input does not match {expected}: {exc}"
         ) from exc
+
+
+def _refuse_unknown_fields(
+    scenario_id: str, given: dict[str, Any], input_type: type[Any], expected: str
+) -> None:
+    """A misspelt field would otherwise be dropped silently and its default used instead."""
+    if not (isinstance(input_type, type) and issubclass(input_type, msgspec.Struct)):
+        return
+    known = set(input_type.__struct_fields__)
+    for name in given:
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; {expected} has {sorted(known)}"
+            raise ScenarioInputError(
+                f"scenario {scenario_id!r}: input field {name!r} is not a field of {expected}{hint}"
+            )

@@ -20,6 +20,7 @@ from envharness import (
     ConfigurationError,
     EnvironmentHarness,
     EnvironmentSpec,
+    RecordFilter,
     Scenario,
     ScenarioInputError,
     StoreLayoutError,
@@ -219,8 +220,9 @@ def test_a_store_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("opened", [False, True], ids=["plain", "with-harness"])
 def test_ctrl_c_in_a_blocking_run_stops_the_session_and_keeps_the_evidence(
-    tmp_path: Path,
+    tmp_path: Path, opened: bool
 ) -> None:
     script = tmp_path / "long_run.py"
     store = tmp_path / "store"
@@ -241,9 +243,13 @@ def test_ctrl_c_in_a_blocking_run_stops_the_session_and_keeps_the_evidence(
 
             harness = EnvironmentHarness({str(store)!r}, environment=SyntheticEnvironment,
                                          agents={{"alice": Slow}})
+            scenario = Scenario(id="long", input=SyntheticScenarioInput(starting_total=0))
             try:
-                harness.run(Scenario(id="long", input=SyntheticScenarioInput(starting_total=0)),
-                            turns=10_000)
+                if {opened!r}:
+                    with harness:
+                        harness.run(scenario, turns=10_000)
+                else:
+                    harness.run(scenario, turns=10_000)
             except KeyboardInterrupt:
                 print("interrupted", flush=True)
                 raise SystemExit(130)
@@ -326,3 +332,102 @@ def test_a_blocking_harness_used_as_a_context_keeps_one_loop(store_path: Path) -
         assert [info.id for info in harness.sessions()] == [first.id, second.id]
     with pytest.raises(ConfigurationError, match="already open"), harness, harness:
         pass
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_ctrl_c_with_two_async_participants_stops_the_session(tmp_path: Path, backend: str) -> None:
+    script = tmp_path / "two.py"
+    store = tmp_path / "store"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import anyio
+            from envharness import AsyncEnvironmentHarness, Scenario
+            from envharness.fixtures import SyntheticEnvironment, SyntheticScenarioInput
+
+            class Slow:
+                implementation = "slow@1"
+                async def act(self, observation):
+                    if observation.turn == 1:
+                        print("acting", flush=True)
+                    await anyio.sleep(0.05)
+                    return {{"value": 1}}
+
+            async def main():
+                harness = AsyncEnvironmentHarness({str(store)!r},
+                    environment=SyntheticEnvironment, agents={{"alice": Slow, "bob": Slow}})
+                await harness.run(
+                    Scenario(id="long", input=SyntheticScenarioInput(starting_total=0)),
+                    turns=10_000)
+
+            try:
+                anyio.run(main, backend={backend!r})
+            except KeyboardInterrupt:
+                raise SystemExit(130)
+            """
+        )
+    )
+    process = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline().strip() == "acting"
+    os.kill(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 130, stderr
+    harness = harness_for(store)
+    [info] = harness.sessions()
+    assert info.status == "stopped"
+    # asyncio turns Ctrl-C into cancelling the main task; trio raises it where the loop was.
+    assert info.reason in ("interrupted by the user (Ctrl-C)", "the run was cancelled")
+    assert harness.verify().ok
+
+
+def test_a_misspelt_input_field_is_named_not_dropped(store_path: Path) -> None:
+    with pytest.raises(ScenarioInputError) as caught:
+        harness_for(store_path).run(
+            Scenario(id="typo", input={"starting_total": 0, "traget": 5}), turns=1
+        )
+    assert "input field 'traget' is not a field of SyntheticScenarioInput" in str(caught.value)
+    assert "did you mean 'target'?" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"name": ""}, "EnvironmentSpec name must be a non-empty string"),
+        ({"version": 2}, "EnvironmentSpec version must be a non-empty string"),
+        ({"input_type": "SyntheticScenarioInput"}, "input_type must be a type"),
+        ({"turn_order": "random"}, "turn_order must be 'simultaneous' or 'sequential'"),
+        ({"invalid_actions": "ignore"}, "invalid_actions must be 'fail' or 'block'"),
+        ({"roles": ()}, "roles must name at least one role"),
+    ],
+)
+def test_a_bad_environment_spec_says_what_to_fix(fields: dict[str, Any], message: str) -> None:
+    arguments: dict[str, Any] = {
+        "name": "x",
+        "version": "1",
+        "input_type": SyntheticScenarioInput,
+        **fields,
+    }
+    with pytest.raises(ConfigurationError) as caught:
+        EnvironmentSpec(**arguments)
+    assert message in str(caught.value)
+
+
+def test_blocking_records_are_paged_in_order(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import envharness.harness as harness_module
+
+    monkeypatch.setattr(harness_module, "RECORDS_PAGE", 7)
+    harness = harness_for(store_path)
+    session = harness.run(FIRST_RUN, turns=6)
+    records = list(harness.records(session.id))
+    assert [r.seq for r in records] == list(range(len(records)))
+    assert len(records) > 21
+    limited = list(harness.records(session.id, RecordFilter(after=2, limit=10)))
+    assert [r.seq for r in limited] == list(range(3, 13))
+    outcomes = list(harness.records(session.id, RecordFilter(kinds=("outcome",))))
+    assert [r.turn for r in outcomes] == [1, 2, 3, 4, 5, 6]

@@ -25,8 +25,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("trajectories",),
     ("optimizer",),
     ("llm",),
-    ("harness", "advanced"),
-    ("service",),
+    ("harness", "experiments", "advanced"),
+    ("service", "client"),
     ("cli",),
     ("__init__",),
 ]

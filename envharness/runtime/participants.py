@@ -47,7 +47,11 @@ class Reply:
 
 
 async def ask(
-    participant: str, agent: Agent, observation: Any, action_timeout: float | None
+    participant: str,
+    agent: Agent,
+    observation: Any,
+    action_timeout: float | None,
+    threads: anyio.CapacityLimiter | None = None,
 ) -> Reply:
     """One action from one agent, within ``action_timeout`` seconds (configuration).
 
@@ -56,30 +60,41 @@ async def ask(
     fails.
     """
     started = time.perf_counter()
+    reply: Any = None
     try:
-        with anyio.fail_after(action_timeout):
+        with anyio.move_on_after(action_timeout) as deadline:
             if is_async_agent(agent):
                 reply = await agent.act(observation)  # type: ignore[misc]
             else:
                 reply = await anyio.to_thread.run_sync(
-                    agent.act, observation, abandon_on_cancel=True
+                    agent.act, observation, abandon_on_cancel=True, limiter=threads
                 )
-    except TimeoutError as exc:
+    except Exception as exc:  # including the agent's own TimeoutError: that is its failure
+        raise _failure(participant, "acting", exc) from exc
+    if deadline.cancelled_caught:
         raise AgentFailure(
             participant,
             f"agent {participant!r} did not answer within {action_timeout}s (action_timeout)",
-            exc,
-        ) from exc
-    except Exception as exc:
-        raise _failure(participant, "acting", exc) from exc
+            TimeoutError(f"no action within {action_timeout}s"),
+        )
     seconds = time.perf_counter() - started
     if isinstance(reply, AgentReply):
+        if reply.cost is not None and not isinstance(reply.cost, Cost):
+            raise AgentFailure(
+                participant,
+                f"agent {participant!r} reported a cost of type {type(reply.cost).__name__}; "
+                "use envharness.Cost(input_tokens=..., output_tokens=..., usd=...)",
+                TypeError(type(reply.cost).__name__),
+            )
         return Reply(reply.action, seconds, reply.cost)
     return Reply(reply, seconds)
 
 
 async def ask_all(
-    agents: Mapping[str, Agent], observations: Mapping[str, Any], action_timeout: float | None
+    agents: Mapping[str, Agent],
+    observations: Mapping[str, Any],
+    action_timeout: float | None,
+    threads: anyio.CapacityLimiter | None = None,
 ) -> dict[str, Reply]:
     """Ask every participant in ``observations`` concurrently.
 
@@ -88,16 +103,15 @@ async def ask_all(
     """
     if len(observations) == 1:
         [(participant, observation)] = observations.items()
-        return {
-            participant: await ask(participant, agents[participant], observation, action_timeout)
-        }
+        agent = agents[participant]
+        return {participant: await ask(participant, agent, observation, action_timeout, threads)}
     replies: dict[str, Reply] = {}
     failures: dict[str, AgentFailure] = {}
 
     async def one(participant: str, observation: Any) -> None:
         try:
             replies[participant] = await ask(
-                participant, agents[participant], observation, action_timeout
+                participant, agents[participant], observation, action_timeout, threads
             )
         except AgentFailure as failure:
             failures[participant] = failure

@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from random import Random
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import msgspec
@@ -136,6 +136,9 @@ class SessionRunner:
         self._turns_completed = 0
         self._segment = 0
         self._sequential = plan.environment.spec.turn_order == "sequential"
+        # Sync agents' threads: one per participant, never shared with other sessions or the
+        # journal, so a slow agent elsewhere cannot eat into this session's action timeout.
+        self._threads = anyio.CapacityLimiter(max(1, len(plan.agents)))
         self._feedback: dict[str, tuple[Any, str | None]] = {}
         self._current_turn: int | None = None
         """The turn being played; logs from an agent outside any turn carry no turn."""
@@ -161,14 +164,14 @@ class SessionRunner:
             return await self._finish("failed", failure.reason, failure.error)
         except StoreError:
             raise
-        except anyio.get_cancelled_exc_class():
-            await self._finish_shielded("stopped", "the run was cancelled")
+        except BaseException as exc:  # every way out leaves a terminal status
+            status, reason = _interruption(exc)
+            error = None if status == "stopped" else _error_info(exc)
+            with anyio.CancelScope(shield=True):
+                result = await self._finish(status, reason, error)
+            if isinstance(exc, Exception) and not isinstance(exc, BaseExceptionGroup):
+                return result  # a bug in envharness, recorded; the caller still gets a result
             raise
-        except KeyboardInterrupt:
-            await self._finish_shielded("stopped", "interrupted by the user (Ctrl-C)")
-            raise
-        except Exception as exc:  # noqa: BLE001 - a bug in envharness itself: record it
-            return await self._finish("failed", f"internal error: {exc!r}", _error_info(exc))
 
     # -- turns ---------------------------------------------------------------------------------
 
@@ -214,7 +217,11 @@ class SessionRunner:
             observations[participant] = observation
             shown = self._encodable(observation, f"observation for {participant!r}")
             self._record(Observation(observation=shown), turn=turn, participant=participant)
-        replies = await ask_all(self._plan.agents, observations, self._plan.action_timeout)
+            # The agent gets its own copy: it can neither change the state nor what was recorded.
+            observations[participant] = _private_copy(observation, shown)
+        replies = await ask_all(
+            self._plan.agents, observations, self._plan.action_timeout, self._threads
+        )
         actions: dict[str, Any] = {}
         for participant in acting:
             reply = replies[participant]
@@ -224,7 +231,8 @@ class SessionRunner:
                 turn=turn, participant=participant,
             )  # fmt: skip
             if reply.cost is not None:
-                self._record(reply.cost, turn=turn, participant=participant)
+                cost = _checked(reply.cost, f"the cost reported by agent {participant!r}")
+                self._record(cost, turn=turn, participant=participant)
             problem, action = self._validate(raw)
             if problem is None:
                 actions[participant] = action
@@ -238,12 +246,7 @@ class SessionRunner:
                 raise _SessionFailure(
                     f"agent {participant!r} returned an invalid action: {problem}"
                 )
-        resolution = self._call_environment("resolve", state, actions)
-        if not isinstance(resolution, Resolution):
-            raise _SessionFailure(
-                f"environment resolve() returned {type(resolution).__name__}, expected a "
-                "Resolution(state=..., outcomes=..., done=...)"
-            )
+        resolution = _checked_resolution(self._call_environment("resolve", state, actions))
         digest = self._keep_state(resolution.state)
         for participant, action in actions.items():
             outcome = self._encodable(
@@ -258,7 +261,10 @@ class SessionRunner:
             sha256 = await self._store.put_artifact(data)
             self._record(Artifact(name=name, sha256=sha256, size=len(data)), turn=turn)
         outcome_row = self._record(
-            Outcome(state=digest, done=resolution.done, signals=dict(resolution.signals)),
+            _checked(
+                Outcome(state=digest, done=resolution.done, signals=dict(resolution.signals)),
+                "the environment's resolve() signals",
+            ),
             turn=turn, participant=acting[0] if self._sequential else None,
         )  # fmt: skip
         self._outcome_seqs.setdefault(turn, []).append(outcome_row.seq)
@@ -289,27 +295,27 @@ class SessionRunner:
         report = self._call_environment("score", state, self._plan.scenario)
         if report is None:
             return
-        if not isinstance(report, ScoreReport):
+        if isinstance(report, Mapping):
             report = ScoreReport(metrics=dict(report))
-        version = report.version or environment.spec.scoring_version or "1"
-        self._record(
-            Score(
-                version=version,
-                metrics={k: float(v) for k, v in report.metrics.items()},
-                passed=report.passed,
-                uncertainty=dict(report.uncertainty),
+        if not isinstance(report, ScoreReport):
+            raise _SessionFailure(
+                f"environment score() returned {type(report).__name__}; return a ScoreReport "
+                "or a mapping of metric names to numbers"
             )
+        version = report.version or environment.spec.scoring_version or "1"
+        score_payload = Score(
+            version=version,
+            metrics=dict(report.metrics),
+            passed=report.passed,
+            uncertainty=dict(report.uncertainty),
         )
+        self._record(_checked(score_payload, "the environment's score() report"))
         for finding in report.findings:
             cites = tuple(seq for turn in finding.turns for seq in self._outcome_seqs.get(turn, ()))
-            self._record(
-                Finding(
-                    title=finding.title,
-                    detail=finding.detail,
-                    severity=finding.severity,
-                    cites=cites,
-                )
+            found = Finding(
+                title=finding.title, detail=finding.detail, severity=finding.severity, cites=cites
             )
+            self._record(_checked(found, "a finding from the environment's score()"))
 
     def _agent_contexts(self) -> dict[str, AgentContext]:
         plan = self._plan
@@ -368,10 +374,6 @@ class SessionRunner:
             error=error,
         )
 
-    async def _finish_shielded(self, status: Status, reason: str) -> None:
-        with anyio.CancelScope(shield=True):
-            await self._finish(status, reason)
-
     # -- evidence plumbing ---------------------------------------------------------------------
 
     def _record(
@@ -382,9 +384,10 @@ class SessionRunner:
         return row
 
     async def _flush(self) -> None:
-        rows, blobs = self._pending, self._blobs
+        """Commit what is pending. Cancelled before the journal took the rows, they stay
+        pending and go out with the final status — a chain never has a gap."""
+        await self._store.append(self._pending, self._blobs)
         self._pending, self._blobs = [], {}
-        await self._store.append(rows, blobs)
 
     def _keep_state(self, state: Any) -> str:
         """Encode the state once; the blob is stored content-addressed and shared."""
@@ -417,12 +420,85 @@ class SessionRunner:
             ) from exc
 
 
+def _interruption(exc: BaseException) -> tuple[Status, str]:
+    """How a session ended that was left by an exception the runner does not expect."""
+    leaves = _leaves(exc)
+    if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves):
+        return "stopped", "interrupted by the user (Ctrl-C)"
+    cancelled = anyio.get_cancelled_exc_class()
+    if all(isinstance(leaf, cancelled) for leaf in leaves):
+        return "stopped", "the run was cancelled"
+    first = next(leaf for leaf in leaves if not isinstance(leaf, cancelled))
+    if isinstance(first, Exception):
+        return "failed", f"internal error: {first!r}"
+    return "failed", f"{type(first).__name__} raised inside the session: {first}"
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
 def _as_evidence(value: Any) -> Any:
     """A JSON form of whatever an agent returned, so even garbage is recorded, not lost."""
     try:
-        return msgspec.to_builtins(value)
-    except (TypeError, msgspec.EncodeError):
+        return msgspec.json.decode(msgspec.json.encode(value))
+    except (TypeError, ValueError, msgspec.MsgspecError, RecursionError):
         return {"unencodable": repr(value)[:2000]}
+
+
+_P = TypeVar("_P", bound=Payload)
+
+
+def _checked(payload: _P, source: str) -> _P:
+    """``payload`` if its fields have the declared types; a named failure otherwise.
+
+    Struct constructors do not validate, and a record with a wrong type would be evidence
+    nobody can read back, forever: so what users' code supplied is checked before sealing.
+    """
+    try:
+        msgspec.convert(msgspec.to_builtins(payload), type(payload))
+    except (msgspec.ValidationError, TypeError, ValueError) as exc:
+        raise _SessionFailure(f"{source} is not valid: {exc}", exc) from exc
+    return payload
+
+
+def _checked_resolution(resolution: Any) -> Resolution:
+    if not isinstance(resolution, Resolution):
+        raise _SessionFailure(
+            f"environment resolve() returned {type(resolution).__name__}, expected a "
+            "Resolution(state=..., outcomes=..., done=...)"
+        )
+    problems = []
+    if not isinstance(resolution.done, bool):
+        problems.append(f"done must be True or False, not {resolution.done!r}")
+    for name in ("outcomes", "signals", "artifacts"):
+        if not isinstance(getattr(resolution, name), Mapping):
+            problems.append(
+                f"{name} must be a mapping, not {type(getattr(resolution, name)).__name__}"
+            )
+    if not problems:
+        problems += [
+            f"artifacts[{name!r}] must be bytes, not {type(data).__name__}"
+            for name, data in resolution.artifacts.items()
+            if not isinstance(data, bytes | bytearray)
+        ]
+    if problems:
+        raise _SessionFailure(
+            f"environment resolve() returned a bad Resolution: {'; '.join(problems)}"
+        )
+    return resolution
+
+
+def _private_copy(original: Any, shown: Any) -> Any:
+    """A fresh object equal to ``original`` (rebuilt from its recorded JSON form)."""
+    if original is None or isinstance(original, str | int | float | bool | dict | list | tuple):
+        return shown
+    try:
+        return msgspec.convert(shown, type(original))
+    except (msgspec.ValidationError, TypeError):
+        return shown
 
 
 def _error_info(exc: BaseException) -> ErrorInfo:

@@ -1,0 +1,165 @@
+"""Experiment handles: :class:`AsyncExperiment` and its blocking twin :class:`Experiment`.
+
+``harness.experiment(...)`` validates everything and returns a handle; nothing runs until
+``run()`` (or, from blocking code, ``start()`` then ``wait()``). ``stop()`` cancels the sessions
+in flight — each records ``stopped`` with every committed record intact — and the experiment
+records ``stopped`` with its counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from contextlib import AbstractAsyncContextManager, ExitStack
+from typing import Any
+
+import anyio
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from envharness.errors import ConfigurationError
+from envharness.records import ExperimentConfig
+from envharness.runtime.experiment import (
+    ExperimentProgress,
+    ExperimentResult,
+    ExperimentRunner,
+    PlanSession,
+)
+from envharness.runtime.session import ProgressCallback
+from envharness.scenario import Scenario
+from envharness.store import Store
+
+__all__ = ["AsyncExperiment", "Experiment"]
+
+OpenStore = Callable[[], AbstractAsyncContextManager[Store]]
+
+
+class AsyncExperiment:
+    """One experiment, ready to run once."""
+
+    def __init__(
+        self,
+        experiment_id: str,
+        config: ExperimentConfig,
+        scenarios: Sequence[Scenario[Any]],
+        plan_session: PlanSession,
+        open_store: OpenStore,
+    ) -> None:
+        self.id = experiment_id
+        self.config = config
+        self._scenarios = scenarios
+        self._plan_session = plan_session
+        self._open_store = open_store
+        self._runner: ExperimentRunner | None = None
+        self._scope: anyio.CancelScope | None = None
+        self._stop_requested = False
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def total(self) -> int:
+        return len(self._scenarios) * self.config.trials
+
+    @property
+    def progress(self) -> ExperimentProgress:
+        """Completed / failed / stopped / running / total, readable while it runs."""
+        if self._runner is None:
+            return ExperimentProgress(total=self.total)
+        return self._runner.progress
+
+    async def run(self, *, progress: ProgressCallback | None = None) -> ExperimentResult:
+        """Run every session; returns when all ended, or when :meth:`stop` was called."""
+        if self._runner is not None:
+            raise ConfigurationError(f"experiment {self.id} was already run; make a new one")
+        async with self._open_store() as store:
+            runner = ExperimentRunner(
+                store, self.id, self.config, self._scenarios, self._plan_session, progress
+            )
+            self._runner = runner
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                if self._stop_requested:
+                    scope.cancel()
+                return await runner.run()
+        if runner.result is None:  # stopped before it recorded anything
+            raise ConfigurationError(f"experiment {self.id} was stopped before it started")
+        return runner.result
+
+    def stop(self) -> None:
+        """Cancel the sessions in flight; :meth:`run` then returns the ``stopped`` result.
+
+        Safe to call more than once, and before ``run``.
+        """
+        self._stop_requested = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+
+class Experiment:
+    """The blocking face of :class:`AsyncExperiment`.
+
+    ``run()`` runs to the end. ``start()`` runs it on an event loop in a helper thread and
+    returns at once; then ``progress``, ``wait()`` and ``stop()``.
+    """
+
+    def __init__(self, aio: AsyncExperiment, portal: BlockingPortal | None = None) -> None:
+        self.aio = aio
+        self._shared_portal = portal
+        self._exit_stack: ExitStack | None = None
+        self._future: Future[ExperimentResult] | None = None
+        self._portal: BlockingPortal | None = None
+
+    @property
+    def id(self) -> str:
+        return self.aio.id
+
+    @property
+    def name(self) -> str:
+        return self.aio.name
+
+    @property
+    def progress(self) -> ExperimentProgress:
+        return self.aio.progress
+
+    def run(self) -> ExperimentResult:
+        self.start()
+        return self.wait()
+
+    def start(self) -> None:
+        if self._future is not None:
+            raise ConfigurationError(f"experiment {self.id} was already started")
+        portal = self._shared_portal
+        if portal is None:
+            self._exit_stack = ExitStack()
+            portal = self._exit_stack.enter_context(start_blocking_portal())
+        self._portal = portal
+        self._future = portal.start_task_soon(self.aio.run)
+
+    def wait(self, timeout: float | None = None) -> ExperimentResult:
+        """The result once every session ended (``TimeoutError`` if ``timeout`` passes first)."""
+        if self._future is None:
+            raise ConfigurationError(f"experiment {self.id} was not started; call start()")
+        try:
+            result = self._future.result(timeout)
+        except KeyboardInterrupt:
+            self.stop()
+            raise
+        self._close()
+        return result
+
+    def stop(self) -> ExperimentResult | None:
+        """Stop the sessions in flight and wait for them to record ``stopped``."""
+        if self._future is None or self._portal is None:
+            self.aio.stop()
+            return None
+        if not self._future.done():
+            self._portal.call(self.aio.stop)
+        result = self._future.result()
+        self._close()
+        return result
+
+    def _close(self) -> None:
+        stack, self._exit_stack = self._exit_stack, None
+        if stack is not None:
+            stack.close()

@@ -1,0 +1,188 @@
+"""Experiments: one frozen configuration expanded over scenarios x trials.
+
+An experiment is a chain of its own (id ``exp_…``) holding its frozen configuration and its
+status changes; each of its sessions is an ordinary session whose ``session.created`` names the
+experiment, the scenario, the trial and the seed derived from (experiment seed, scenario id,
+trial). Sessions run in one task group under one :class:`anyio.CapacityLimiter`; they share the
+store's single writer, so concurrent sessions share commits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from envharness.records import (
+    ExperimentConfig,
+    ExperimentCreated,
+    ExperimentStatus,
+    SessionChain,
+    Status,
+)
+from envharness.runtime.session import ProgressCallback, SessionPlan, SessionResult, SessionRunner
+from envharness.scenario import Scenario
+from envharness.store import Store
+
+__all__ = [
+    "ExperimentProgress",
+    "ExperimentResult",
+    "ExperimentRunner",
+    "ExperimentSession",
+    "PlanSession",
+    "derive_seed",
+]
+
+_SEED_BITS = 63
+
+
+def derive_seed(seed: int, scenario_id: str, trial: int) -> int:
+    """A session's seed from the experiment's: stable across runs, machines and Python versions
+    (sha256, not ``hash()``, which is salted per process)."""
+    digest = hashlib.sha256(f"{seed}\x00{scenario_id}\x00{trial}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> (64 - _SEED_BITS)
+
+
+PlanSession = Callable[[Scenario[Any], int, int], SessionPlan]
+"""Makes a fresh session plan (new environment, new agents) for (scenario, trial, seed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExperimentSession:
+    """One session of an experiment, with the labels that place it."""
+
+    scenario_id: str
+    trial: int
+    seed: int
+    result: SessionResult
+
+
+@dataclass(frozen=True, slots=True)
+class ExperimentProgress:
+    total: int
+    completed: int = 0
+    failed: int = 0
+    stopped: int = 0
+    running: int = 0
+
+    @property
+    def finished(self) -> int:
+        return self.completed + self.failed + self.stopped
+
+
+@dataclass(frozen=True, slots=True)
+class ExperimentResult:
+    id: str
+    name: str
+    status: Status
+    total: int
+    completed: int
+    failed: int
+    stopped: int
+    sessions: tuple[ExperimentSession, ...] = field(repr=False)
+
+
+class ExperimentRunner:
+    """Runs every (scenario, trial) of one experiment under a concurrency limit."""
+
+    def __init__(
+        self,
+        store: Store,
+        experiment_id: str,
+        config: ExperimentConfig,
+        scenarios: Sequence[Scenario[Any]],
+        plan_session: PlanSession,
+        progress: ProgressCallback | None = None,
+    ) -> None:
+        self.id = experiment_id
+        self._store = store
+        self._config = config
+        self._scenarios = scenarios
+        self._plan_session = plan_session
+        self._session_progress = progress
+        self._chain = SessionChain(experiment_id)
+        self._sessions: list[ExperimentSession] = []
+        self._running = 0
+        self.result: ExperimentResult | None = None
+        """Set once the experiment's final status is recorded (completed or stopped)."""
+
+    @property
+    def progress(self) -> ExperimentProgress:
+        counts = {"completed": 0, "failed": 0, "stopped": 0}
+        for session in self._sessions:
+            status = session.result.status
+            counts[status if status in counts else "stopped"] += 1
+        return ExperimentProgress(total=self.total, running=self._running, **counts)
+
+    @property
+    def total(self) -> int:
+        return len(self._scenarios) * self._config.trials
+
+    async def run(self) -> ExperimentResult:
+        """Run to the end; cancelled, it records ``stopped`` (sessions too) and re-raises."""
+        await self._store.append(
+            [
+                self._chain.seal(ExperimentCreated(config=self._config)),
+                self._chain.seal(ExperimentStatus(status="running", total=self.total)),
+            ]
+        )
+        limiter = anyio.CapacityLimiter(self._config.max_concurrency)
+        try:
+            async with anyio.create_task_group() as group:
+                for scenario in self._scenarios:
+                    for trial in range(self._config.trials):
+                        group.start_soon(self._one, limiter, scenario, trial)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._finish("stopped", "the experiment was stopped")
+            raise
+        return await self._finish("completed", None)
+
+    async def _one(
+        self, limiter: anyio.CapacityLimiter, scenario: Scenario[Any], trial: int
+    ) -> None:
+        async with limiter:
+            seed = derive_seed(self._config.seed, scenario.id, trial)
+            plan = self._plan_session(scenario, trial, seed)
+            self._running += 1
+            try:
+                result = await SessionRunner(self._store, plan, self._session_progress).run()
+            finally:
+                self._running -= 1
+        self._sessions.append(ExperimentSession(scenario.id, trial, seed, result))
+
+    async def _finish(self, status: Status, reason: str | None) -> ExperimentResult:
+        progress = self.progress
+        stopped = progress.stopped + (self.total - progress.finished)  # never started
+        await self._store.append(
+            [
+                self._chain.seal(
+                    ExperimentStatus(
+                        status=status,
+                        total=self.total,
+                        completed=progress.completed,
+                        failed=progress.failed,
+                        stopped=stopped,
+                        reason=reason,
+                    )
+                )
+            ]
+        )
+        ordered = sorted(self._sessions, key=lambda s: (self._order(s.scenario_id), s.trial))
+        self.result = ExperimentResult(
+            id=self.id,
+            name=self._config.name,
+            status=status,
+            total=self.total,
+            completed=progress.completed,
+            failed=progress.failed,
+            stopped=stopped,
+            sessions=tuple(ordered),
+        )
+        return self.result
+
+    def _order(self, scenario_id: str) -> int:
+        return next(i for i, s in enumerate(self._scenarios) if s.id == scenario_id)

@@ -1,0 +1,209 @@
+"""Experiments: scenarios x trials under one frozen configuration and one concurrency limit."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+
+from envharness import (
+    AsyncEnvironmentHarness,
+    ConfigurationError,
+    EnvironmentHarness,
+    Scenario,
+    ScenarioInputError,
+)
+from envharness.fixtures import SyntheticAgent, SyntheticEnvironment, SyntheticScenarioInput
+from envharness.records import ExperimentCreated, ExperimentStatus, SessionCreated
+from envharness.runtime.experiment import derive_seed
+from envharness.store import read_store
+
+SCENARIOS = [
+    Scenario(id="negative-start", input=SyntheticScenarioInput(starting_total=-3)),
+    Scenario(id="positive-start", input=SyntheticScenarioInput(starting_total=3)),
+]
+
+
+def harness_for(store: Path, agent: Any = SyntheticAgent, **options: Any) -> EnvironmentHarness:
+    return EnvironmentHarness(
+        store, environment=SyntheticEnvironment, agents={"agent": agent}, **options
+    )
+
+
+def test_the_readme_sweep_runs_every_scenario_and_trial(store_path: Path) -> None:
+    harness = harness_for(store_path, max_concurrency=4)
+    experiment = harness.experiment("synthetic sweep", SCENARIOS, trials=2, seed=42, turns=5)
+    result = experiment.run()
+    assert (result.completed, result.total) == (4, 4)
+    assert [(s.scenario_id, s.trial) for s in result.sessions] == [
+        ("negative-start", 0),
+        ("negative-start", 1),
+        ("positive-start", 0),
+        ("positive-start", 1),
+    ]
+    for session in result.sessions:
+        assert session.seed == derive_seed(42, session.scenario_id, session.trial)
+        [created] = list(harness.records(session.result.id))[:1]
+        assert isinstance(created.payload, SessionCreated)
+        config = created.payload.config
+        assert (config.experiment_id, config.trial, config.seed) == (
+            result.id,
+            session.trial,
+            session.seed,
+        )
+    assert {info.experiment_id for info in harness.sessions()} == {result.id}
+    assert harness.verify().ok
+
+
+def test_the_configuration_is_recorded_once_in_the_experiments_own_chain(
+    store_path: Path,
+) -> None:
+    result = harness_for(store_path).experiment("sweep", SCENARIOS, trials=3, turns=2).run()
+
+    async def chain() -> list[Any]:
+        store = await read_store(store_path)
+        return [record.payload async for record in store.records(result.id)]
+
+    created, running, finished = anyio.run(chain)
+    assert isinstance(created, ExperimentCreated)
+    assert [s.id for s in created.config.scenarios] == ["negative-start", "positive-start"]
+    assert created.config.participants["agent"].implementation == "synthetic-agent@1"
+    assert (created.config.trials, created.config.turns) == (3, 2)
+    assert isinstance(running, ExperimentStatus)
+    assert running.status == "running"
+    assert finished == ExperimentStatus(status="completed", total=6, completed=6)
+
+
+def test_seeds_are_stable_and_distinct() -> None:
+    assert derive_seed(42, "a", 0) == derive_seed(42, "a", 0)
+    seeds = {
+        derive_seed(seed, scenario, trial)
+        for seed in (1, 2)
+        for scenario in "ab"
+        for trial in (0, 1)
+    }
+    assert len(seeds) == 8
+    assert all(0 <= seed < 2**63 for seed in seeds)
+
+
+def test_same_seed_and_deterministic_agents_give_identical_evidence(tmp_path: Path) -> None:
+    def payloads(store: Path) -> list[bytes]:
+        result = harness_for(store).experiment("sweep", SCENARIOS, trials=2, seed=7, turns=4).run()
+        found = []
+        for session in result.sessions:
+            for record in harness_for(store).records(session.result.id):
+                payload = record.payload
+                if isinstance(payload, SessionCreated):
+                    payload = msgspec.structs.replace(
+                        payload,
+                        config=msgspec.structs.replace(payload.config, experiment_id=None),
+                    )
+                if record.kind != "action.attempted":  # holds a wall-clock duration
+                    found.append(msgspec.json.encode(payload))
+        return found
+
+    assert payloads(tmp_path / "a") == payloads(tmp_path / "b")
+
+
+def test_sessions_run_concurrently_up_to_the_limit(store_path: Path) -> None:
+    active = 0
+    peak = 0
+    lock = threading.Lock()
+
+    class Slow:
+        implementation = "slow@1"
+
+        def act(self, observation: Any) -> dict[str, int]:
+            nonlocal active, peak
+            with lock:
+                active += 1
+                peak = max(peak, active)
+            time.sleep(0.02)
+            with lock:
+                active -= 1
+            return {"value": 0}
+
+    scenarios = [
+        Scenario(id=f"s{i}", input=SyntheticScenarioInput(starting_total=i)) for i in range(6)
+    ]
+    result = (
+        harness_for(store_path, Slow)
+        .experiment("limited", scenarios, turns=3, max_concurrency=3)
+        .run()
+    )
+    assert result.completed == 6
+    assert peak == 3
+
+
+def test_progress_is_visible_and_stop_ends_every_session_stopped(store_path: Path) -> None:
+    class Slow:
+        implementation = "slow@1"
+
+        def act(self, observation: Any) -> dict[str, int]:
+            time.sleep(0.01)
+            return {"value": 0}
+
+    scenarios = [
+        Scenario(id=f"s{i}", input=SyntheticScenarioInput(starting_total=i)) for i in range(4)
+    ]
+    experiment = harness_for(store_path, Slow).experiment(
+        "to stop", scenarios, turns=10_000, max_concurrency=2
+    )
+    assert experiment.progress.total == 4
+    experiment.start()
+    deadline = time.monotonic() + 10
+    while experiment.progress.running < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert experiment.progress.running == 2
+    result = experiment.stop()
+    assert result is not None
+    assert (result.status, result.completed, result.stopped, result.total) == ("stopped", 0, 4, 4)
+    assert experiment.stop() == result  # stopping twice is fine
+    harness = harness_for(store_path)
+    assert {info.status for info in harness.sessions()} == {"stopped"}
+    assert harness.verify().ok
+
+
+@pytest.mark.anyio
+async def test_the_async_experiment_runs_under_both_backends(store_path: Path) -> None:
+    harness = AsyncEnvironmentHarness(
+        store_path, environment=SyntheticEnvironment, agents={"agent": SyntheticAgent}
+    )
+    async with harness:
+        experiment = harness.experiment("async sweep", SCENARIOS, trials=2, turns=3)
+        result = await experiment.run()
+    assert result.completed == 4
+    with pytest.raises(ConfigurationError, match="was already run"):
+        await experiment.run()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"scenarios": [SCENARIOS[0], SCENARIOS[0]]}, "scenario id 'negative-start' appears twice"),
+        ({"trials": 0}, "trials must be a positive integer, not 0"),
+        ({"turns": -1}, "turns must be a positive integer, not -1"),
+        ({"scenarios": []}, "has no scenarios"),
+        ({"max_concurrency": 0}, "max_concurrency must be a positive integer"),
+        ({"name": " "}, "an experiment needs a name"),
+    ],
+)
+def test_a_bad_experiment_is_refused_before_anything_is_recorded(
+    store_path: Path, arguments: dict[str, Any], message: str
+) -> None:
+    options: dict[str, Any] = {"name": "bad", "scenarios": SCENARIOS, "turns": 2, **arguments}
+    with pytest.raises(ConfigurationError) as caught:
+        harness_for(store_path).experiment(options.pop("name"), options.pop("scenarios"), **options)
+    assert message in str(caught.value)
+    assert not (store_path / "evidence.sqlite3").exists()
+
+
+def test_an_invalid_scenario_input_is_refused_up_front(store_path: Path) -> None:
+    bad = Scenario(id="bad", input={"starting_total": "three"})
+    with pytest.raises(ScenarioInputError, match="scenario 'bad'"):
+        harness_for(store_path).experiment("x", [SCENARIOS[0], bad], turns=2)
