@@ -11,7 +11,12 @@ CLI edge) can catch one class and print a message that names what was wrong and 
     │   ├── StoreVersionError     the store was written by a newer envharness
     │   ├── StoreBusyError        another process held the write lock for too long
     │   └── ChainConflictError    a record's position in its session chain is already taken
-    └── NotFoundError             a session (or other named thing) is not in the store
+    ├── NotFoundError             a session (or other named thing) is not in the store
+    ├── ProtocolError             talking to an external agent failed (envharness.protocol)
+    │   ├── ProtocolViolationError    it sent what the protocol forbids; bytes kept
+    │   ├── AgentReportedError        it answered with an ``error`` message
+    │   └── ChannelUsageError         the host used a channel out of order (a bug)
+    └── ServiceError              the local service answered 4xx/5xx (envharness.client)
 
 Failures *inside* a session (an agent that raises, times out or returns garbage) are not raised
 to the caller: they are recorded as evidence and the session ends ``failed``.

@@ -1,6 +1,6 @@
 """Set up and run envharness from a fresh clone, with nothing but Python 3.11+.
 
-    python3 tools/dev.py demo   # venv + install, write the quickstart store, then show it
+    python3 tools/dev.py demo   # venv + install, write the quickstart store, serve the viewer
     python3 tools/dev.py test   # venv + dev install, then ruff, mypy (strict) and pytest
 
 The virtual environment lives in ``.venv``; it is reused while ``pyproject.toml`` is unchanged.
@@ -53,11 +53,12 @@ def install(extra: str) -> None:
 
 
 def demo(extra_args: list[str]) -> int:
+    """The quickstart store, then the viewer on it (Ctrl-C stops the server)."""
     envharness = str(BIN / "envharness")
-    status = call(envharness, "--store", str(STORE), "quickstart", "--turns", "3", *extra_args)
+    status = call(envharness, "--store", str(STORE), "quickstart", "--turns", "3")
     if status != 0:
         return status
-    return call(envharness, "--store", str(STORE), "sessions")
+    return call(envharness, "--store", str(STORE), "serve", "--open", *extra_args)
 
 
 def test(pytest_args: list[str]) -> int:

@@ -48,6 +48,7 @@ from envharness.cli.render import (
     session_table,
     verify_lines,
 )
+from envharness.cli.serve import register_service_commands
 from envharness.errors import ScenarioInputError
 from envharness.harness import DEFAULT_ACTION_TIMEOUT, AsyncEnvironmentHarness
 from envharness.records import Payload, Status, encode_record
@@ -118,6 +119,9 @@ def _root(
 def _store(ctx: typer.Context) -> Path:
     options = ctx.find_object(_Options)
     return options.store if options is not None else DEFAULT_STORE
+
+
+register_service_commands(app, _store)  # serve, token (envharness/cli/serve.py)
 
 
 # -- writing -----------------------------------------------------------------------------------

@@ -1,0 +1,379 @@
+"""A typed client for the local service's API, over httpx.
+
+:class:`AsyncClient` is the one implementation (asyncio or trio); :class:`Client` is its
+blocking face, a thin portal like :class:`~envharness.EnvironmentHarness`. Answers decode into
+the service's own wire types (:mod:`envharness.service.schemas`), so a response that does not
+match the published schema fails loudly here instead of somewhere downstream.
+
+    async with AsyncClient("http://127.0.0.1:8765", token) as client:
+        async for summary in client.iter_sessions(status="completed"):
+            page = await client.records(summary.id, kinds=["action.blocked"])
+        async for record in client.events(session_id):   # live, resumes by itself
+            ...
+
+Errors the service answers with raise :class:`ServiceError` (status, message, and the bad
+parameter when there is one); a service that cannot be reached raises httpx's own error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
+from contextlib import ExitStack, aclosing
+from typing import Any, Self, TypeVar, cast
+
+import anyio
+import httpx
+import msgspec
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from envharness.errors import EnvharnessError
+from envharness.service.schemas import (
+    Health,
+    NewToken,
+    Problem,
+    RecordOut,
+    RecordPage,
+    SessionDetail,
+    SessionPage,
+    SessionSummary,
+    TokenRequest,
+    VerifyOut,
+)
+from envharness.store.tokens import TokenInfo
+
+__all__ = ["AsyncClient", "Client", "ServiceError"]
+
+_T = TypeVar("_T")
+_record = msgspec.json.Decoder(RecordOut)
+_problem = msgspec.json.Decoder(Problem)
+_end = msgspec.json.Decoder(dict[str, Any])
+
+_Params = list[tuple[str, str | int | float | bool | None]]
+
+RECONNECT_LIMIT = 5
+"""Consecutive failed reconnects after which :meth:`AsyncClient.events` gives up."""
+
+
+class ServiceError(EnvharnessError):
+    """The service answered with an error (``status`` 4xx or 5xx)."""
+
+    def __init__(self, status: int, message: str, parameter: str | None = None) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+        self.parameter = parameter
+
+
+class AsyncClient:
+    """The API of one running service. ``token`` is a bearer token (``eht_…``).
+
+    ``transport`` replaces the network (``httpx.ASGITransport(app)`` in tests).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.AsyncClient(
+            base_url=base_url, headers=headers, transport=transport, timeout=timeout
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    # -- reading -------------------------------------------------------------------------------
+
+    async def health(self) -> Health:
+        return await self._get("/api/health", Health)
+
+    async def sessions(
+        self,
+        *,
+        status: str | None = None,
+        experiment: str | None = None,
+        scenario: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> SessionPage:
+        params = _params(
+            status=status, experiment=experiment, scenario=scenario, after=after, limit=limit
+        )
+        return await self._get("/api/sessions", SessionPage, params)
+
+    async def iter_sessions(
+        self,
+        *,
+        status: str | None = None,
+        experiment: str | None = None,
+        scenario: str | None = None,
+    ) -> AsyncGenerator[SessionSummary, None]:
+        """Every matching session, fetching pages as it goes."""
+        after: str | None = None
+        while True:
+            page = await self.sessions(
+                status=status, experiment=experiment, scenario=scenario, after=after, limit=500
+            )
+            for summary in page.sessions:
+                yield summary
+            if page.next_after is None:
+                return
+            after = page.next_after
+
+    async def session(self, session_id: str) -> SessionDetail:
+        return await self._get(f"/api/sessions/{session_id}", SessionDetail)
+
+    async def records(
+        self,
+        session_id: str,
+        *,
+        after: int = -1,
+        limit: int = 100,
+        kinds: Sequence[str] = (),
+        participant: str | None = None,
+        turn: int | None = None,
+    ) -> RecordPage:
+        params = _params(after=after, limit=limit, participant=participant, turn=turn)
+        params += [("kind", kind) for kind in kinds]
+        return await self._get(f"/api/sessions/{session_id}/records", RecordPage, params)
+
+    async def iter_records(
+        self,
+        session_id: str,
+        *,
+        kinds: Sequence[str] = (),
+        participant: str | None = None,
+        turn: int | None = None,
+    ) -> AsyncGenerator[RecordOut, None]:
+        after = -1
+        while True:
+            page = await self.records(
+                session_id, after=after, limit=1000, kinds=kinds, participant=participant,
+                turn=turn,
+            )  # fmt: skip
+            for record in page.records:
+                yield record
+            if page.next_after is None:
+                return
+            after = page.next_after
+
+    async def export(self, session_id: str) -> AsyncGenerator[bytes, None]:
+        """The session's JSON lines, each exactly as the service streamed it (no newline)."""
+        async with self._http.stream("GET", f"/api/sessions/{session_id}/export") as response:
+            await _raise_for(response)
+            async with aclosing(_lines(response)) as lines:
+                async for line in lines:
+                    if line:
+                        yield line.encode()
+
+    async def events(
+        self, session_id: str, *, after: int = -1, reconnect: bool = True
+    ) -> AsyncGenerator[RecordOut, None]:
+        """Records as they commit, until the session ends. A dropped connection is resumed
+        from the last record received (``Last-Event-ID``): nothing is missed or repeated."""
+        last = after
+        failures = 0
+        while True:
+            ended = False
+            try:
+                async with aclosing(self._event_stream(session_id, last)) as stream:
+                    # Read on after `end` until the server closes: leaving httpx's stream
+                    # early strands its inner generators (trio warns about each of them).
+                    async for event, data, event_id in stream:
+                        failures = 0
+                        if event == "end":
+                            ended = True
+                        elif event == "record" and not ended:
+                            record = _record.decode(data)
+                            last = record.seq if event_id is None else int(event_id)
+                            yield record
+                return  # ended, or the server is stopping
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.ConnectError):
+                failures += 1
+                if not reconnect or failures > RECONNECT_LIMIT:
+                    raise
+                await anyio.sleep(min(0.2 * 2**failures, 5.0))
+
+    async def _event_stream(
+        self, session_id: str, last: int
+    ) -> AsyncGenerator[tuple[str, bytes, str | None], None]:
+        headers = {"Last-Event-ID": str(last), "Accept": "text/event-stream"}
+        url = f"/api/sessions/{session_id}/events"
+        timeout = httpx.Timeout(self._http.timeout.connect, read=None)
+        async with self._http.stream("GET", url, headers=headers, timeout=timeout) as response:
+            await _raise_for(response)
+            event, data, event_id = "message", list[str](), None
+            async with aclosing(_lines(response)) as lines:
+                async for line in lines:
+                    if not line:
+                        if data:
+                            yield event, "\n".join(data).encode(), event_id
+                        event, data, event_id = "message", [], None
+                        continue
+                    name, _, value = line.partition(":")
+                    value = value.removeprefix(" ")
+                    if name == "event":
+                        event = value
+                    elif name == "data":
+                        data.append(value)
+                    elif name == "id":
+                        event_id = value
+
+    async def verify(self) -> VerifyOut:
+        """Re-check the whole store: as long as that takes (no read timeout)."""
+        return await _decode(await self._http.get("/api/verify", timeout=None), VerifyOut)
+
+    # -- tokens (admin) ------------------------------------------------------------------------
+
+    async def tokens(self) -> list[TokenInfo]:
+        return await self._get("/api/tokens", list[TokenInfo])
+
+    async def issue_token(
+        self,
+        role: str,
+        *,
+        participant: str | None = None,
+        sessions: Sequence[str] | None = None,
+        label: str = "",
+    ) -> NewToken:
+        body = msgspec.json.encode(
+            TokenRequest(
+                role=role,  # type: ignore[arg-type]
+                participant=participant,
+                sessions=list(sessions) if sessions is not None else None,
+                label=label,
+            )
+        )
+        response = await self._http.post(
+            "/api/tokens", content=body, headers={"Content-Type": "application/json"}
+        )
+        return await _decode(response, NewToken)
+
+    async def revoke_token(self, token_id: str) -> TokenInfo:
+        return await _decode(await self._http.delete(f"/api/tokens/{token_id}"), TokenInfo)
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    async def _get(self, path: str, kind: type[_T], params: _Params | None = None) -> _T:
+        return await _decode(await self._http.get(path, params=params), kind)
+
+
+class Client:
+    """The blocking face of :class:`AsyncClient` (one event loop in a helper thread)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        self._stack = ExitStack()
+        self._portal: BlockingPortal = self._stack.enter_context(start_blocking_portal())
+        self.aio = AsyncClient(base_url, token, transport=transport, timeout=timeout)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        try:
+            self._portal.call(self.aio.aclose)
+        finally:
+            self._stack.close()
+
+    def health(self) -> Health:
+        return self._portal.call(self.aio.health)
+
+    def sessions(self, **filters: Any) -> SessionPage:
+        return self._portal.call(lambda: self.aio.sessions(**filters))
+
+    def iter_sessions(self, **filters: Any) -> Iterator[SessionSummary]:
+        return self._iterate(lambda: self.aio.iter_sessions(**filters))
+
+    def session(self, session_id: str) -> SessionDetail:
+        return self._portal.call(self.aio.session, session_id)
+
+    def records(self, session_id: str, **filters: Any) -> RecordPage:
+        return self._portal.call(lambda: self.aio.records(session_id, **filters))
+
+    def iter_records(self, session_id: str, **filters: Any) -> Iterator[RecordOut]:
+        return self._iterate(lambda: self.aio.iter_records(session_id, **filters))
+
+    def export(self, session_id: str) -> Iterator[bytes]:
+        return self._iterate(lambda: self.aio.export(session_id))
+
+    def events(self, session_id: str, *, after: int = -1) -> Iterator[RecordOut]:
+        return self._iterate(lambda: self.aio.events(session_id, after=after))
+
+    def verify(self) -> VerifyOut:
+        return self._portal.call(self.aio.verify)
+
+    def tokens(self) -> list[TokenInfo]:
+        return self._portal.call(self.aio.tokens)
+
+    def issue_token(self, role: str, **options: Any) -> NewToken:
+        return self._portal.call(lambda: self.aio.issue_token(role, **options))
+
+    def revoke_token(self, token_id: str) -> TokenInfo:
+        return self._portal.call(self.aio.revoke_token, token_id)
+
+    def _iterate(self, make: Callable[[], AsyncGenerator[_T, None]]) -> Iterator[_T]:
+        """An async iterator stepped through the portal; closed even when left early."""
+        iterator = self._portal.call(_start, make)
+        try:
+            while True:
+                try:
+                    yield self._portal.call(iterator.__anext__)
+                except StopAsyncIteration:
+                    return
+        finally:
+            self._portal.call(iterator.aclose)
+
+
+async def _start(make: Callable[[], AsyncGenerator[_T, None]]) -> AsyncGenerator[_T, None]:
+    return make()
+
+
+def _lines(response: httpx.Response) -> AsyncGenerator[str, None]:
+    """httpx's line iterator, typed as the async generator it is, so it can be closed."""
+    return cast(AsyncGenerator[str, None], response.aiter_lines())
+
+
+def _params(**values: str | int | None) -> _Params:
+    return [(name, value) for name, value in values.items() if value is not None]
+
+
+async def _raise_for(response: httpx.Response) -> None:
+    if response.is_success:
+        return
+    await response.aread()
+    _raise_problem(response)
+
+
+async def _decode(response: httpx.Response, kind: type[_T]) -> _T:
+    if not response.is_success:
+        _raise_problem(response)
+    return msgspec.json.decode(response.content, type=kind)
+
+
+def _raise_problem(response: httpx.Response) -> None:
+    try:
+        problem = _problem.decode(response.content)
+    except msgspec.MsgspecError:
+        text = response.text[:200] or response.reason_phrase
+        raise ServiceError(response.status_code, text) from None
+    raise ServiceError(problem.status, problem.message, problem.parameter)

@@ -1,0 +1,117 @@
+"""What a principal may see, applied where records are read — never in a template.
+
+Admin and viewer tokens see every session and every record. A participant token sees:
+
+- the sessions whose frozen roster names its participant (and, if the token is bound to some
+  sessions, only those) — a query over ``session.created``;
+- in them, only records whose ``participant`` column is its own name: its observations,
+  attempted actions, executed or blocked outcomes, hints and costs. The filter is part of the
+  SQL of every read (``RecordFilter.participant``), for pages, JSON, export and live streams.
+
+Session-level records (``participant`` null: the configuration, environment outcomes with
+their shared signals and state digests, scores, findings, status reasons) are withheld from a
+participant: they can describe the other participants, and a record cannot be redacted
+without breaking its digest. What a participant learns about the session as a whole comes
+from the session summary, reduced to status, turns and times (:meth:`Access.summary`).
+
+A session a participant may not see answers exactly like one that does not exist (404).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import msgspec
+
+from envharness.errors import NotFoundError
+from envharness.records import TERMINAL_STATUSES
+from envharness.service.auth import Principal
+from envharness.service.problems import not_found
+from envharness.service.schemas import SessionSummary
+from envharness.service.state import Service
+from envharness.store import RecordFilter, SessionInfo
+
+__all__ = ["Access"]
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """One principal's view of one service's store."""
+
+    service: Service
+    principal: Principal
+
+    @property
+    def sees_everything(self) -> bool:
+        return self.principal.role != "participant"
+
+    async def visible_sessions(self) -> frozenset[str] | None:
+        """The ids a participant may see; ``None`` for a token that sees every session."""
+        principal = self.principal
+        if principal.participant is None or self.sees_everything:
+            return None
+        return await self.service.tokens.participant_sessions(
+            principal.participant, among=principal.sessions
+        )
+
+    async def sessions(
+        self,
+        *,
+        status: str | None = None,
+        experiment_id: str | None = None,
+        scenario_id: str | None = None,
+    ) -> list[SessionInfo]:
+        found = await self.service.store.sessions(status=status, experiment_id=experiment_id)
+        visible = await self.visible_sessions()
+        return [
+            info
+            for info in found
+            if (visible is None or info.id in visible)
+            and (scenario_id is None or info.scenario_id == scenario_id)
+        ]
+
+    async def session(self, session_id: str) -> SessionInfo:
+        """The session with exactly this id, if this principal may see it; 404 otherwise."""
+        try:
+            info = await self.service.store.session(session_id)
+        except NotFoundError:
+            raise not_found(f"session {session_id!r}") from None
+        if info.id != session_id:  # a prefix matched: the API names sessions exactly
+            raise not_found(f"session {session_id!r}")
+        if not self.sees_everything:
+            participant = self.principal.participant or ""
+            bound = self.principal.sessions
+            if bound is not None and session_id not in bound:
+                raise not_found(f"session {session_id!r}")
+            mine = await self.service.tokens.participant_sessions(participant, among=[session_id])
+            if session_id not in mine:
+                raise not_found(f"session {session_id!r}")
+        return info
+
+    def records(self, requested: RecordFilter) -> RecordFilter:
+        """``requested`` narrowed to what this principal may read.
+
+        A participant asking for another participant's records gets a 404, not an empty
+        answer: the same as asking about a participant that does not exist.
+        """
+        if self.sees_everything:
+            return requested
+        own = self.principal.participant
+        if requested.participant is not None and requested.participant != own:
+            raise not_found(f"participant {requested.participant!r}")
+        return msgspec.structs.replace(requested, participant=own)
+
+    def summary(self, info: SessionInfo) -> SessionSummary:
+        full = self.sees_everything
+        return SessionSummary(
+            id=info.id,
+            experiment_id=info.experiment_id,
+            scenario_id=info.scenario_id,
+            status=info.status,  # type: ignore[arg-type]
+            terminal=info.status in TERMINAL_STATUSES,
+            reason=info.reason if full else None,
+            created_at=info.created_at,
+            updated_at=info.updated_at,
+            turns_completed=info.turns_completed,
+            records=info.records if full else None,
+        )

@@ -1,0 +1,81 @@
+"""Running the service: bind a loopback socket, serve the app with uvicorn, stop on Ctrl-C.
+
+The socket is bound here, before uvicorn starts, so that a port in use is a clear error
+instead of a log line, ``--port 0`` can pick a free port, and the sign-in link printed names
+the port actually bound. uvicorn runs on asyncio (it supports nothing else); the application
+itself is backend-neutral and is tested on trio as well.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+from collections.abc import Awaitable, Callable
+
+import anyio
+import uvicorn
+
+from envharness.errors import ConfigurationError
+from envharness.service.app import create_app
+from envharness.service.state import Address, Service
+
+__all__ = ["GRACEFUL_SHUTDOWN_S", "bind", "login_link", "run_service"]
+
+GRACEFUL_SHUTDOWN_S = 1
+"""Seconds open requests get after Ctrl-C; live streams never finish by themselves."""
+
+
+def bind(address: Address) -> tuple[socket.socket, Address]:
+    """A socket bound to ``address`` (a loopback address) and the address it really got."""
+    family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((address.host, address.port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigurationError(
+                f"port {address.port} on {address.host} is in use (another `envharness serve`?);"
+                " stop it, or pass --port with another number (--port 0 picks a free one)"
+            ) from None
+        raise ConfigurationError(f"cannot listen on {address.url}: {exc.strerror}") from None
+    return sock, Address(address.host, sock.getsockname()[1])
+
+
+def login_link(service: Service) -> str:
+    """A fresh one-time sign-in link for this service."""
+    return f"{service.address.url}/login?code={service.logins.issue()}"
+
+
+async def run_service(
+    service: Service,
+    sock: socket.socket,
+    *,
+    started: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Serve until uvicorn is told to stop (Ctrl-C, SIGTERM); ``started`` runs once it listens."""
+    config = uvicorn.Config(
+        create_app(service),
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        ws="none",
+        server_header=False,
+        proxy_headers=False,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+    )
+    server = uvicorn.Server(config)
+
+    async def announce() -> None:
+        while not server.started:
+            if server.should_exit:
+                return
+            await anyio.sleep(0.05)
+        if started is not None:
+            await started()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(announce)
+        await server.serve(sockets=[sock])
+        group.cancel_scope.cancel()

@@ -1,0 +1,336 @@
+"""A session's Overview, Configuration and record pages, and the table of all its pages.
+
+The Turns page is :mod:`.turn_pages`; what the pages share is :mod:`.session_view`.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from starlette.responses import Response
+
+from envharness.records import Branch, ErrorInfo, Finding, Score
+from envharness.service.html import DASH, Html, html, join, json_block, number, value
+from envharness.service.layout import page
+from envharness.service.params import NoParameters
+from envharness.service.problems import not_found
+from envharness.service.render import record_link
+from envharness.service.routing import ANYONE, READERS, Call, Endpoint
+from envharness.service.session_view import (
+    SessionView,
+    live_attributes,
+    load_session,
+    participants_table,
+    record_at,
+    session_head,
+)
+from envharness.service.turn_pages import TURNS_PER_PAGE, TurnsQuery, session_turns
+
+__all__ = ["SESSION_PAGES"]
+
+MAX_CITES = 24
+"""Cited records looked up per finding (the rest are listed by seq alone)."""
+
+
+async def session_overview(call: Call[NoParameters]) -> Response:
+    session = await load_session(call)
+    info = session.info
+    parts: list[Html] = []
+    failure = _failure(session)
+    if failure:
+        parts.append(failure)
+    if session.access.sees_everything:
+        parts.append(_scores(session))
+        parts.append(await _findings(call, session))
+        parts.append(participants_table(session))
+    else:
+        parts.append(
+            html(
+                '<section class="card"><h2>Your part</h2><p>As participant <b>{p}</b> you see '
+                "your own observations, actions and their outcomes, turn by turn. Scores, "
+                'findings and the configuration are about everyone.</p><p><a class="button" '
+                'href="/sessions/{id}/turns">Open your turns</a></p></section>',
+                p=session.access.principal.participant or "",
+                id=info.id,
+            )
+        )
+    body = html(
+        '<div class="session"{live}>{head}{parts}</div>',
+        live=live_attributes(info, info.records - 1),
+        head=session_head(session, "overview"),
+        parts=join(parts),
+    )
+    return page(call.service, call.principal, title=info.id, body=body, active="sessions")
+
+
+def _failure(session: SessionView) -> Html:
+    info = session.info
+    if info.status in ("completed", "running", "created") or not session.access.sees_everything:
+        return Html("")
+    error: ErrorInfo | None = session.last_status.error if session.last_status else None
+    detail = Html("")
+    if error is not None:
+        trace = Html("")
+        if error.traceback:
+            trace = html(
+                "<details><summary>Traceback</summary><pre>{t}</pre></details>", t=error.traceback
+            )
+        detail = html(
+            '<p class="mono">{type}: {message}</p>{trace}',
+            type=error.type,
+            message=error.message,
+            trace=trace,
+        )
+    return html(
+        '<div class="callout bad"><b>Session {status}.</b> {reason}{detail}</div>',
+        status=info.status,
+        reason=info.reason or "",
+        detail=detail,
+    )
+
+
+def _scores(session: SessionView) -> Html:
+    if not session.scores:
+        return Html(
+            '<section class="card"><h2>Scores</h2><p class="muted">No score report was '
+            "recorded (the environment has no score() or the session did not complete)."
+            "</p></section>"
+        )
+    reports = []
+    for record in session.scores:
+        score = record.payload
+        assert isinstance(score, Score)
+        verdict = {
+            True: ("passed", "tag-ok"),
+            False: ("not passed", "tag-blocked"),
+            None: ("no pass/fail", "tag-plain"),
+        }[score.passed]
+        rows = join(
+            html(
+                '<tr><td>{name}</td><td class="num">{value}</td>'
+                '<td class="num muted">{u}</td></tr>',
+                name=name,
+                value=number(metric),
+                u=f"± {number(score.uncertainty[name])}"
+                if score.uncertainty.get(name) is not None
+                else "",
+            )
+            for name, metric in score.metrics.items()
+        )
+        reports.append(
+            html(
+                '<div class="score"><div class="score-head"><span class="tag {css}">{verdict}'
+                '</span> <span class="muted">version</span> <b>{version}</b> {link}</div>'
+                '<table class="table compact"><thead><tr><th>Metric</th><th class="num">Value'
+                '</th><th class="num">Uncertainty</th></tr></thead><tbody>{rows}</tbody></table>'
+                "</div>",
+                css=verdict[1],
+                verdict=verdict[0],
+                version=score.version,
+                link=record_link(session.info.id, record.seq),
+                rows=rows,
+            )
+        )
+    return html('<section class="card"><h2>Scores</h2>{reports}</section>', reports=join(reports))
+
+
+async def _findings(call: Call[NoParameters], session: SessionView) -> Html:
+    if not session.findings:
+        return Html(
+            '<section class="card"><h2>Findings</h2><p class="muted">No findings.</p></section>'
+        )
+    items = []
+    for record in session.findings:
+        finding = record.payload
+        assert isinstance(finding, Finding)
+        cited = []
+        for seq in finding.cites[:MAX_CITES]:
+            target = await record_at(call, session.access, session.info.id, seq)
+            label = f"{target.kind}, turn {target.turn}" if target and target.turn else ""
+            label = label or (target.kind if target else "")
+            cited.append(
+                html(
+                    '<li>{link} <span class="muted">{label}</span></li>',
+                    link=record_link(session.info.id, seq),
+                    label=label,
+                )
+            )
+        more = len(finding.cites) - MAX_CITES
+        if more > 0:
+            cited.append(html('<li class="muted">and {n} more</li>', n=more))
+        items.append(
+            html(
+                '<article class="finding sev-{sev}"><div><span class="tag sev">{sev}</span> '
+                "<b>{title}</b> {link}</div><p>{detail}</p>{cites}</article>",
+                sev=finding.severity,
+                title=finding.title,
+                link=record_link(session.info.id, record.seq),
+                detail=finding.detail,
+                cites=html('<div class="cites">Evidence: <ul>{c}</ul></div>', c=join(cited))
+                if cited
+                else Html(""),
+            )
+        )
+    return html('<section class="card"><h2>Findings</h2>{items}</section>', items=join(items))
+
+
+async def session_config(call: Call[NoParameters]) -> Response:
+    session = await load_session(call)
+    info = session.info
+    config = session.config
+    if config is None:
+        raise not_found(f"configuration of session {info.id!r}")
+    environment = config.environment
+    settings = [
+        ("Environment", f"{environment.name} @ {environment.version}"),
+        ("Turn order", environment.turn_order),
+        ("Roles", ", ".join(environment.roles)),
+        ("Input type", environment.input_type),
+        ("Action type", environment.action_type or DASH),
+        ("Observation type", environment.observation_type or DASH),
+        ("Seed", str(config.seed)),
+        ("Turns planned", str(config.turns)),
+        ("Action timeout", f"{config.action_timeout:g} s" if config.action_timeout else "none"),
+        ("envharness", config.envharness_version),
+        ("Harness version", config.harness_version or DASH),
+        ("Scoring version", config.scoring_version or DASH),
+        ("Experiment", config.experiment_id or "standalone"),
+        ("Trial", DASH if config.trial is None else str(config.trial)),
+    ]
+    table = join(html("<tr><th>{k}</th><td>{v}</td></tr>", k=k, v=v) for k, v in settings)
+    operations = (
+        join(
+            html(
+                '<tr><td class="mono">{n}</td><td>{v}</td><td>{c}</td></tr>',
+                n=op.name,
+                v=op.version,
+                c=value(op.config),
+            )
+            for op in config.operations
+        )
+        if config.operations
+        else Html('<tr><td colspan="3" class="muted">No operations.</td></tr>')
+    )
+    lineage = (
+        join(
+            html(
+                '<li>Branched from <a class="mono" href="/sessions/{p}">{p}</a> at '
+                '<a href="/sessions/{p}/records/{c}">checkpoint #{c}</a>, intervention {i} '
+                "{link}</li>",
+                p=branch.parent_session,
+                c=branch.checkpoint_seq,
+                i=value(branch.intervention),
+                link=record_link(info.id, record.seq),
+            )
+            for record in session.lineage
+            if isinstance(branch := record.payload, Branch)
+        )
+        if session.lineage
+        else Html('<li class="muted">An original session: not branched from another.</li>')
+    )
+    scenario = config.scenario
+    body = html(
+        '<div class="session">{head}<div class="columns"><section class="card"><h2>Run</h2>'
+        '<table class="table kv-table">{table}</table></section>'
+        '<section class="card"><h2>Scenario <span class="mono">{sid}</span></h2>'
+        "<h3>Input</h3>{input}<h3>Reference</h3>{reference}<h3>Metadata</h3>{metadata}"
+        "</section></div>{participants}"
+        '<section class="card"><h2>Operations</h2><table class="table"><thead><tr>'
+        "<th>Name</th><th>Version</th><th>Configuration</th></tr></thead><tbody>{ops}</tbody>"
+        '</table></section><section class="card"><h2>Lineage</h2><ul>{lineage}</ul></section>'
+        '<details class="card raw"><summary>The frozen configuration as recorded (JSON)'
+        "</summary>{raw}</details></div>",
+        head=session_head(session, "config"),
+        table=table,
+        sid=scenario.id,
+        input=json_block(scenario.input),
+        reference=json_block(scenario.reference),
+        metadata=json_block(scenario.metadata),
+        participants=participants_table(session),
+        ops=operations,
+        lineage=lineage,
+        raw=json_block(msgspec.to_builtins(config), limit=None),
+    )
+    return page(call.service, call.principal, title=f"{info.id} · configuration", body=body,
+                active="sessions")  # fmt: skip
+
+
+async def record_page(call: Call[NoParameters]) -> Response:
+    session = await load_session(call)
+    info = session.info
+    seq: int = call.path("seq")
+    record = await record_at(call, session.access, info.id, seq)
+    if record is None:
+        raise not_found(f"record {seq} in session {info.id!r}")
+    envelope = [
+        ("Seq", str(record.seq)),
+        ("Kind", record.kind),
+        ("Turn", DASH if record.turn is None else str(record.turn)),
+        ("Participant", record.participant or f"{DASH} (session level)"),
+        ("At (UTC)", record.at.isoformat().replace("+00:00", "Z")),
+        ("Prev", record.prev or f"{DASH} (first record)"),
+        ("Digest", record.digest),
+    ]
+    rows = join(
+        html('<tr><th>{k}</th><td class="mono">{v}</td></tr>', k=k, v=v) for k, v in envelope
+    )
+    payload = msgspec.to_builtins(record.payload)
+    turn_link = Html("")
+    if record.turn is not None:
+        start = max(1, record.turn - (record.turn - 1) % TURNS_PER_PAGE)
+        turn_link = html(
+            '<a href="/sessions/{id}/turns?turn={start}#r{seq}">in turn {turn}</a>',
+            id=info.id,
+            start=start,
+            seq=record.seq,
+            turn=record.turn,
+        )
+    following = await record_at(call, session.access, info.id, seq + 1, exact=False)
+    steps = [
+        html('<a href="/sessions/{id}/records/{n}">← #{n}</a>', id=info.id, n=seq - 1)
+        if seq > 0 and session.access.sees_everything
+        else Html(""),
+        html('<a href="/sessions/{id}/records/{n}">#{n} →</a>', id=info.id, n=following.seq)
+        if following is not None
+        else Html(""),
+        turn_link,
+    ]
+    body = html(
+        '<div class="session">{head}<section class="card"><div class="card-head"><h2>Record '
+        '#{seq} <span class="kind">{kind}</span></h2><span class="steps">{steps}</span></div>'
+        '<table class="table kv-table">{rows}</table><h3>Payload</h3>{payload}</section></div>',
+        head=session_head(session, ""),
+        seq=record.seq,
+        kind=record.kind,
+        steps=join((step for step in steps if step), " · "),
+        rows=rows,
+        payload=json_block(payload, limit=None),
+    )
+    return page(call.service, call.principal, title=f"{info.id} · #{seq}", body=body,
+                active="sessions")  # fmt: skip
+
+
+_S = "/sessions/{session_id}"
+
+SESSION_PAGES: tuple[Endpoint, ...] = (
+    Endpoint(
+        method="GET", path=_S, handler=session_overview, operation="sessionPage", tag="viewer",
+        summary="A session: status, scores with uncertainty, findings linked to evidence",
+        roles=ANYONE, media_type="text/html", page=True, errors=(404,),
+    ),
+    Endpoint(
+        method="GET", path=f"{_S}/turns", handler=session_turns, operation="sessionTurnsPage",
+        tag="viewer", summary="Turn by turn: each participant's observation, action, result",
+        roles=ANYONE, query=TurnsQuery, media_type="text/html", page=True, errors=(404, 422),
+    ),
+    Endpoint(
+        method="GET", path=f"{_S}/config", handler=session_config,
+        operation="sessionConfigPage", tag="viewer",
+        summary="The frozen configuration and lineage", roles=READERS, media_type="text/html",
+        page=True, errors=(404,),
+    ),
+    Endpoint(
+        method="GET", path=f"{_S}/records/{{seq:int}}", handler=record_page,
+        operation="recordPage", tag="viewer", summary="One record: envelope, digest, payload",
+        roles=ANYONE, media_type="text/html", page=True, errors=(404,),
+    ),
+)  # fmt: skip

@@ -1,0 +1,232 @@
+"""Helpers for the service tests: synthetic sessions written record by record, a principal
+roster with one token per role, and a real uvicorn server on a free loopback port."""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import uvicorn
+from starlette.applications import Starlette
+
+from envharness.records import (
+    ActionAttempted,
+    ActionBlocked,
+    ActionExecuted,
+    EnvironmentRef,
+    Finding,
+    Observation,
+    Outcome,
+    ParticipantRef,
+    RecordRow,
+    ScenarioRef,
+    Score,
+    SegmentEnded,
+    SegmentStarted,
+    SessionChain,
+    SessionConfig,
+    SessionCreated,
+    SessionStatus,
+    new_id,
+)
+from envharness.service.app import create_app
+from envharness.service.state import Address, Service
+from envharness.store import Store, open_store, read_store
+from envharness.store.tokens import TokenStore
+
+BASE = "http://127.0.0.1:8765"
+ROLES = ("admin", "viewer", "alice", "bob", "none", "revoked")
+"""The principals every endpoint is tried with: alice and bob are participant tokens."""
+
+
+def config(
+    participants: Sequence[str], *, turns: int = 3, experiment_id: str | None = None
+) -> SessionConfig:
+    return SessionConfig(
+        environment=EnvironmentRef(
+            name="service-test",
+            version="1",
+            turn_order="simultaneous",
+            roles=("agent",),
+            input_type="tests.Input",
+        ),
+        participants={
+            name: ParticipantRef(role="agent", implementation=f"{name}@1") for name in participants
+        },
+        scenario=ScenarioRef(
+            id="service-test", input={"secret": "reference-input"}, reference={"answer": 42}
+        ),
+        seed=0,
+        turns=turns,
+        envharness_version="test",
+        experiment_id=experiment_id,
+    )
+
+
+class SessionWriter:
+    """Seals a session's records turn by turn, the way the runtime does."""
+
+    def __init__(
+        self,
+        participants: Sequence[str],
+        *,
+        turns: int = 3,
+        session_id: str | None = None,
+        experiment_id: str | None = None,
+    ) -> None:
+        self.participants = tuple(participants)
+        self.chain = SessionChain(session_id or new_id("ses"))
+        self.config = config(participants, turns=turns, experiment_id=experiment_id)
+        self.outcomes: dict[int, int] = {}
+
+    @property
+    def id(self) -> str:
+        return self.chain.session_id
+
+    def start(self) -> tuple[list[RecordRow], dict[str, bytes]]:
+        state = b'{"turn":0}'
+        digest = hashlib.sha256(state).hexdigest()
+        return [
+            self.chain.seal(SessionCreated(config=self.config)),
+            self.chain.seal(SessionStatus(status="running")),
+            self.chain.seal(SegmentStarted(segment=0, state=digest)),
+        ], {digest: state}
+
+    def turn(self, turn: int, observation: Any = None) -> tuple[list[RecordRow], dict[str, bytes]]:
+        rows = []
+        for name in self.participants:
+            shown = observation if observation is not None else {"secret_of": name, "turn": turn}
+            rows.append(
+                self.chain.seal(Observation(observation=shown), turn=turn, participant=name)
+            )
+        for index, name in enumerate(self.participants):
+            value = 99 if index == 1 and turn == 1 else index + 1
+            action = {"value": value}
+            attempted = ActionAttempted(action=action, seconds=0.01)
+            rows.append(self.chain.seal(attempted, turn=turn, participant=name))
+            result: ActionBlocked | ActionExecuted = (
+                ActionBlocked(action=action, reason="too big")
+                if value == 99
+                else ActionExecuted(action=action, outcome={"mine": value})
+            )
+            rows.append(self.chain.seal(result, turn=turn, participant=name))
+        state = f'{{"turn":{turn}}}'.encode()
+        digest = hashlib.sha256(state).hexdigest()
+        outcome = self.chain.seal(Outcome(state=digest, signals={"total": float(turn)}), turn=turn)
+        self.outcomes[turn] = outcome.seq
+        rows.append(outcome)
+        return rows, {digest: state}
+
+    def finish(self, status: Any = "completed") -> list[RecordRow]:
+        last = max(self.outcomes) if self.outcomes else 0
+        return [
+            self.chain.seal(Score(version="test@1", metrics={"total": float(last)}, passed=True,
+                                  uncertainty={"total": 0.5})),
+            self.chain.seal(Finding(title="a finding", detail="cites the last outcome",
+                                    severity="medium", cites=tuple(self.outcomes.values())[-1:])),
+            self.chain.seal(SessionStatus(status=status, reason=f"ended {status}")),
+            self.chain.seal(SegmentEnded(segment=0, status=status)),
+        ]  # fmt: skip
+
+
+async def write_session(
+    store: Store, writer: SessionWriter, turns: int, *, finish: bool = True
+) -> None:
+    rows, blobs = writer.start()
+    await store.append(rows, blobs)
+    for turn in range(1, turns + 1):
+        rows, blobs = writer.turn(turn)
+        await store.append(rows, blobs)
+    if finish:
+        await store.append(writer.finish())
+
+
+@dataclass
+class World:
+    """A service over a store, with one token per principal in :data:`ROLES`."""
+
+    store: Path
+    service: Service
+    app: Starlette
+    secrets: dict[str, str] = field(default_factory=dict)
+    token_ids: dict[str, str] = field(default_factory=dict)
+
+    def client(self, role: str = "viewer", **options: Any) -> httpx.AsyncClient:
+        headers = dict(options.pop("headers", {}))
+        if role in self.secrets:
+            headers["Authorization"] = f"Bearer {self.secrets[role]}"
+        return httpx.AsyncClient(
+            transport=httpx.ASGITransport(self.app), base_url=BASE, headers=headers, **options
+        )
+
+
+def make_world(store_path: Path, *, port: int = 8765) -> World:
+    async def build() -> World:
+        store = await read_store(store_path)
+        service = Service(
+            store=store, address=Address("127.0.0.1", port), tokens=TokenStore(store.directory)
+        )
+        world = World(store_path, service, create_app(service))
+        for role, options in {
+            "admin": {"role": "admin"},
+            "viewer": {"role": "viewer"},
+            "alice": {"role": "participant", "participant": "alice"},
+            "bob": {"role": "participant", "participant": "bob"},
+            "revoked": {"role": "viewer"},
+        }.items():
+            issued = await service.tokens.issue(**options)  # type: ignore[arg-type]
+            world.secrets[role] = issued.secret
+            world.token_ids[role] = issued.info.id
+        await service.tokens.revoke(world.token_ids["revoked"])
+        return world
+
+    return anyio.run(build)
+
+
+def write_store(path: Path, sessions: Sequence[tuple[SessionWriter, int]]) -> None:
+    async def write() -> None:
+        async with open_store(path) as store:
+            for writer, turns in sessions:
+                await write_session(store, writer, turns)
+
+    anyio.run(write)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def running_server(service: Service) -> Iterator[str]:
+    """The app under a real uvicorn on 127.0.0.1 in a thread; yields its base URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", service.address.port))
+    config = uvicorn.Config(
+        create_app(service), log_level="warning", lifespan="off", ws="none",
+        timeout_graceful_shutdown=1,
+    )  # fmt: skip
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        for _ in range(500):
+            if server.started:
+                break
+            threading.Event().wait(0.01)
+        assert server.started, "uvicorn did not start"
+        yield service.address.url
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+        assert not thread.is_alive(), "uvicorn did not stop"

@@ -1,0 +1,25 @@
+"""Fixtures for the service tests: one quickstart store for the run, a private copy per test."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import anyio
+import pytest
+
+from envharness.cli.quickstart import write_quickstart
+from tests.service._support import World, make_world
+
+
+@pytest.fixture(scope="session")
+def quickstart_store_master(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    store = tmp_path_factory.mktemp("service-quickstart") / "store"
+    anyio.run(lambda: write_quickstart(store, turns=3))
+    return store
+
+
+@pytest.fixture
+def world(quickstart_store_master: Path, tmp_path: Path) -> World:
+    """A service over a private copy of the quickstart store, with a token per role."""
+    return make_world(Path(shutil.copytree(quickstart_store_master, tmp_path / "store")))

@@ -1,0 +1,138 @@
+"""Every GET endpoint against every principal: admin, viewer, participant, none, revoked.
+
+The table of expected statuses follows from each endpoint's declared roles, and the test
+walks :data:`envharness.service.app.ENDPOINTS` itself, so a new endpoint is covered the day it
+is added.
+"""
+
+from __future__ import annotations
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from envharness.service.app import ENDPOINTS
+from envharness.service.routing import Endpoint
+from tests.service._support import ROLES, World
+
+pytestmark = pytest.mark.anyio
+
+
+async def _shared_session(world: World) -> str:
+    """A quickstart session with alice and bob in it (one of the trio cohort)."""
+    async with world.client("admin") as client:
+        found = (await client.get("/api/sessions", params={"limit": 100})).json()["sessions"]
+        for summary in reversed(found):
+            detail = (await client.get(f"/api/sessions/{summary['id']}")).json()
+            if {"alice", "bob", "carol"} <= set(detail["config"]["participants"]):
+                return str(summary["id"])
+    raise AssertionError("the quickstart has no trio session")
+
+
+def _url(endpoint: Endpoint, session_id: str, token_id: str) -> str:
+    return (
+        endpoint.path.replace("{session_id}", session_id)
+        .replace("{token_id}", token_id)
+        .replace("{seq:int}", "3")  # alice's first observation in a trio session
+        .replace("{name}", "viewer.css")
+    )
+
+
+def expected(endpoint: Endpoint, role: str) -> int:
+    if role == "revoked":
+        return 401  # a bad credential is refused even where none is needed
+    if endpoint.roles is None:
+        return 200
+    if role == "none":
+        return 401
+    policy = "participant" if role in ("alice", "bob") else role
+    if policy not in endpoint.roles:
+        return 403
+    if endpoint.operation == "recordPage" and role == "bob":
+        return 404  # record 3 is alice's observation: bob may not see it exists
+    return 200
+
+
+GETS = [endpoint for endpoint in ENDPOINTS if endpoint.method == "GET"]
+
+
+async def test_every_get_endpoint_answers_every_principal_as_its_policy_says(world: World) -> None:
+    session_id = await _shared_session(world)
+    failures = []
+    for role in ROLES:
+        async with world.client(role) as client:
+            for endpoint in GETS:
+                url = _url(endpoint, session_id, world.token_ids["viewer"])
+                response = await client.get(url)
+                if response.status_code != expected(endpoint, role):
+                    failures.append(f"{role} GET {url}: {response.status_code}")
+                elif response.status_code == 401:
+                    assert "Bearer" in response.headers["www-authenticate"]
+    assert failures == []
+
+
+async def test_unsafe_methods_need_an_admin_bearer_token(world: World) -> None:
+    body = {"role": "viewer"}
+    for role, status in [("none", 401), ("revoked", 401), ("viewer", 403), ("alice", 403)]:
+        async with world.client(role) as client:
+            assert (await client.post("/api/tokens", json=body)).status_code == status, role
+            revoke = await client.delete(f"/api/tokens/{world.token_ids['viewer']}")
+            assert revoke.status_code == status, role
+    async with world.client("admin") as client:
+        issued = await client.post("/api/tokens", json=body)
+        assert issued.status_code == 201
+        revoked = await client.delete(f"/api/tokens/{issued.json()['info']['id']}")
+        assert revoked.status_code == 200
+        assert revoked.json()["revoked_at"] is not None
+
+
+async def test_a_revoked_token_stops_working_at_once(world: World) -> None:
+    async with world.client("viewer") as client:
+        assert (await client.get("/api/sessions")).status_code == 200
+        async with world.client("admin") as admin:
+            await admin.delete(f"/api/tokens/{world.token_ids['viewer']}")
+        assert (await client.get("/api/sessions")).status_code == 401
+
+
+async def test_malformed_authorization_is_a_401_not_anonymous_access(world: World) -> None:
+    for header in ["Basic dXNlcjpwYXNz", "Bearer", "Bearer not-a-token", "eht_abc"]:
+        async with world.client("none", headers={"Authorization": header}) as client:
+            response = await client.get("/api/health")
+            assert response.status_code == 401, header
+            assert response.json()["status"] == 401
+
+
+async def test_tokens_are_stored_only_as_digests(world: World) -> None:
+    import sqlite3
+
+    connection = sqlite3.connect(world.store / "evidence.sqlite3")
+    try:
+        dump = "\n".join(connection.iterdump())
+    finally:
+        connection.close()
+    for secret in world.secrets.values():
+        assert secret not in dump
+
+
+async def test_an_expired_token_is_refused(world: World) -> None:
+    tokens = world.service.tokens
+    issued = await tokens.issue("viewer", expires_at="2000-01-01T00:00:00.000000Z")
+    async with world.client("none", headers={"Authorization": f"Bearer {issued.secret}"}) as c:
+        assert (await c.get("/api/sessions")).status_code == 401
+    listed = {info.id: info for info in await tokens.tokens()}
+    assert not listed[issued.info.id].active(tokens.now())
+
+
+async def test_the_token_table_refuses_incoherent_tokens(world: World) -> None:
+    from envharness.errors import ConfigurationError
+
+    tokens = world.service.tokens
+    with pytest.raises(ConfigurationError, match="participant"):
+        await tokens.issue("participant")
+    with pytest.raises(ConfigurationError, match="only a participant token"):
+        await tokens.issue("viewer", participant="alice")
+    with pytest.raises(ConfigurationError, match="not one of"):
+        await tokens.issue("root")
+    with pytest.raises(ConfigurationError, match="takes no part"):
+        await tokens.issue("participant", participant="alice", sessions=["ses_nope"])
+    await anyio.lowlevel.checkpoint()

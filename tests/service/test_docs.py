@@ -1,0 +1,32 @@
+"""The Python example in docs/api.md runs against the real app."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import envharness.client
+from tests.service._support import World
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
+
+
+def test_the_api_docs_python_example_runs(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    [block] = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.DOTALL)
+    real = envharness.client.Client
+
+    def over_the_app(base_url: str, token: str | None = None, **options: Any) -> Any:
+        return real(base_url, token, transport=httpx.ASGITransport(world.app))
+
+    monkeypatch.setattr(envharness.client, "Client", over_the_app)
+    monkeypatch.setenv("ENVHARNESS_TOKEN", world.secrets["viewer"])
+    exec(compile(block, str(DOC), "exec"), {"__name__": "docs"})
+    printed = capsys.readouterr().out.splitlines()
+    assert any(line.endswith("blocked") for line in printed)
+    assert printed[-1].split()[1] == "segment.ended"

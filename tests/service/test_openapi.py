@@ -1,0 +1,113 @@
+"""``/openapi.json`` describes every route the app has, and nothing it lacks; ``/docs`` needs
+nothing from outside this server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from starlette.routing import Route
+
+from envharness.service.routing import openapi_path
+from tests.service._support import World
+
+pytestmark = pytest.mark.anyio
+
+
+async def _document(world: World) -> dict[str, Any]:
+    async with world.client("none") as client:
+        response = await client.get("/openapi.json")
+    assert response.status_code == 200
+    document: dict[str, Any] = response.json()
+    return document
+
+
+async def test_the_document_lists_exactly_the_routes_of_the_app(world: World) -> None:
+    document = await _document(world)
+    documented = {
+        (method.upper(), path) for path, methods in document["paths"].items() for method in methods
+    }
+    routed = {
+        (method, openapi_path(route.path))
+        for route in world.app.routes
+        if isinstance(route, Route)
+        for method in route.methods or ()
+        if method != "HEAD"
+    }
+    assert documented == routed
+    assert {path for _, path in routed} >= {
+        "/api/sessions", "/api/sessions/{session_id}", "/api/sessions/{session_id}/records",
+        "/api/sessions/{session_id}/export", "/api/sessions/{session_id}/events",
+        "/api/verify", "/api/health", "/openapi.json", "/docs",
+    }  # fmt: skip
+
+
+async def test_every_operation_is_complete_and_every_reference_resolves(world: World) -> None:
+    document = await _document(world)
+    schemas = document["components"]["schemas"]
+    operation_ids = []
+    references: list[str] = []
+
+    def collect(node: Any) -> None:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                references.append(node["$ref"])
+            for value in node.values():
+                collect(value)
+        elif isinstance(node, list):
+            for value in node:
+                collect(value)
+
+    for path, methods in document["paths"].items():
+        for method, operation in methods.items():
+            operation_ids.append(operation["operationId"])
+            assert operation["summary"], (method, path)
+            assert operation["responses"], (method, path)
+            assert "x-roles" in operation, (method, path)
+            assert "security" in operation, (method, path)
+            names = [p["name"] for p in operation["parameters"] if p["in"] == "path"]
+            assert names == [part[1:-1] for part in path.split("/") if part.startswith("{")]
+            if operation["x-roles"]:
+                assert "401" in operation["responses"]
+    collect(document)
+    assert len(operation_ids) == len(set(operation_ids))
+    for reference in references:
+        assert reference.removeprefix("#/components/schemas/") in schemas
+    assert {"RecordOut", "RecordPage", "SessionSummary", "SessionDetail", "Problem",
+            "TokenInfo", "Observation", "SessionConfig"} <= set(schemas)  # fmt: skip
+
+
+async def test_query_parameters_come_from_the_endpoint_struct(world: World) -> None:
+    document = await _document(world)
+    operation = document["paths"]["/api/sessions/{session_id}/records"]["get"]
+    parameters = {p["name"]: p for p in operation["parameters"]}
+    assert set(parameters) == {"session_id", "after", "limit", "kind", "participant", "turn"}
+    assert parameters["kind"]["schema"]["type"] == "array"
+    assert "observation" in parameters["kind"]["schema"]["items"]["enum"]
+    assert parameters["limit"]["schema"]["maximum"] == 1000
+    events = document["paths"]["/api/sessions/{session_id}/events"]["get"]
+    assert {p["name"] for p in events["parameters"] if p["in"] == "header"} == {"Last-Event-ID"}
+    assert "text/event-stream" in events["responses"]["200"]["content"]
+    tokens = document["paths"]["/api/tokens"]["post"]
+    assert tokens["x-roles"] == ["admin"]
+    assert tokens["security"] == [{"bearer": []}]
+    assert tokens["requestBody"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/TokenRequest"
+    }
+
+
+async def test_docs_and_assets_reach_nothing_outside_this_server(world: World) -> None:
+    from envharness.service.app import _ASSETS
+
+    async with world.client("none") as client:
+        docs = await client.get("/docs")
+        assert docs.status_code == 200
+        assert '<script src="/static/docs.js">' in docs.text
+        for name in _ASSETS:
+            asset = await client.get(f"/static/{name}")
+            assert asset.status_code == 200
+            text = asset.text.replace('xmlns="http://www.w3.org/2000/svg"', "")  # a name
+            assert "http://" not in text
+            assert "https://" not in text
+        assert (await client.get("/static/../app.py")).status_code == 404
+        assert (await client.get("/static/missing.js")).status_code == 404
