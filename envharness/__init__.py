@@ -27,9 +27,11 @@ from envharness.errors import (
 from envharness.experiments import AsyncExperiment, Experiment
 from envharness.harness import AsyncEnvironmentHarness, EnvironmentHarness, Session
 from envharness.records import Record
+from envharness.runtime.branching import CheckpointRef
+from envharness.runtime.compare import Comparison, TurnDifference
 from envharness.runtime.experiment import ExperimentProgress, ExperimentResult, ExperimentSession
 from envharness.scenario import Scenario
-from envharness.store import ChainBreak, RecordFilter, SessionInfo, VerifyReport
+from envharness.store import ChainBreak, Lineage, RecordFilter, SessionInfo, VerifyReport
 
 __all__ = [
     "Agent",
@@ -38,8 +40,10 @@ __all__ = [
     "AsyncEnvironmentHarness",
     "AsyncExperiment",
     "ChainBreak",
+    "CheckpointRef",
     "ChainConflictError",
     "CommandAgent",
+    "Comparison",
     "ConfigurationError",
     "Cost",
     "EnvharnessError",
@@ -51,6 +55,7 @@ __all__ = [
     "ExperimentResult",
     "ExperimentSession",
     "FindingSpec",
+    "Lineage",
     "NotFoundError",
     "Record",
     "RecordFilter",
@@ -64,6 +69,7 @@ __all__ = [
     "StoreError",
     "StoreLayoutError",
     "StoreVersionError",
+    "TurnDifference",
     "VerifyReport",
     "__version__",
 ]

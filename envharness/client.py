@@ -10,6 +10,9 @@ match the published schema fails loudly here instead of somewhere downstream.
             page = await client.records(summary.id, kinds=["action.blocked"])
         async for record in client.events(session_id):   # live, resumes by itself
             ...
+        detail = await client.experiment(experiment_id)   # config, sessions by scenario/trial
+        async for event in client.experiment_events(experiment_id):
+            ...                                           # sessions starting and ending
 
 Errors the service answers with raise :class:`ServiceError` (status, message, and the bad
 parameter when there is one); a service that cannot be reached raises httpx's own error.
@@ -28,25 +31,38 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from envharness.errors import EnvharnessError
 from envharness.service.schemas import (
+    ExperimentDetail,
+    ExperimentPage,
+    ExperimentStatusEvent,
+    ExperimentSummary,
     Health,
     NewToken,
     Problem,
     RecordOut,
     RecordPage,
+    SessionCreatedEvent,
     SessionDetail,
     SessionPage,
+    SessionStatusEvent,
     SessionSummary,
     TokenRequest,
     VerifyOut,
 )
 from envharness.store.tokens import TokenInfo
 
-__all__ = ["AsyncClient", "Client", "ServiceError"]
+__all__ = ["AsyncClient", "Client", "ExperimentEvent", "ServiceError"]
 
 _T = TypeVar("_T")
 _record = msgspec.json.Decoder(RecordOut)
 _problem = msgspec.json.Decoder(Problem)
-_end = msgspec.json.Decoder(dict[str, Any])
+ExperimentEvent = SessionCreatedEvent | SessionStatusEvent | ExperimentStatusEvent
+"""What an experiment's stream reports: a session started, one changed status, or the
+experiment did."""
+_experiment_events: dict[str, msgspec.json.Decoder[Any]] = {
+    "session.created": msgspec.json.Decoder(SessionCreatedEvent),
+    "session.status": msgspec.json.Decoder(SessionStatusEvent),
+    "experiment.status": msgspec.json.Decoder(ExperimentStatusEvent),
+}
 
 _Params = list[tuple[str, str | int | float | bool | None]]
 
@@ -130,6 +146,41 @@ class AsyncClient:
                 return
             after = page.next_after
 
+    async def experiments(
+        self, *, status: str | None = None, after: str | None = None, limit: int = 100
+    ) -> ExperimentPage:
+        params = _params(status=status, after=after, limit=limit)
+        return await self._get("/api/experiments", ExperimentPage, params)
+
+    async def iter_experiments(
+        self, *, status: str | None = None
+    ) -> AsyncGenerator[ExperimentSummary, None]:
+        """Every matching experiment, fetching pages as it goes."""
+        after: str | None = None
+        while True:
+            page = await self.experiments(status=status, after=after, limit=500)
+            for summary in page.experiments:
+                yield summary
+            if page.next_after is None:
+                return
+            after = page.next_after
+
+    async def experiment(self, experiment_id: str) -> ExperimentDetail:
+        return await self._get(f"/api/experiments/{experiment_id}", ExperimentDetail)
+
+    async def experiment_events(
+        self, experiment_id: str, *, after: int = -1, reconnect: bool = True
+    ) -> AsyncGenerator[ExperimentEvent, None]:
+        """The experiment's sessions as they start and change status, and its own status
+        changes, until it ends; resumed after a dropped connection like :meth:`events`.
+        ``after`` is an event id (a store position), -1 for everything."""
+        url = f"/api/experiments/{experiment_id}/events"
+        async with aclosing(self._follow(url, after, reconnect)) as stream:
+            async for event, data in stream:
+                decoder = _experiment_events.get(event)
+                if decoder is not None:
+                    yield decoder.decode(data)
+
     async def session(self, session_id: str) -> SessionDetail:
         return await self._get(f"/api/sessions/{session_id}", SessionDetail)
 
@@ -181,22 +232,33 @@ class AsyncClient:
     ) -> AsyncGenerator[RecordOut, None]:
         """Records as they commit, until the session ends. A dropped connection is resumed
         from the last record received (``Last-Event-ID``): nothing is missed or repeated."""
+        url = f"/api/sessions/{session_id}/events"
+        async with aclosing(self._follow(url, after, reconnect)) as stream:
+            async for event, data in stream:
+                if event == "record":
+                    yield _record.decode(data)
+
+    async def _follow(
+        self, url: str, after: int, reconnect: bool
+    ) -> AsyncGenerator[tuple[str, bytes], None]:
+        """The events of a stream with ids, until its ``end``; reconnects after a dropped
+        connection with the last id received as ``Last-Event-ID``."""
         last = after
         failures = 0
         while True:
             ended = False
             try:
-                async with aclosing(self._event_stream(session_id, last)) as stream:
+                async with aclosing(self._event_stream(url, last)) as stream:
                     # Read on after `end` until the server closes: leaving httpx's stream
                     # early strands its inner generators (trio warns about each of them).
                     async for event, data, event_id in stream:
                         failures = 0
                         if event == "end":
                             ended = True
-                        elif event == "record" and not ended:
-                            record = _record.decode(data)
-                            last = record.seq if event_id is None else int(event_id)
-                            yield record
+                        elif not ended:
+                            if event_id is not None:
+                                last = int(event_id)
+                            yield event, data
                 return  # ended, or the server is stopping
             except (httpx.RemoteProtocolError, httpx.ReadError, httpx.ConnectError):
                 failures += 1
@@ -205,10 +267,9 @@ class AsyncClient:
                 await anyio.sleep(min(0.2 * 2**failures, 5.0))
 
     async def _event_stream(
-        self, session_id: str, last: int
+        self, url: str, last: int
     ) -> AsyncGenerator[tuple[str, bytes, str | None], None]:
         headers = {"Last-Event-ID": str(last), "Accept": "text/event-stream"}
-        url = f"/api/sessions/{session_id}/events"
         timeout = httpx.Timeout(self._http.timeout.connect, read=None)
         async with self._http.stream("GET", url, headers=headers, timeout=timeout) as response:
             await _raise_for(response)
@@ -303,6 +364,20 @@ class Client:
 
     def iter_sessions(self, **filters: Any) -> Iterator[SessionSummary]:
         return self._iterate(lambda: self.aio.iter_sessions(**filters))
+
+    def experiments(self, **filters: Any) -> ExperimentPage:
+        return self._portal.call(lambda: self.aio.experiments(**filters))
+
+    def iter_experiments(self, **filters: Any) -> Iterator[ExperimentSummary]:
+        return self._iterate(lambda: self.aio.iter_experiments(**filters))
+
+    def experiment(self, experiment_id: str) -> ExperimentDetail:
+        return self._portal.call(self.aio.experiment, experiment_id)
+
+    def experiment_events(
+        self, experiment_id: str, *, after: int = -1
+    ) -> Iterator[ExperimentEvent]:
+        return self._iterate(lambda: self.aio.experiment_events(experiment_id, after=after))
 
     def session(self, session_id: str) -> SessionDetail:
         return self._portal.call(self.aio.session, session_id)

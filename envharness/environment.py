@@ -8,6 +8,7 @@ exact, and the runtime fails a session clearly when it is not.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from random import Random
@@ -52,6 +53,9 @@ class EnvironmentSpec:
     turn_order: Literal["simultaneous", "sequential"] = "simultaneous"
     invalid_actions: Literal["fail", "block"] = "fail"
     scoring_version: str | None = None
+    state_type: type[Any] | None = None
+    """The state's type (a msgspec Struct or dataclass): a resumed or branched session gets its
+    state back as this type; without it, as plain JSON values (dicts and lists)."""
 
     def __post_init__(self) -> None:
         for field_name in ("name", "version"):
@@ -60,7 +64,7 @@ class EnvironmentSpec:
                 raise ConfigurationError(
                     f"EnvironmentSpec {field_name} must be a non-empty string, not {value!r}"
                 )
-        for field_name in ("input_type", "action_type", "observation_type"):
+        for field_name in ("input_type", "action_type", "observation_type", "state_type"):
             value = getattr(self, field_name)
             if value is not None and not (isinstance(value, type) or get_origin(value)):
                 raise ConfigurationError(
@@ -83,18 +87,24 @@ class EnvironmentSpec:
             )
 
     def reference(self) -> EnvironmentRef:
-        """The spec as evidence: names and JSON Schema instead of Python types."""
-        return EnvironmentRef(
-            name=self.name,
-            version=self.version,
-            turn_order=self.turn_order,
-            roles=self.roles,
-            input_type=_type_name(self.input_type),
-            action_type=_type_name(self.action_type) if self.action_type else None,
-            observation_type=_type_name(self.observation_type) if self.observation_type else None,
-            input_schema=_schema(self.input_type),
-            action_schema=_schema(self.action_type) if self.action_type else None,
-        )
+        """The spec as evidence: names and JSON Schema instead of Python types (computed once
+        per spec: generating a schema is far slower than a turn)."""
+        return _reference(self)
+
+
+@functools.lru_cache(maxsize=256)
+def _reference(spec: EnvironmentSpec) -> EnvironmentRef:
+    return EnvironmentRef(
+        name=spec.name,
+        version=spec.version,
+        turn_order=spec.turn_order,
+        roles=spec.roles,
+        input_type=_type_name(spec.input_type),
+        action_type=_type_name(spec.action_type) if spec.action_type else None,
+        observation_type=_type_name(spec.observation_type) if spec.observation_type else None,
+        input_schema=_schema(spec.input_type),
+        action_schema=_schema(spec.action_type) if spec.action_type else None,
+    )
 
 
 @dataclass(frozen=True, slots=True)

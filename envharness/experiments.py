@@ -8,7 +8,7 @@ records ``stopped`` with its counts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from contextlib import AbstractAsyncContextManager, ExitStack
 from typing import Any
@@ -24,7 +24,7 @@ from envharness.runtime.experiment import (
     ExperimentRunner,
     PlanSession,
 )
-from envharness.runtime.session import ProgressCallback
+from envharness.runtime.session import ProgressCallback, SessionRunner
 from envharness.scenario import Scenario
 from envharness.store import Store
 
@@ -43,8 +43,12 @@ class AsyncExperiment:
         scenarios: Sequence[Scenario[Any]],
         plan_session: PlanSession,
         open_store: OpenStore,
+        resume: Callable[[], Awaitable[ExperimentResult]],
+        runner_class: type[SessionRunner] = SessionRunner,
     ) -> None:
         self.id = experiment_id
+        self._runner_class = runner_class
+        self._resume = resume
         self.config = config
         self._scenarios = scenarios
         self._plan_session = plan_session
@@ -74,7 +78,13 @@ class AsyncExperiment:
             raise ConfigurationError(f"experiment {self.id} was already run; make a new one")
         async with self._open_store() as store:
             runner = ExperimentRunner(
-                store, self.id, self.config, self._scenarios, self._plan_session, progress
+                store,
+                self.id,
+                self.config,
+                self._scenarios,
+                self._plan_session,
+                progress,
+                runner_class=self._runner_class,
             )
             self._runner = runner
             with anyio.CancelScope() as scope:
@@ -85,6 +95,14 @@ class AsyncExperiment:
         if runner.result is None:  # stopped before it recorded anything
             raise ConfigurationError(f"experiment {self.id} was stopped before it started")
         return runner.result
+
+    async def resume(self) -> ExperimentResult:
+        """Finish a stopped (or, after a crash, interrupted) run of this experiment."""
+        running = self._runner is not None and self._runner.result is None
+        if running and self._scope is not None and not self._scope.cancel_called:
+            raise ConfigurationError(f"experiment {self.id} is still running")
+        self._stop_requested = False
+        return await self._resume()
 
     def stop(self) -> None:
         """Cancel the sessions in flight; :meth:`run` then returns the ``stopped`` result.
@@ -158,6 +176,18 @@ class Experiment:
         result = self._future.result()
         self._close()
         return result
+
+    def resume(self) -> ExperimentResult:
+        """Finish a stopped or interrupted run (blocking): see :meth:`AsyncExperiment.resume`."""
+        if self._future is not None and not self._future.done():
+            raise ConfigurationError(f"experiment {self.id} is still running; stop() it first")
+        self._close()
+        self._future = None
+        portal = self._shared_portal
+        if portal is not None:
+            return portal.call(self.aio.resume)
+        with start_blocking_portal() as own:
+            return own.call(self.aio.resume)
 
     def _close(self) -> None:
         stack, self._exit_stack = self._exit_stack, None

@@ -63,6 +63,7 @@ class SyntheticEnvironment:
         turn_order="simultaneous",
         invalid_actions="block",
         scoring_version="synthetic-score@1",
+        state_type=SyntheticState,
     )
 
     def initialize(

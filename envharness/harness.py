@@ -21,12 +21,36 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from envharness.agent import Agent, AgentFactory, implementation_of
 from envharness.environment import Environment, EnvironmentSpec
-from envharness.errors import ConfigurationError
+from envharness.errors import ChainConflictError, ConfigurationError
 from envharness.experiments import AsyncExperiment, Experiment
+from envharness.operations import EnvironmentOperation, operation_ref
 from envharness.records import ErrorInfo, ExperimentConfig, Record, Status, new_id
-from envharness.runtime import ProgressCallback, SessionPlan, SessionRunner
+from envharness.runtime import ProgressCallback, SessionPlan, SessionResult, SessionRunner
+from envharness.runtime.branching import CheckpointRef, branch, take_checkpoint
+from envharness.runtime.compare import Comparison, compare_sessions
+from envharness.runtime.experiment import (
+    ExperimentResult,
+    ExperimentResumption,
+    ExperimentRunner,
+)
+from envharness.runtime.resume import (
+    CONTINUABLE,
+    RESUMABLE,
+    differences,
+    find_resume_point,
+    read_experiment,
+    restore_state,
+    scenario_input,
+)
 from envharness.scenario import Scenario, validate_input
+from envharness.scoring import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_RESAMPLES,
+    ExperimentReport,
+    experiment_report,
+)
 from envharness.store import (
+    Lineage,
     RecordFilter,
     SessionInfo,
     Store,
@@ -80,6 +104,8 @@ class AsyncEnvironmentHarness:
         action_timeout: float | None = DEFAULT_ACTION_TIMEOUT,
         harness_version: str | None = None,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        operations: Sequence[EnvironmentOperation] = (),
+        runner: type[SessionRunner] = SessionRunner,
     ) -> None:
         self.store = Path(store).expanduser()
         self._environment_factory = _check_factory(environment, "environment")
@@ -101,6 +127,10 @@ class AsyncEnvironmentHarness:
         self._harness_version = harness_version
         _check_count("max_concurrency", max_concurrency)
         self._max_concurrency = max_concurrency
+        self._operations = _operations(operations)
+        if not (isinstance(runner, type) and issubclass(runner, SessionRunner)):
+            raise ConfigurationError(f"runner must be a SessionRunner subclass, not {runner!r}")
+        self._runner_class = runner
         self._open: Store | None = None
         self._exit_stack: AsyncExitStack | None = None
 
@@ -143,7 +173,7 @@ class AsyncEnvironmentHarness:
         """
         plan = self._plan(scenario, turns=turns, seed=seed)
         async with self._writable_store() as store:
-            result = await SessionRunner(store, plan, progress).run()
+            result = await self._runner_class(store, plan, progress).run()
         return Session(
             id=result.id,
             status=result.status,
@@ -152,6 +182,193 @@ class AsyncEnvironmentHarness:
             reason=result.reason,
             error=result.error,
         )
+
+    async def resume(
+        self,
+        session_id: str,
+        *,
+        declare_changes: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> Session:
+        """Continue an interrupted, stopped or paused session after its last complete turn.
+
+        The new segment is linked to the one that ended. If this harness's code differs from
+        what the evidence recorded (environment version, agent implementations, harness
+        version), the resume is refused with the differences named — unless
+        ``declare_changes`` says why, which is then recorded with the segment.
+        """
+        async with self._writable_store() as store:
+            result = await self._resume_in(store, session_id, declare_changes, progress)
+        return Session(
+            id=result.id,
+            status=result.status,
+            turns_completed=result.turns_completed,
+            store=self.store,
+            reason=result.reason,
+            error=result.error,
+        )
+
+    async def resume_experiment(
+        self,
+        experiment_id: str,
+        *,
+        declare_changes: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> ExperimentResult:
+        """Finish an interrupted or stopped experiment: completed and failed sessions are kept,
+        interrupted and stopped ones resume, and those that never started start — each with
+        the seed derived for it, so the evidence ends as if nothing had happened."""
+        async with self._writable_store() as store:
+            recorded = await read_experiment(store, experiment_id)
+            if recorded.status not in RESUMABLE:
+                raise ConfigurationError(
+                    f"experiment {experiment_id} cannot be resumed: it is {recorded.status}"
+                )
+            config = recorded.config
+            input_type = self._make_environment().spec.input_type
+            scenarios = [
+                Scenario(
+                    id=ref.id,
+                    input=msgspec.convert(ref.input, input_type),
+                    reference=ref.reference,
+                    metadata=ref.metadata,
+                )
+                for ref in config.scenarios
+            ]
+
+            def plan_session(scenario: Scenario[Any], trial: int, seed: int) -> SessionPlan:
+                return self._plan(
+                    scenario,
+                    turns=config.turns,
+                    seed=seed,
+                    experiment_id=experiment_id,
+                    trial=trial,
+                )
+
+            async def resume_session(session_id: str) -> SessionResult:
+                return await self._resume_in(store, session_id, declare_changes, progress)
+
+            resumption = ExperimentResumption(
+                head_seq=recorded.head_seq,
+                head_digest=recorded.head_digest,
+                sessions=recorded.sessions,
+                resume_session=resume_session,
+            )
+            runner = ExperimentRunner(
+                store,
+                experiment_id,
+                config,
+                scenarios,
+                plan_session,
+                progress,
+                resumption,
+                self._runner_class,
+            )
+            return await runner.run()
+
+    async def checkpoint(self, session_id: str, label: str | None = None) -> CheckpointRef:
+        """Record a checkpoint at the session's last complete turn (it must not be running)."""
+        async with self._writable_store() as store:
+            return await take_checkpoint(store, session_id, label)
+
+    async def branch(
+        self, checkpoint: CheckpointRef, *, intervention: Any, reason: str = ""
+    ) -> Session:
+        """A new session from ``checkpoint`` with ``intervention`` applied, ``paused`` until
+        continued. Its lineage is evidence; the parent's history is referenced, not copied."""
+        async with self._writable_store() as store:
+            child = await branch(store, checkpoint, self._make_environment(), intervention, reason)
+            info = await store.session(child)
+        return Session(info.id, "paused", info.turns_completed, self.store, info.reason)
+
+    async def continue_(
+        self,
+        session_id: str,
+        *,
+        turns: int,
+        declare_changes: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> Session:
+        """Run ``turns`` more turns of a completed, paused (e.g. branched), stopped or
+        interrupted session, in a new segment."""
+        _check_count("turns", turns)
+        async with self._writable_store() as store:
+            result = await self._resume_in(
+                store, session_id, declare_changes, progress, more_turns=turns
+            )
+        return Session(
+            result.id,
+            result.status,
+            result.turns_completed,
+            self.store,
+            result.reason,
+            result.error,
+        )
+
+    async def lineage(self, session_id: str) -> Lineage:
+        """Where a session came from (parent and checkpoint) and the branches made from it."""
+        store = await read_store(self.store)
+        info = await store.session(session_id)
+        return await store.lineage(info.id)
+
+    async def compare(self, left: str, right: str) -> Comparison:
+        """Aligned per-turn differences of two sessions, and of their scores."""
+        store = await read_store(self.store)
+        return await compare_sessions(store, left, right)
+
+    async def _resume_in(
+        self,
+        store: Store,
+        session_id: str,
+        declare_changes: str | None,
+        progress: ProgressCallback | None,
+        *,
+        more_turns: int | None = None,
+    ) -> SessionResult:
+        allowed = RESUMABLE if more_turns is None else CONTINUABLE
+        point = await find_resume_point(store, session_id, allowed)
+        config = point.config
+        environment = self._make_environment()
+        scenario: Scenario[Any] = Scenario(
+            id=config.scenario.id,
+            input=scenario_input(config, environment.spec.input_type),
+            reference=config.scenario.reference,
+            metadata=config.scenario.metadata,
+        )
+        plan = SessionPlan(
+            session_id=(await store.session(session_id)).id,
+            environment=environment,
+            agents={n: self._make_agent(n, f) for n, f in self._agent_factories.items()},
+            roster=self._roster,
+            scenario=scenario,
+            input=scenario.input,
+            turns=config.turns if more_turns is None else point.turn + more_turns,
+            seed=config.seed,
+            action_timeout=self._action_timeout,
+            experiment_id=config.experiment_id,
+            trial=config.trial,
+            harness_version=self._harness_version,
+            operations=self._operations,
+        )
+        changes = differences(config, plan.config())
+        if changes and not declare_changes:
+            raise ConfigurationError(
+                f"session {plan.session_id} was recorded with different code: "
+                f"{'; '.join(changes)}. Resume with the recorded code, or pass "
+                "declare_changes='why' to go on anyway (the change is recorded)"
+            )
+        declared = (*changes, f"declared: {declare_changes}") if changes else ()
+        state = restore_state(await store.blob(point.state_digest), environment.spec.state_type)
+        until = None if more_turns is None else plan.turns
+        resumption = point.resumption(state, declared, until)
+        runner = self._runner_class(store, plan, progress, resumption)
+        try:
+            return await runner.run()
+        except ChainConflictError as exc:
+            raise ConfigurationError(
+                f"session {plan.session_id} is being resumed by another process; "
+                "only one runner may drive a session"
+            ) from exc
 
     async def sessions(self, *, status: str | None = None) -> list[SessionInfo]:
         store = await read_store(self.store)
@@ -169,6 +386,21 @@ class AsyncEnvironmentHarness:
     async def verify(self) -> VerifyReport:
         store = await read_store(self.store)
         return await store.verify()
+
+    async def report(
+        self,
+        experiment_id: str,
+        *,
+        confidence: float = DEFAULT_CONFIDENCE,
+        resamples: int = DEFAULT_RESAMPLES,
+    ) -> ExperimentReport:
+        """An experiment's scores per scenario and overall, per score version, with bootstrap
+        intervals seeded from its seed (``experiment_id`` may be a unique prefix): e.g.
+        ``harness.report(result.id)``. See docs/scoring.md."""
+        store = await read_store(self.store)
+        return await experiment_report(
+            store, experiment_id, confidence=confidence, resamples=resamples
+        )
 
     # -- planning ------------------------------------------------------------------------------
 
@@ -228,6 +460,7 @@ class AsyncEnvironmentHarness:
             harness_version=sample.harness_version,
             scoring_version=sample.scoring_version,
             action_timeout=sample.action_timeout,
+            operations=sample.operations,
         )
 
         def plan_session(scenario: Scenario[Any], trial: int, session_seed: int) -> SessionPlan:
@@ -236,7 +469,13 @@ class AsyncEnvironmentHarness:
             )
 
         return AsyncExperiment(
-            experiment_id, config, tuple(scenarios), plan_session, self._writable_store
+            experiment_id,
+            config,
+            tuple(scenarios),
+            plan_session,
+            self._writable_store,
+            lambda: self.resume_experiment(experiment_id),
+            self._runner_class,
         )
 
     def _plan(
@@ -273,6 +512,7 @@ class AsyncEnvironmentHarness:
             harness_version=self._harness_version,
             experiment_id=experiment_id,
             trial=trial,
+            operations=self._operations,
         )
 
     def _make_environment(self) -> Environment[Any, Any]:
@@ -314,6 +554,8 @@ class EnvironmentHarness:
         action_timeout: float | None = DEFAULT_ACTION_TIMEOUT,
         harness_version: str | None = None,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        operations: Sequence[EnvironmentOperation] = (),
+        runner: type[SessionRunner] = SessionRunner,
     ) -> None:
         self.aio = AsyncEnvironmentHarness(
             store,
@@ -323,6 +565,8 @@ class EnvironmentHarness:
             action_timeout=action_timeout,
             harness_version=harness_version,
             max_concurrency=max_concurrency,
+            operations=operations,
+            runner=runner,
         )
 
         self._portal: BlockingPortal | None = None
@@ -404,6 +648,64 @@ class EnvironmentHarness:
         )
         return Experiment(aio, self._portal)
 
+    def resume(
+        self,
+        session_id: str,
+        *,
+        declare_changes: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> Session:
+        """See :meth:`AsyncEnvironmentHarness.resume`."""
+        return self._blocking(
+            self.aio.resume, session_id, declare_changes=declare_changes, progress=progress
+        )
+
+    def checkpoint(self, session: Session | str, label: str | None = None) -> CheckpointRef:
+        """See :meth:`AsyncEnvironmentHarness.checkpoint`."""
+        return self._blocking(self.aio.checkpoint, _session_id(session), label)
+
+    def branch(self, checkpoint: CheckpointRef, *, intervention: Any, reason: str = "") -> Session:
+        """See :meth:`AsyncEnvironmentHarness.branch`."""
+        return self._blocking(self.aio.branch, checkpoint, intervention=intervention, reason=reason)
+
+    def continue_(
+        self,
+        session: Session | str,
+        *,
+        turns: int,
+        declare_changes: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> Session:
+        """See :meth:`AsyncEnvironmentHarness.continue_`."""
+        return self._blocking(
+            self.aio.continue_,
+            _session_id(session),
+            turns=turns,
+            declare_changes=declare_changes,
+            progress=progress,
+        )
+
+    def lineage(self, session: Session | str) -> Lineage:
+        return self._blocking(self.aio.lineage, _session_id(session))
+
+    def compare(self, left: Session | str, right: Session | str) -> Comparison:
+        return self._blocking(self.aio.compare, _session_id(left), _session_id(right))
+
+    def resume_experiment(
+        self,
+        experiment_id: str,
+        *,
+        declare_changes: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> ExperimentResult:
+        """See :meth:`AsyncEnvironmentHarness.resume_experiment`."""
+        return self._blocking(
+            self.aio.resume_experiment,
+            experiment_id,
+            declare_changes=declare_changes,
+            progress=progress,
+        )
+
     def sessions(self, *, status: str | None = None) -> list[SessionInfo]:
         return self._blocking(self.aio.sessions, status=status)
 
@@ -429,6 +731,18 @@ class EnvironmentHarness:
 
     def verify(self) -> VerifyReport:
         return self._blocking(self.aio.verify)
+
+    def report(
+        self,
+        experiment_id: str,
+        *,
+        confidence: float = DEFAULT_CONFIDENCE,
+        resamples: int = DEFAULT_RESAMPLES,
+    ) -> ExperimentReport:
+        """See :meth:`AsyncEnvironmentHarness.report`: ``harness.report(result.id)``."""
+        return self._blocking(
+            self.aio.report, experiment_id, confidence=confidence, resamples=resamples
+        )
 
 
 def _check_factory(factory: Any, what: str) -> Any:
@@ -456,6 +770,20 @@ def _create(factory: Callable[[], _T], what: str) -> _T:
         raise ConfigurationError(
             f"{what}: creating it with {name}() raised {type(exc).__name__}: {exc}"
         ) from exc
+
+
+def _operations(operations: Sequence[EnvironmentOperation]) -> dict[str, EnvironmentOperation]:
+    found: dict[str, EnvironmentOperation] = {}
+    for operation in operations:
+        name = operation_ref(operation).name
+        if name in found:
+            raise ConfigurationError(f"two operations are named {name!r}; names must differ")
+        found[name] = operation
+    return found
+
+
+def _session_id(session: Session | str) -> str:
+    return session.id if isinstance(session, Session) else session
 
 
 def _check_count(what: str, value: Any) -> None:

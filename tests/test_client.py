@@ -5,11 +5,26 @@ from __future__ import annotations
 from contextlib import aclosing
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 
 from envharness.client import AsyncClient, Client, ServiceError
-from tests.service._support import BASE, SessionWriter, World, make_world, write_store
+from envharness.service.schemas import (
+    ExperimentStatusEvent,
+    SessionCreatedEvent,
+    SessionStatusEvent,
+)
+from envharness.store import open_store
+from tests.service._support import (
+    BASE,
+    ExperimentWriter,
+    SessionWriter,
+    World,
+    make_world,
+    write_session,
+    write_store,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -104,3 +119,65 @@ def test_the_blocking_client_is_the_same_api(world: World) -> None:
         assert c.health().status == "ok"
         with pytest.raises(ServiceError):
             c.tokens()
+
+
+@pytest.fixture
+def experiments(tmp_path: Path) -> tuple[World, list[ExperimentWriter]]:
+    store = tmp_path / "store"
+    sweeps = [ExperimentWriter(("first", "second")), ExperimentWriter(("third",), trials=1)]
+
+    async def write() -> None:
+        async with open_store(store) as opened:
+            for sweep in sweeps:
+                await opened.append(sweep.start())
+                for scenario in sweep.config.scenarios:
+                    for trial in range(sweep.config.trials):
+                        await write_session(opened, sweep.session(scenario.id, trial), 1)
+                await opened.append(sweep.finish())
+
+    anyio.run(write)
+    return make_world(store), sweeps
+
+
+async def test_experiments_decode_into_the_wire_types(
+    experiments: tuple[World, list[ExperimentWriter]],
+) -> None:
+    world, sweeps = experiments
+    async with _client(world, "viewer") as client:
+        assert [e.id async for e in client.iter_experiments()] == [s.id for s in sweeps]
+        page = await client.experiments(limit=1)
+        assert page.next_after == sweeps[0].id
+        detail = await client.experiment(sweeps[0].id)
+        assert detail.experiment.total == 4
+        assert detail.config is not None
+        assert sorted((s.scenario_id, s.trial) for s in detail.sessions) == [
+            ("first", 0), ("first", 1), ("second", 0), ("second", 1)
+        ]  # fmt: skip
+        async with aclosing(client.experiment_events(sweeps[0].id)) as stream:
+            got = [event async for event in stream]
+        assert [type(e) for e in got].count(SessionCreatedEvent) == 4
+        assert [type(e) for e in got].count(SessionStatusEvent) == 8
+        assert isinstance(got[-1], ExperimentStatusEvent)
+        assert got[-1].status == "completed"
+        with pytest.raises(ServiceError) as missing:
+            await client.experiment("exp_nope")
+        assert missing.value.status == 404
+    async with _client(world, "alice") as client:
+        mine = await client.experiment(sweeps[1].id)
+        assert mine.config is None
+        assert all(session.seed is None for session in mine.sessions)
+
+
+def test_the_blocking_client_follows_experiments(
+    experiments: tuple[World, list[ExperimentWriter]],
+) -> None:
+    world, sweeps = experiments
+    with Client(BASE, world.secrets["viewer"], transport=httpx.ASGITransport(world.app)) as c:
+        assert [e.id for e in c.iter_experiments()] == [s.id for s in sweeps]
+        assert c.experiments(status="completed").next_after is None
+        assert c.experiment(sweeps[1].id).experiment.name == sweeps[1].config.name
+        events = list(c.experiment_events(sweeps[1].id))
+        assert [type(e).__name__ for e in events] == [
+            "ExperimentStatusEvent", "SessionCreatedEvent", "SessionStatusEvent",
+            "SessionStatusEvent", "ExperimentStatusEvent",
+        ]  # fmt: skip

@@ -29,6 +29,7 @@ from envharness.cli.edge import (
     interruptible,
     translate_errors,
 )
+from envharness.cli.experiments import register_experiment_commands
 from envharness.cli.loading import (
     guard_factory,
     load_agent,
@@ -37,6 +38,7 @@ from envharness.cli.loading import (
     parse_input,
     parse_pair,
 )
+from envharness.cli.manifest_run import is_manifest, run_manifest
 from envharness.cli.protocol import protocol_app
 from envharness.cli.quickstart import write_quickstart
 from envharness.cli.render import (
@@ -122,6 +124,7 @@ def _store(ctx: typer.Context) -> Path:
 
 
 register_service_commands(app, _store)  # serve, token (envharness/cli/serve.py)
+register_experiment_commands(app, _store)  # experiments (envharness/cli/experiments.py)
 
 
 # -- writing -----------------------------------------------------------------------------------
@@ -154,11 +157,13 @@ def run_command(
     environment: Annotated[
         str,
         typer.Argument(
-            metavar="ENVIRONMENT", help="The environment class or factory, as module:attribute."
+            metavar="ENVIRONMENT",
+            help="The environment class or factory, as module:attribute; or an experiment "
+            "manifest, experiment.toml (docs/manifests.md).",
         ),
     ],
     agent: Annotated[
-        list[str],
+        list[str] | None,
         typer.Option(
             "--agent",
             metavar="NAME=module:factory|COMMAND",
@@ -166,10 +171,10 @@ def run_command(
             "command line run as an external agent (e.g. alice='node agent.mjs'); repeat for "
             "more participants.",
         ),
-    ],
+    ] = None,
     turns: Annotated[
-        int, typer.Option("--turns", metavar="N", min=1, help="Turns to run at most.")
-    ],
+        int | None, typer.Option("--turns", metavar="N", min=1, help="Turns to run at most.")
+    ] = None,
     role: Annotated[
         list[str] | None,
         typer.Option(
@@ -200,8 +205,16 @@ def run_command(
         ),
     ] = DEFAULT_ACTION_TIMEOUT,
 ) -> None:
-    """Run one session and record it. Exit status 0 when it completed, 1 when it did not."""
+    """Run one session and record it. Exit status 0 when it completed, 1 when it did not.
+
+    Given a manifest (experiment.toml) instead, run the experiment it describes.
+    """
     store = _store(ctx)
+    if is_manifest(environment):
+        run_manifest(ctx, environment, store)
+        return
+    if not agent or turns is None:
+        raise CliError("run needs --agent NAME=module:factory|COMMAND and --turns N")
     make_cwd_importable()
     environment_factory = guard_factory(
         load_reference(environment, what="ENVIRONMENT"), f"environment {environment!r}"

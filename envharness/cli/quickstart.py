@@ -1,32 +1,49 @@
 """The quickstart store: synthetic sessions that show what evidence looks like.
 
 Nothing here measures anything. The agents are a few lines each and behave badly on purpose,
-so that a first look at a store meets every common kind of record: a blocked action, a finding,
-a score that passed and one that did not, a session that failed with its reason.
+so that a first look at a store meets every common kind of record and every viewer page has
+data: an experiment (five scenarios x two trials, one roster), three standalone sessions with
+other rosters, blocked actions, a finding, a score that passed and one that did not, a session
+that failed with its reason, and an artifact (a plain-text board of the final state).
 
-The plan is data (:data:`COHORTS`): a later feature (experiments, branches, the viewer) adds a
-cohort or a step after :func:`write_quickstart`'s loop rather than a second demo.
+The plan is data (:data:`EXPERIMENT` and :data:`STANDALONE`): a later feature (checkpoints,
+branches) adds a step after :func:`write_quickstart`'s runs rather than a second demo.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from envharness.agent import AgentFactory
+from envharness.environment import Resolution
 from envharness.fixtures import (
+    SyntheticAction,
     SyntheticAgent,
     SyntheticEnvironment,
     SyntheticObservation,
     SyntheticScenarioInput,
+    SyntheticState,
 )
 from envharness.harness import AsyncEnvironmentHarness, Session
 from envharness.scenario import Scenario
 from envharness.store import RecordFilter, read_store
 
-__all__ = ["COHORTS", "SCENARIOS", "Cohort", "QuickstartSummary", "write_quickstart"]
+__all__ = [
+    "EXPERIMENT",
+    "SCENARIOS",
+    "STANDALONE",
+    "BoardEnvironment",
+    "Plan",
+    "QuickstartSummary",
+    "write_quickstart",
+]
+
+BOARD = "board.txt"
+"""The artifact every session that reaches its end keeps: the final state as plain text."""
 
 
 class OverreachingAgent:
@@ -75,21 +92,63 @@ SCENARIOS: tuple[Scenario[Any], ...] = (
 )
 
 
+class BoardEnvironment(SyntheticEnvironment):
+    """The synthetic rules, plus a plain-text board of the final state kept as an artifact.
+
+    The board is written on the session's last turn (the planned one, or the one that reaches
+    the target), so an artifact record sits in the evidence of every session that got there.
+    """
+
+    def __init__(self, turns: int) -> None:
+        self.turns = turns
+
+    def resolve(self, state: SyntheticState, actions: Mapping[str, SyntheticAction]) -> Resolution:
+        resolution = super().resolve(state, actions)
+        final: SyntheticState = resolution.state
+        if not resolution.done and final.turn < self.turns:
+            return resolution
+        return dataclasses.replace(resolution, artifacts={BOARD: _board(final)})
+
+
+def _board(state: SyntheticState) -> bytes:
+    width = max(len(name) for name in state.contributions) if state.contributions else 4
+    lines = [
+        "synthetic-total board (quickstart: these numbers measure nothing)",
+        f"after turn {state.turn}: total {state.total}"
+        + (f", target {state.target}" if state.target is not None else ""),
+        "",
+    ]
+    for name, values in state.contributions.items():
+        added = " ".join(f"{value:+d}" for value in values) or "(nothing executed)"
+        lines.append(f"{name:<{width}}  {added}  = {sum(values):+d}")
+    return ("\n".join(lines) + "\n").encode()
+
+
 @dataclass(frozen=True, slots=True)
-class Cohort:
-    """One roster, run over some scenarios by one harness."""
+class Plan:
+    """One roster, run by one harness: over scenarios x trials (an experiment) or once."""
 
     name: str
     agents: Mapping[str, AgentFactory]
-    scenarios: tuple[Scenario[Any], ...] = SCENARIOS
+    scenarios: tuple[Scenario[Any], ...]
+    trials: int = 1
 
 
-COHORTS: tuple[Cohort, ...] = (
-    Cohort("solo", {"alice": SyntheticAgent}),
-    Cohort("pair", {"alice": SyntheticAgent, "bob": OverreachingAgent}),
-    Cohort("trio", {"alice": SyntheticAgent, "bob": OverreachingAgent, "carol": DownhillAgent}),
-    Cohort("flaky", {"dana": FlakyAgent}, scenarios=SCENARIOS[:1]),
+EXPERIMENT = Plan(
+    "quickstart sweep", {"alice": SyntheticAgent, "bob": OverreachingAgent}, SCENARIOS, trials=2
 )
+"""Grouped sessions: every scenario, two trials each, under one frozen configuration."""
+STANDALONE: tuple[Plan, ...] = (
+    Plan(
+        "trio",
+        {"alice": SyntheticAgent, "bob": OverreachingAgent, "carol": DownhillAgent},
+        (SCENARIOS[2],),
+    ),
+    Plan("solo", {"alice": SyntheticAgent}, (SCENARIOS[0],)),
+    Plan("flaky", {"dana": FlakyAgent}, (SCENARIOS[0],)),
+)
+"""Ungrouped sessions, each with a roster of its own."""
+EXPERIMENT_SEED = 42
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,10 +156,16 @@ class QuickstartSummary:
     """What was written, and which session is worth looking at first."""
 
     store: Path
+    experiment: str
+    """The experiment's id (``exp_…``)."""
+    experiment_name: str
+    grouped: int
+    """Sessions of the experiment; the rest of :attr:`sessions` are standalone."""
     sessions: tuple[Session, ...]
     records: int
     blocked: int
     findings: int
+    artifacts: int
     showcase: str
     """A session with a blocked action and a finding, for the suggested ``show``."""
 
@@ -109,47 +174,79 @@ async def write_quickstart(
     store: Path,
     *,
     turns: int,
-    cohorts: tuple[Cohort, ...] = COHORTS,
+    experiment: Plan = EXPERIMENT,
+    standalone: tuple[Plan, ...] = STANDALONE,
     progress: Callable[[int, int], None] | None = None,
 ) -> QuickstartSummary:
-    """Run every cohort over its scenarios into ``store`` and count what was recorded.
+    """Run the experiment, then each standalone session, into ``store``; count what was
+    recorded. ``progress`` is called with (sessions started, sessions planned)."""
+    planned = len(experiment.scenarios) * experiment.trials + sum(
+        len(plan.scenarios) for plan in standalone
+    )
+    started: set[str] = set()
 
-    ``progress`` is called with (sessions done, sessions planned).
-    """
-    planned = sum(len(cohort.scenarios) for cohort in cohorts)
-    sessions: list[Session] = []
-    for cohort in cohorts:
-        harness = AsyncEnvironmentHarness(
-            store, environment=SyntheticEnvironment, agents=cohort.agents
-        )
-        for scenario in cohort.scenarios:
-            sessions.append(await harness.run(scenario, turns=turns, seed=len(sessions)))
+    def on_turn(session_id: str, done: int, total: int) -> None:
+        if session_id not in started:
+            started.add(session_id)
             if progress is not None:
-                progress(len(sessions), planned)
-    return await _summarise(store, tuple(sessions))
+                progress(len(started), planned)
+
+    def environment() -> BoardEnvironment:
+        return BoardEnvironment(turns)
+
+    harness = AsyncEnvironmentHarness(store, environment=environment, agents=experiment.agents)
+    result = await harness.experiment(
+        experiment.name,
+        experiment.scenarios,
+        turns=turns,
+        trials=experiment.trials,
+        seed=EXPERIMENT_SEED,
+    ).run(progress=on_turn)
+    sessions = [
+        Session(
+            id=member.result.id,
+            status=member.result.status,
+            turns_completed=member.result.turns_completed,
+            store=harness.store,
+            reason=member.result.reason,
+            error=member.result.error,
+        )
+        for member in result.sessions
+    ]
+    for plan in standalone:
+        harness = AsyncEnvironmentHarness(store, environment=environment, agents=plan.agents)
+        for scenario in plan.scenarios:
+            sessions.append(
+                await harness.run(scenario, turns=turns, seed=len(sessions), progress=on_turn)
+            )
+    return await _summarise(store, result.id, result.name, len(result.sessions), sessions)
 
 
-async def _summarise(store: Path, sessions: tuple[Session, ...]) -> QuickstartSummary:
+async def _summarise(
+    store: Path, experiment: str, name: str, grouped: int, sessions: list[Session]
+) -> QuickstartSummary:
     reader = await read_store(store)
     written = {session.id for session in sessions}
     records = sum(info.records for info in await reader.sessions() if info.id in written)
-    blocked = findings = 0
+    counts = {"action.blocked": 0, "finding": 0, "artifact": 0}
     showcase: tuple[int, str] | None = None
-    notable = RecordFilter(kinds=("action.blocked", "finding"))
+    notable = RecordFilter(kinds=tuple(counts))
     for session in sessions:
         kinds = [row.kind async for row in reader.rows(session.id, notable)]
-        session_blocked = kinds.count("action.blocked")
-        session_findings = kinds.count("finding")
-        blocked += session_blocked
-        findings += session_findings
-        interest = (session_blocked > 0) + (session_findings > 0)
+        for kind in counts:
+            counts[kind] += kinds.count(kind)
+        interest = ("action.blocked" in kinds) + ("finding" in kinds)
         if showcase is None or interest > showcase[0]:
             showcase = (interest, session.id)
     return QuickstartSummary(
         store=store,
-        sessions=sessions,
+        experiment=experiment,
+        experiment_name=name,
+        grouped=grouped,
+        sessions=tuple(sessions),
         records=records,
-        blocked=blocked,
-        findings=findings,
+        blocked=counts["action.blocked"],
+        findings=counts["finding"],
+        artifacts=counts["artifact"],
         showcase=showcase[1] if showcase is not None else "",
     )

@@ -113,14 +113,21 @@ def quickstart_lines(summary: QuickstartSummary) -> Iterator[str]:
     yield "These values measure nothing; they only show what envharness records."
     yield ""
     yield f"wrote {len(summary.sessions)} sessions, {summary.records} records to {where}"
+    standalone = len(summary.sessions) - summary.grouped
+    yield (
+        f"  {summary.grouped} in experiment {summary.experiment} ({summary.experiment_name!r}),"
+        f" {standalone} standalone"
+    )
     yield (
         "  "
         + ", ".join(f"{count} {status}" for status, count in sorted(statuses.items()))
-        + f"; {summary.blocked} blocked actions, {summary.findings} findings"
+        + f"; {summary.blocked} blocked actions, {summary.findings} findings,"
+        + f" {summary.artifacts} artifacts"
     )
     yield ""
     yield "next:"
     prefix = f"envharness --store {where}"
+    yield f"  {prefix} serve --open"
     yield f"  {prefix} sessions"
     yield f"  {prefix} show {summary.showcase}"
     yield f"  {prefix} verify"

@@ -38,6 +38,7 @@ __all__ = [
     "ParticipantRef",
     "Payload",
     "ProtocolViolation",
+    "RunnerRef",
     "ScenarioRef",
     "Score",
     "SegmentEnded",
@@ -104,6 +105,15 @@ class OperationRef(_Part, frozen=True):
     config: dict[str, Any] = {}
 
 
+class RunnerRef(_Part, frozen=True):
+    """The process that runs a segment: enough to tell at once, after a crash, that it is gone
+    (its pid is free, or now belongs to a process that started at another time)."""
+
+    host: str
+    pid: int
+    started: str | None = None
+
+
 class SessionConfig(_Part, frozen=True):
     """Everything frozen when a session starts; a resume compares itself against this."""
 
@@ -161,6 +171,7 @@ class ExperimentStatus(_Payload, tag="experiment.status", frozen=True):
     failed: int = 0
     stopped: int = 0
     reason: str | None = None
+    runner: RunnerRef | None = None
 
 
 # -- session lifecycle -------------------------------------------------------------------------
@@ -183,6 +194,13 @@ class SegmentStarted(_Payload, tag="segment.started", frozen=True):
     cause: Literal["start", "resume", "branch"] = "start"
     previous: int | None = None
     state: str | None = None
+    turn: int = 0
+    """The last complete turn the segment starts after."""
+    until: int | None = None
+    """The turn this segment is planned to reach, when it differs from the recorded plan."""
+    runner: RunnerRef | None = None
+    changes: tuple[str, ...] = ()
+    """Declared differences from the recorded configuration (a resume with changed code)."""
 
 
 class SegmentEnded(_Payload, tag="segment.ended", frozen=True):
@@ -281,6 +299,8 @@ class Checkpoint(_Payload, tag="checkpoint", frozen=True):
     state: str
     agents: dict[str, Any] = {}
     notebook: Any = None
+    turn: int = 0
+    """The last complete turn whose resulting state this is."""
 
 
 class Branch(_Payload, tag="branch", frozen=True):
@@ -290,20 +310,28 @@ class Branch(_Payload, tag="branch", frozen=True):
     checkpoint_seq: int
     intervention: Any
     reason: str = ""
+    checkpoint_digest: str = ""
+    """The checkpoint record's digest: the branch is bound to exactly that evidence."""
 
 
 class Intervention(_Payload, tag="intervention", frozen=True):
     intervention: Any
     reason: str = ""
     state: str | None = None
+    rejected: str | None = None
+    """Why the environment refused it (then no branch was created)."""
 
 
 class OperationReceipt(_Payload, tag="operation.receipt", frozen=True):
+    """One call of an environment operation: what was asked, what came back, the new state."""
+
     operation: str
     version: str
     request: Any = None
     result: Any = None
     error: ErrorInfo | None = None
+    state: str | None = None
+    seconds: float | None = None
 
 
 class DecisionRequested(_Payload, tag="decision.requested", frozen=True):

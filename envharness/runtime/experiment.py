@@ -10,7 +10,7 @@ store's single writer, so concurrent sessions share commits.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,9 +26,11 @@ from envharness.records import (
 from envharness.runtime.session import ProgressCallback, SessionPlan, SessionResult, SessionRunner
 from envharness.scenario import Scenario
 from envharness.store import Store
+from envharness.store.owners import this_process
 
 __all__ = [
     "ExperimentProgress",
+    "ExperimentResumption",
     "ExperimentResult",
     "ExperimentRunner",
     "ExperimentSession",
@@ -48,6 +50,20 @@ def derive_seed(seed: int, scenario_id: str, trial: int) -> int:
 
 PlanSession = Callable[[Scenario[Any], int, int], SessionPlan]
 """Makes a fresh session plan (new environment, new agents) for (scenario, trial, seed)."""
+
+ResumeSession = Callable[[str], Awaitable[SessionResult]]
+"""Resumes one of the experiment's sessions by id (with the open store)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExperimentResumption:
+    """Where a resumed experiment picks up: its chain's head and the sessions it already has,
+    keyed by (scenario id, trial)."""
+
+    head_seq: int
+    head_digest: str
+    sessions: Mapping[tuple[str, int], SessionResult]
+    resume_session: ResumeSession
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,14 +112,24 @@ class ExperimentRunner:
         scenarios: Sequence[Scenario[Any]],
         plan_session: PlanSession,
         progress: ProgressCallback | None = None,
+        resumption: ExperimentResumption | None = None,
+        runner_class: type[SessionRunner] = SessionRunner,
     ) -> None:
         self.id = experiment_id
+        self._runner_class = runner_class
         self._store = store
         self._config = config
         self._scenarios = scenarios
+        self._positions = {scenario.id: i for i, scenario in enumerate(scenarios)}
         self._plan_session = plan_session
         self._session_progress = progress
-        self._chain = SessionChain(experiment_id)
+        self._resumption = resumption
+        if resumption is None:
+            self._chain = SessionChain(experiment_id)
+        else:
+            self._chain = SessionChain(
+                experiment_id, next_seq=resumption.head_seq + 1, prev=resumption.head_digest
+            )
         self._sessions: list[ExperimentSession] = []
         self._running = 0
         self.result: ExperimentResult | None = None
@@ -122,13 +148,21 @@ class ExperimentRunner:
         return len(self._scenarios) * self._config.trials
 
     async def run(self) -> ExperimentResult:
-        """Run to the end; cancelled, it records ``stopped`` (sessions too) and re-raises."""
-        await self._store.append(
-            [
-                self._chain.seal(ExperimentCreated(config=self._config)),
-                self._chain.seal(ExperimentStatus(status="running", total=self.total)),
-            ]
+        """Run to the end; cancelled, it records ``stopped`` (sessions too) and re-raises.
+
+        A resumed experiment keeps its completed and failed sessions, resumes the interrupted
+        and stopped ones, and starts those that never started.
+        """
+        running = ExperimentStatus(
+            status="running",
+            total=self.total,
+            runner=this_process(),
+            reason="resumed" if self._resumption is not None else None,
         )
+        rows = (
+            [] if self._resumption else [self._chain.seal(ExperimentCreated(config=self._config))]
+        )
+        await self._store.append([*rows, self._chain.seal(running)])
         limiter = anyio.CapacityLimiter(self._config.max_concurrency)
         try:
             async with anyio.create_task_group() as group:
@@ -144,12 +178,20 @@ class ExperimentRunner:
     async def _one(
         self, limiter: anyio.CapacityLimiter, scenario: Scenario[Any], trial: int
     ) -> None:
+        seed = derive_seed(self._config.seed, scenario.id, trial)
+        earlier = self._resumption.sessions.get((scenario.id, trial)) if self._resumption else None
+        if earlier is not None and earlier.status in ("completed", "failed"):
+            self._sessions.append(ExperimentSession(scenario.id, trial, seed, earlier))
+            return
         async with limiter:
-            seed = derive_seed(self._config.seed, scenario.id, trial)
-            plan = self._plan_session(scenario, trial, seed)
             self._running += 1
             try:
-                result = await SessionRunner(self._store, plan, self._session_progress).run()
+                if earlier is not None and self._resumption is not None:
+                    result = await self._resumption.resume_session(earlier.id)
+                else:
+                    plan = self._plan_session(scenario, trial, seed)
+                    runner = self._runner_class(self._store, plan, self._session_progress)
+                    result = await runner.run()
             finally:
                 self._running -= 1
         self._sessions.append(ExperimentSession(scenario.id, trial, seed, result))
@@ -185,4 +227,4 @@ class ExperimentRunner:
         return self.result
 
     def _order(self, scenario_id: str) -> int:
-        return next(i for i, s in enumerate(self._scenarios) if s.id == scenario_id)
+        return self._positions[scenario_id]

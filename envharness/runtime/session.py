@@ -10,12 +10,15 @@ committed. Only a store that cannot be written is raised to the caller.
 
 from __future__ import annotations
 
+import collections
 import hashlib
+import inspect
+import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from random import Random
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
 import msgspec
@@ -24,6 +27,7 @@ from envharness._version import __version__
 from envharness.agent import Agent, AgentContext, LogLevel, implementation_of
 from envharness.environment import Environment, Resolution, ScoreReport
 from envharness.errors import StoreError
+from envharness.operations import EnvironmentOperation, OperationResult, operation_ref
 from envharness.records import (
     ActionAttempted,
     ActionBlocked,
@@ -33,6 +37,7 @@ from envharness.records import (
     Finding,
     Log,
     Observation,
+    OperationReceipt,
     Outcome,
     ParticipantRef,
     Payload,
@@ -51,12 +56,18 @@ from envharness.records import (
 from envharness.runtime.participants import AgentFailure, ask_all, running, send_feedback
 from envharness.scenario import Scenario
 from envharness.store import Store
+from envharness.store.journal import Pending
+from envharness.store.owners import this_process
 
 __all__ = ["ProgressCallback", "SessionPlan", "SessionResult", "SessionRunner"]
 
 ProgressCallback = Callable[[str, int, int], None]
-"""Called with (session id, turns completed, turns planned): once with 0 when the session's
-start is committed (so a caller learns its id), then after each committed turn."""
+"""Called with (session id, turns completed, turns planned): once when the session's start is
+committed (so a caller learns its id), then after each turn — whose commit may still be in
+flight: a crash loses at most the last :data:`IN_FLIGHT` turns, which a resume replays."""
+
+IN_FLIGHT = 32
+"""Turns of one session whose commit may be pending while the next turns are played."""
 
 _TRACEBACK_LIMIT = 16_000
 
@@ -77,6 +88,7 @@ class SessionPlan:
     experiment_id: str | None = None
     trial: int | None = None
     harness_version: str | None = None
+    operations: Mapping[str, EnvironmentOperation] = field(default_factory=dict)
 
     def config(self) -> SessionConfig:
         spec = self.environment.spec
@@ -97,6 +109,7 @@ class SessionPlan:
             experiment_id=self.experiment_id,
             trial=self.trial,
             action_timeout=self.action_timeout,
+            operations=tuple(operation_ref(o) for o in self.operations.values()),
         )
 
 
@@ -120,21 +133,51 @@ class _SessionFailure(Exception):
         self.error = _error_info(cause) if cause is not None else None
 
 
+@dataclass(frozen=True, slots=True)
+class Resumption:
+    """Where a resumed session picks up: its chain's head, its last complete turn and the
+    state after it, and the segment that ended (see :mod:`envharness.runtime.resume`)."""
+
+    head_seq: int
+    head_digest: str
+    previous_segment: int
+    turn: int
+    state: Any
+    outcome_seqs: Mapping[int, Sequence[int]]
+    changes: tuple[str, ...] = ()
+    until: int | None = None
+    cause: Literal["resume", "branch"] = "resume"
+
+
 class SessionRunner:
-    """Drives one session from ``session.created`` to a terminal status."""
+    """Drives one session from ``session.created`` (or a resume) to a terminal status."""
 
     def __init__(
-        self, store: Store, plan: SessionPlan, progress: ProgressCallback | None = None
+        self,
+        store: Store,
+        plan: SessionPlan,
+        progress: ProgressCallback | None = None,
+        resumption: Resumption | None = None,
     ) -> None:
         self._store = store
         self._plan = plan
         self._progress = progress
-        self._chain = SessionChain(plan.session_id)
+        self._resumption = resumption
         self._pending: list[RecordRow] = []
         self._blobs: dict[str, bytes] = {}
+        self._in_flight: collections.deque[Pending] = collections.deque()
         self._outcome_seqs: dict[int, list[int]] = {}
         self._turns_completed = 0
         self._segment = 0
+        if resumption is None:
+            self._chain = SessionChain(plan.session_id)
+        else:
+            self._chain = SessionChain(
+                plan.session_id, next_seq=resumption.head_seq + 1, prev=resumption.head_digest
+            )
+            self._segment = resumption.previous_segment + 1
+            self._turns_completed = resumption.turn
+            self._outcome_seqs = {t: list(s) for t, s in resumption.outcome_seqs.items()}
         self._sequential = plan.environment.spec.turn_order == "sequential"
         # Sync agents' threads: one per participant, never shared with other sessions or the
         # journal, so a slow agent elsewhere cannot eat into this session's action timeout.
@@ -145,14 +188,36 @@ class SessionRunner:
 
     async def run(self) -> SessionResult:
         plan = self._plan
-        self._record(SessionCreated(config=plan.config()))
-        self._record(SessionStatus(status="running"))
+        resumption = self._resumption
+        if resumption is None:
+            self._record(SessionCreated(config=plan.config()))
+            self._record(SessionStatus(status="running"))
+        else:
+            self._record(SessionStatus(status="running", reason="resumed"))
         try:
-            state = self._call_environment("initialize", plan.input, Random(plan.seed), plan.roster)
-            self._record(SegmentStarted(segment=self._segment, state=self._keep_state(state)))
+            if resumption is None:
+                state = self._call_environment(
+                    "initialize", plan.input, Random(plan.seed), plan.roster
+                )
+                segment = SegmentStarted(
+                    segment=self._segment, state=self._keep_state(state), runner=this_process()
+                )
+            else:
+                state = resumption.state
+                segment = SegmentStarted(
+                    segment=self._segment,
+                    cause=resumption.cause,
+                    previous=resumption.previous_segment,
+                    until=resumption.until,
+                    state=self._keep_state(state),
+                    turn=resumption.turn,
+                    runner=this_process(),
+                    changes=resumption.changes,
+                )
+            self._record(segment)
             await self._flush()
             if self._progress is not None:
-                self._progress(plan.session_id, 0, plan.turns)
+                self._progress(plan.session_id, self._turns_completed, plan.turns)
             async with running(plan.agents, self._agent_contexts()):
                 state, reason = await self._turns(state)
             self._score(state)
@@ -178,10 +243,12 @@ class SessionRunner:
     async def _turns(self, state: Any) -> tuple[Any, str | None]:
         """Run the planned turns; returns the final state and why it stopped early, if it did."""
         plan = self._plan
-        for turn in range(1, plan.turns + 1):
+        for turn in range(self._turns_completed + 1, plan.turns + 1):
             self._current_turn = turn
+            state = await self.before_turn(turn, state)
             state, done = await self._turn(turn, state)
-            await self._flush()
+            state = await self.after_turn(turn, state)
+            await self._flush(durable=False)
             self._turns_completed = turn
             await self._send_feedback(turn)
             self._current_turn = None
@@ -191,9 +258,72 @@ class SessionRunner:
                 return state, f"the environment reported done at turn {turn}"
         return state, None
 
+    # -- the seam: subclass SessionRunner to interleave operations with turns ------------------
+
+    async def before_turn(self, turn: int, state: Any) -> Any:
+        """Called before each turn with the current state; returns the state to play on."""
+        return state
+
+    async def after_turn(self, turn: int, state: Any) -> Any:
+        """Called after each turn is resolved (before its commit); returns the state to keep."""
+        return state
+
+    async def operate(self, name: str, request: Any, state: Any) -> tuple[Any, Any]:
+        """Call the session's operation ``name``; returns ``(result, state)``.
+
+        The call is recorded as an ``operation.receipt`` with its request, result and the new
+        state's digest. A sync operation runs in a worker thread (it usually does I/O). An
+        operation that raises fails the session with the receipt — and its error — recorded.
+        """
+        operation = self._plan.operations.get(name)
+        if operation is None:
+            raise _SessionFailure(
+                f"no operation {name!r} in this session; it has {sorted(self._plan.operations)}"
+            )
+        reference = operation_ref(operation)
+        started = time.perf_counter()
+        try:
+            if inspect.iscoroutinefunction(operation.run):
+                outcome = await operation.run(state, request)
+            else:
+                outcome = await anyio.to_thread.run_sync(operation.run, state, request)
+        except Exception as exc:
+            self._record(
+                OperationReceipt(
+                    operation=reference.name,
+                    version=reference.version,
+                    request=_as_evidence(request),
+                    error=_error_info(exc),
+                    seconds=time.perf_counter() - started,
+                ),
+                turn=self._current_turn,
+            )
+            raise _SessionFailure(
+                f"operation {name!r} raised {type(exc).__name__}: {exc}", exc
+            ) from exc
+        if not isinstance(outcome, OperationResult):
+            outcome = OperationResult(result=outcome)
+        new_state = outcome.state if outcome.changed_state else state
+        digest = self._keep_state(new_state) if outcome.changed_state else None
+        self._record(
+            OperationReceipt(
+                operation=reference.name,
+                version=reference.version,
+                request=_as_evidence(request),
+                result=self._encodable(outcome.result, f"result of operation {name!r}"),
+                state=digest,
+                seconds=time.perf_counter() - started,
+            ),
+            turn=self._current_turn,
+        )
+        return outcome.result, new_state
+
     async def _send_feedback(self, turn: int) -> None:
         """After the turn is committed — an agent learns nothing the evidence lacks."""
         feedback, self._feedback = self._feedback, {}
+        agents = self._plan.agents
+        if any(getattr(agents[p], "feedback", None) is not None for p in feedback):
+            await self._settle()  # feedback is an effect outside the store: commit first
         for participant, (outcome, blocked) in feedback.items():
             agent = self._plan.agents[participant]
             await send_feedback(participant, agent, turn, outcome, blocked)
@@ -383,11 +513,26 @@ class SessionRunner:
         self._pending.append(row)
         return row
 
-    async def _flush(self) -> None:
-        """Commit what is pending. Cancelled before the journal took the rows, they stay
-        pending and go out with the final status — a chain never has a gap."""
-        await self._store.append(self._pending, self._blobs)
+    async def _flush(self, *, durable: bool = True) -> None:
+        """Hand what is pending to the journal; ``durable`` waits for every commit so far.
+
+        Cancelled before the journal took the rows, they stay pending and go out with the
+        final status — a chain never has a gap. Not ``durable``, the session goes on while up
+        to :data:`IN_FLIGHT` turns are being committed, and consecutive turns share commits.
+        """
+        submitted = await self._store.submit(self._pending, self._blobs)
         self._pending, self._blobs = [], {}
+        self._in_flight.append(submitted)
+        if durable:
+            await self._settle()
+        elif len(self._in_flight) > IN_FLIGHT:
+            await self._in_flight.popleft().committed()
+
+    async def _settle(self) -> None:
+        """Wait until everything handed to the journal is committed."""
+        while self._in_flight:
+            await self._in_flight[0].committed()
+            self._in_flight.popleft()
 
     def _keep_state(self, state: Any) -> str:
         """Encode the state once; the blob is stored content-addressed and shared."""

@@ -15,6 +15,11 @@ without breaking its digest. What a participant learns about the session as a wh
 from the session summary, reduced to status, turns and times (:meth:`Access.summary`).
 
 A session a participant may not see answers exactly like one that does not exist (404).
+
+Experiments follow from sessions: a participant sees the experiments in which it has a session,
+and in them only its own sessions (the store applies the set of visible sessions in the SQL of
+each read); their configuration and the reasons and totals that speak of everyone are withheld.
+An experiment a participant may not see answers like one that does not exist.
 """
 
 from __future__ import annotations
@@ -27,9 +32,13 @@ from envharness.errors import NotFoundError
 from envharness.records import TERMINAL_STATUSES
 from envharness.service.auth import Principal
 from envharness.service.problems import not_found
-from envharness.service.schemas import SessionSummary
+from envharness.service.schemas import (
+    ExperimentSessionOut,
+    ExperimentSummary,
+    SessionSummary,
+)
 from envharness.service.state import Service
-from envharness.store import RecordFilter, SessionInfo
+from envharness.store import ExperimentInfo, ExperimentMember, RecordFilter, SessionInfo
 
 __all__ = ["Access"]
 
@@ -114,4 +123,58 @@ class Access:
             updated_at=info.updated_at,
             turns_completed=info.turns_completed,
             records=info.records if full else None,
+        )
+
+    # -- experiments ---------------------------------------------------------------------------
+
+    async def experiments(self) -> list[ExperimentInfo]:
+        """The experiments this principal may see, oldest first, their sessions counted as it
+        may see them."""
+        return await self.service.store.experiments(among=await self.visible_sessions())
+
+    async def experiment(self, experiment_id: str) -> ExperimentInfo:
+        """The experiment with exactly this id, if this principal may see it; 404 otherwise."""
+        try:
+            info = await self.service.store.experiment(
+                experiment_id, among=await self.visible_sessions()
+            )
+        except NotFoundError:
+            raise not_found(f"experiment {experiment_id!r}") from None
+        if info.id != experiment_id:  # a prefix matched: the API names experiments exactly
+            raise not_found(f"experiment {experiment_id!r}")
+        return info
+
+    async def experiment_sessions(self, experiment_id: str) -> list[ExperimentMember]:
+        return await self.service.store.experiment_sessions(
+            experiment_id, among=await self.visible_sessions()
+        )
+
+    def experiment_summary(self, info: ExperimentInfo) -> ExperimentSummary:
+        full = self.sees_everything
+        return ExperimentSummary(
+            id=info.id,
+            name=info.name,
+            status=info.status,  # type: ignore[arg-type]
+            terminal=info.status in TERMINAL_STATUSES,
+            reason=info.reason if full else None,
+            total=info.total if full else None,
+            sessions=info.sessions,
+            created_at=info.created_at,
+            updated_at=info.updated_at,
+        )
+
+    def experiment_session(self, member: ExperimentMember) -> ExperimentSessionOut:
+        full = self.sees_everything
+        info = member.session
+        return ExperimentSessionOut(
+            id=info.id,
+            scenario_id=info.scenario_id,
+            trial=member.trial,
+            seed=member.seed if full else None,
+            status=info.status,  # type: ignore[arg-type]
+            terminal=info.status in TERMINAL_STATUSES,
+            reason=info.reason if full else None,
+            turns_completed=info.turns_completed,
+            created_at=info.created_at,
+            updated_at=info.updated_at,
         )

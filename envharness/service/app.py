@@ -16,6 +16,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from envharness.service.api import API_ENDPOINTS
+from envharness.service.experiment_api import EXPERIMENT_API_ENDPOINTS
+from envharness.service.experiment_pages import EXPERIMENT_PAGES
 from envharness.service.guard import Guard
 from envharness.service.login import LOGIN_ENDPOINTS
 from envharness.service.openapi import META_ENDPOINTS, openapi_document
@@ -67,7 +69,9 @@ ASSET_ENDPOINTS: tuple[Endpoint, ...] = (
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     *API_ENDPOINTS,
+    *EXPERIMENT_API_ENDPOINTS,
     *STORE_PAGES,
+    *EXPERIMENT_PAGES,
     *SESSION_PAGES,
     *LOGIN_ENDPOINTS,
     *META_ENDPOINTS,

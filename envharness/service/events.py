@@ -1,4 +1,5 @@
-"""Live timelines: a session's records as server-sent events, pushed as they commit.
+"""Live timelines: a session's records, and an experiment's session changes, as server-sent
+events pushed as they commit.
 
 The stream is a real open response. Every :data:`POLL_INTERVAL` it reads the session's head
 (one indexed row); only when the head moved does it read the new records, page by page, each
@@ -13,6 +14,13 @@ resumes exactly where it stopped. When the session has reached a terminal status
 everything is sent, an ``end`` event closes the stream; the viewer's script then closes its
 EventSource instead of reconnecting. A disconnect cancels the stream at once and closes its
 read connection.
+
+An experiment's stream (:func:`experiment_events`) sends its sessions' ``session.created`` and
+``session.status`` records and its own ``experiment.status`` ones, each reduced to what the
+viewer needs. Their event ``id`` is the record's store-wide position (``pos``), which grows in
+commit order: every poll reads the newest position first, then the matching records up to it,
+so "everything after the last id sent" again has no gap and no duplicate, and each poll reads
+only what was committed since the previous one.
 """
 
 from __future__ import annotations
@@ -26,18 +34,38 @@ import msgspec
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from envharness.records import TERMINAL_STATUSES, encode_record
+from envharness.records import (
+    TERMINAL_STATUSES,
+    ExperimentStatus,
+    RecordRow,
+    SessionCreated,
+    SessionStatus,
+    decode_payload,
+    encode_record,
+)
+from envharness.service.access import Access
 from envharness.service.problems import HTTPProblem
 from envharness.service.routing import Call
-from envharness.service.schemas import Kind
+from envharness.service.schemas import (
+    ExperimentEnd,
+    ExperimentStatusEvent,
+    Kind,
+    SessionCreatedEvent,
+    SessionStatusEvent,
+    StreamEnd,
+)
 from envharness.service.state import Service
 from envharness.store import RecordFilter
 
 __all__ = [
+    "EXPERIMENT_KINDS",
     "HEARTBEAT_INTERVAL",
     "POLL_INTERVAL",
     "ClosingStream",
     "EventsQuery",
+    "ExperimentEventsQuery",
+    "experiment_events",
+    "experiment_stream",
     "record_events",
     "session_events",
 ]
@@ -48,6 +76,10 @@ HEARTBEAT_INTERVAL = 15.0
 """Seconds of silence after which a comment line keeps proxies and idle timers from closing."""
 RETRY_MS = 1000
 """How long EventSource waits before reconnecting after a dropped connection."""
+EXPERIMENT_PAGE = 500
+"""Experiment events read per query."""
+EXPERIMENT_KINDS = ("session.created", "session.status", "experiment.status")
+"""The records an experiment's stream reports, each an event of that name."""
 
 
 class EventsQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -61,6 +93,16 @@ class EventsQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     participant: Annotated[
         str | None, msgspec.Meta(description="Only this participant's records.")
     ] = None
+
+
+class ExperimentEventsQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    after: Annotated[
+        int,
+        msgspec.Meta(
+            ge=-1, description="Start after this event id (a record's pos) when there is no "
+            "Last-Event-ID; the experiment page passes the position it was rendered at.",
+        ),
+    ] = -1  # fmt: skip
 
 
 async def session_events(call: Call[EventsQuery]) -> Response:
@@ -84,7 +126,7 @@ def _last_event_id(header: str | None, after: int) -> int:
         value = -2
     if value < -1:
         raise HTTPProblem(
-            422, f"Last-Event-ID must be a record seq (an integer >= -1), not {header!r}",
+            422, f"Last-Event-ID must be an event id (an integer >= -1), not {header!r}",
             parameter="Last-Event-ID",
         )  # fmt: skip
     return value
@@ -113,13 +155,86 @@ async def record_events(
             quiet_since = service.monotonic()
         if info.status in TERMINAL_STATUSES and scanned >= head:
             # The last seq *this* stream delivered: a filtered reader learns no other count.
-            end = msgspec.json.encode({"status": info.status, "last_seq": last_sent})
+            end = _encoder.encode(StreamEnd(status=info.status, last_seq=last_sent))  # type: ignore[arg-type]
             yield b"event: end\ndata: %s\n\n" % end
             return
         if service.monotonic() - quiet_since >= HEARTBEAT_INTERVAL:
             yield b": keep-alive\n\n"
             quiet_since = service.monotonic()
         await anyio.sleep(POLL_INTERVAL)
+
+
+async def experiment_stream(call: Call[ExperimentEventsQuery]) -> Response:
+    access = call.access
+    info = await access.experiment(call.path("experiment_id"))
+    cursor = _last_event_id(call.request.headers.get("last-event-id"), call.query.after)
+    return ClosingStream(experiment_events(access, info.id, cursor), media_type="text/event-stream")
+
+
+async def experiment_events(
+    access: Access, experiment_id: str, cursor: int
+) -> AsyncGenerator[bytes, None]:
+    """The experiment stream's bytes: its session changes after position ``cursor`` as they
+    commit, then ``end`` once the experiment has a terminal status and all was sent."""
+    yield f"retry: {RETRY_MS}\n\n".encode()
+    service = access.service
+    store = service.store
+    scanned = cursor
+    """Every visible event up to this position has been sent."""
+    last_sent = cursor
+    quiet_since = service.monotonic()
+    while True:
+        # Status first, then the newest position: a terminal status read here is covered by
+        # the records read below, so `end` never overtakes an event.
+        info = await store.experiment(experiment_id)
+        head = await store.last_position()
+        if head > scanned:
+            among = await access.visible_sessions()  # a participant's new sessions count too
+            while True:
+                rows = await store.experiment_rows(
+                    experiment_id, kinds=EXPERIMENT_KINDS, after=scanned, upto=head,
+                    among=among, limit=EXPERIMENT_PAGE,
+                )  # fmt: skip
+                for pos, row in rows:
+                    data = _encoder.encode(_experiment_event(row, access.sees_everything))
+                    yield b"id: %d\nevent: %s\ndata: %s\n\n" % (pos, row.kind.encode(), data)
+                    scanned = last_sent = pos
+                    quiet_since = service.monotonic()
+                if len(rows) < EXPERIMENT_PAGE:
+                    break
+            scanned = head
+        if info.status in TERMINAL_STATUSES:
+            end = ExperimentEnd(status=info.status, last_id=last_sent)  # type: ignore[arg-type]
+            yield b"event: end\ndata: %s\n\n" % _encoder.encode(end)
+            return
+        if service.monotonic() - quiet_since >= HEARTBEAT_INTERVAL:
+            yield b": keep-alive\n\n"
+            quiet_since = service.monotonic()
+        await anyio.sleep(POLL_INTERVAL)
+
+
+def _experiment_event(
+    row: RecordRow, full: bool
+) -> SessionCreatedEvent | SessionStatusEvent | ExperimentStatusEvent:
+    payload = decode_payload(row.payload)
+    if isinstance(payload, SessionCreated):
+        config = payload.config
+        return SessionCreatedEvent(
+            session_id=row.session_id, scenario_id=config.scenario.id, trial=config.trial,
+            seed=config.seed if full else None, at=row.at,
+        )  # fmt: skip
+    if isinstance(payload, SessionStatus):
+        return SessionStatusEvent(
+            session_id=row.session_id, status=payload.status,
+            reason=payload.reason if full else None, at=row.at,
+        )  # fmt: skip
+    assert isinstance(payload, ExperimentStatus), row.kind
+    return ExperimentStatusEvent(
+        status=payload.status, reason=payload.reason if full else None, at=row.at
+    )
+
+
+_encoder = msgspec.json.Encoder()
 
 
 class ClosingStream(StreamingResponse):

@@ -1,7 +1,7 @@
 """The frame every viewer page shares: head, global navigation, who is signed in, footer.
 
-Global destinations are data (:data:`DESTINATIONS`): Experiments and Trajectories join the
-list when those features exist; until then the viewer does not pretend they do.
+Global destinations are data (:data:`DESTINATIONS`): Trajectories joins the list when that
+feature exists; until then the viewer does not pretend it does.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ __all__ = ["DESTINATIONS", "is_terminal", "page", "status_badge", "when"]
 
 DESTINATIONS: tuple[tuple[str, str, str], ...] = (
     ("overview", "Overview", "/"),
+    ("experiments", "Experiments", "/experiments"),
     ("sessions", "Sessions", "/sessions"),
 )
 """(key, label, path) of each global destination, in navigation order."""

@@ -29,6 +29,7 @@ _REF = "#/components/schemas/{name}"
 _PATH_PARAMETER = re.compile(r"\{(\w+)(?::(\w+))?\}")
 _PATH_DESCRIPTIONS = {
     "session_id": "A session id (ses_…), exact.",
+    "experiment_id": "An experiment id (exp_…), exact.",
     "token_id": "A token id (tok_…), from GET /api/tokens.",
     "seq": "A record's position in its session, from 0.",
     "name": "A file of the viewer's assets.",
@@ -47,7 +48,8 @@ _STATUS_TEXT = {
 }
 _TEXT_KINDS = {
     "text/html": "An HTML page of the viewer.",
-    "text/event-stream": "Server-sent events; see the description.",
+    "text/event-stream": "Server-sent events; see the description; `x-events` gives the "
+    "schema of each event's data.",
     "application/x-ndjson": "JSON lines: one RecordOut per line.",
 }
 
@@ -55,7 +57,7 @@ _TEXT_KINDS = {
 def openapi_document(endpoints: Sequence[Endpoint], *, cookie_name: str) -> dict[str, Any]:
     types: list[Any] = [Problem]
     for endpoint in endpoints:
-        for kind in (endpoint.response, endpoint.body):
+        for kind in (endpoint.response, endpoint.body, *endpoint.events.values()):
             if kind is not None and kind not in types:
                 types.append(kind)
     schemas, components = msgspec.json.schema_components(types, ref_template=_REF)
@@ -180,6 +182,10 @@ def _responses(endpoint: Endpoint, schema_of: dict[str, Any]) -> dict[str, Any]:
         text = _TEXT_KINDS.get(endpoint.media_type, "")
         success["content"] = {endpoint.media_type: {"schema": {"type": "string"}}}
         success["description"] = text or success["description"]
+        if endpoint.events:
+            success["x-events"] = {
+                name: schema_of[_key(kind)] for name, kind in endpoint.events.items()
+            }
     responses: dict[str, Any] = {str(endpoint.status): success}
     statuses = set(endpoint.errors)
     if endpoint.roles is not None:

@@ -24,7 +24,7 @@ from envharness.service.schemas import SessionSummary
 from envharness.service.state import Service
 from envharness.store import SessionInfo
 
-__all__ = ["STORE_PAGES", "problem_page", "session_table"]
+__all__ = ["STORE_PAGES", "chip", "empty_store", "pager", "problem_page", "session_table"]
 
 SESSIONS_PER_PAGE = 100
 RECENT = 8
@@ -40,7 +40,9 @@ async def overview(call: Call[NoParameters]) -> Response:
     found = await access.sessions()
     statuses = Counter(info.status for info in found)
     full = access.sees_everything
+    experiments = await access.experiments()
     stats = [
+        _stat("Experiments", f"{len(experiments):,}", "/experiments"),
         _stat("Sessions", f"{len(found):,}", "/sessions"),
         *(
             _stat(status.capitalize(), f"{statuses[status]:,}", f"/sessions?status={status}",
@@ -50,7 +52,7 @@ async def overview(call: Call[NoParameters]) -> Response:
         ),
     ]  # fmt: skip
     if full:
-        stats.insert(1, _stat("Records", f"{sum(info.records for info in found):,}", None))
+        stats.insert(2, _stat("Records", f"{sum(info.records for info in found):,}", None))
     recent = sorted(found, key=lambda info: (info.updated_at, info.id), reverse=True)[:RECENT]
     integrity = Html("")
     if full:
@@ -69,7 +71,7 @@ async def overview(call: Call[NoParameters]) -> Response:
         stats=join(stats),
         recent=session_table([access.summary(info) for info in recent])
         if recent
-        else _empty_store(),
+        else empty_store(),
         integrity=integrity,
     )
     return page(call.service, call.principal, title="Overview", body=body, active="overview")
@@ -91,9 +93,9 @@ async def sessions(call: Call[SessionsPageQuery]) -> Response:
     shown = chosen[start : start + SESSIONS_PER_PAGE]
     filters = join(
         [
-            _chip("All", len(everything), "/sessions", query.status is None),
+            chip("All", len(everything), "/sessions", query.status is None),
             *(
-                _chip(status, counts[status], f"/sessions?status={status}",
+                chip(status, counts[status], f"/sessions?status={status}",
                       query.status == status)
                 for status in sorted(counts)
             ),
@@ -102,11 +104,12 @@ async def sessions(call: Call[SessionsPageQuery]) -> Response:
     groups: dict[str | None, list[SessionInfo]] = {}
     for info in shown:
         groups.setdefault(info.experiment_id, []).append(info)
+    names = {experiment.id: experiment.name for experiment in await access.experiments()}
     sections = [
         html(
             '<section class="card"><div class="card-head"><h2>{title}</h2>'
             '<span class="muted">{n} session{s}</span></div>{table}</section>',
-            title=f"Experiment {experiment}" if experiment else "Standalone sessions",
+            title=_group_title(experiment, names),
             n=len(members),
             s="" if len(members) == 1 else "s",
             table=session_table([access.summary(info) for info in members]),
@@ -114,14 +117,14 @@ async def sessions(call: Call[SessionsPageQuery]) -> Response:
         for experiment, members in sorted(groups.items(), key=lambda item: item[0] is None)
     ]
     if not sections:
-        sections = [html('<section class="card">{empty}</section>', empty=_empty_store())]
+        sections = [html('<section class="card">{empty}</section>', empty=empty_store())]
     body = html(
         '<div class="page-head"><h1>Sessions</h1><p class="sub">{what}</p></div>'
         '<nav class="chips" aria-label="Filter by status">{filters}</nav>{sections}{pager}',
         what="Grouped by experiment; standalone sessions last. Newest first.",
         filters=filters,
         sections=join(sections),
-        pager=_pager(query, pages),
+        pager=pager("/sessions", query.status, query.page, pages),
     )
     return page(call.service, call.principal, title="Sessions", body=body, active="sessions")
 
@@ -242,7 +245,18 @@ def _stat(label: str, number: str, link: str | None, css: str = "") -> Html:
     return html('<a class="stat" href="{link}">{inner}</a>', link=link, inner=inner)
 
 
-def _chip(label: str, count: int, link: str, active: bool) -> Html:
+def _group_title(experiment: str | None, names: dict[str, str]) -> Html:
+    if experiment is None:
+        return Html("Standalone sessions")
+    return html(
+        'Experiment <a href="/experiments/{id}">{name}</a> <span class="mono muted small">{id}'
+        "</span>",
+        id=experiment,
+        name=names.get(experiment, experiment),
+    )
+
+
+def chip(label: str, count: int, link: str, active: bool) -> Html:
     return html(
         '<a class="chip{active}" href="{link}">{label} <span class="count">{count}</span></a>',
         active=" active" if active else "",
@@ -252,30 +266,31 @@ def _chip(label: str, count: int, link: str, active: bool) -> Html:
     )
 
 
-def _pager(query: SessionsPageQuery, pages: int) -> Html:
+def pager(base: str, status: str | None, current: int, pages: int) -> Html:
+    """Newer / older links between the pages of a list at ``base``, keeping its filter."""
     if pages <= 1:
         return Html("")
-    status = f"status={query.status}&" if query.status else ""
+    keep = f"status={status}&" if status else ""
     previous = (
-        html('<a href="/sessions?{s}page={n}">← Newer</a>', s=status, n=query.page - 1)
-        if query.page > 1
+        html('<a href="{b}?{s}page={n}">← Newer</a>', b=base, s=keep, n=current - 1)
+        if current > 1
         else Html("<span></span>")
     )
     following = (
-        html('<a href="/sessions?{s}page={n}">Older →</a>', s=status, n=query.page + 1)
-        if query.page < pages
+        html('<a href="{b}?{s}page={n}">Older →</a>', b=base, s=keep, n=current + 1)
+        if current < pages
         else Html("<span></span>")
     )
     return html(
         '<nav class="pager">{previous}<span>page {page} of {pages}</span>{following}</nav>',
         previous=previous,
-        page=query.page,
+        page=current,
         pages=pages,
         following=following,
     )
 
 
-def _empty_store() -> Html:
+def empty_store() -> Html:
     return Html(
         '<p class="empty-state">No sessions yet. <code>envharness --store PATH quickstart</code> '
         "writes a synthetic store to explore.</p>"

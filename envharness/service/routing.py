@@ -96,6 +96,8 @@ class Endpoint:
     errors: tuple[int, ...] = ()
     request_headers: Mapping[str, str] = field(default_factory=dict)
     """Header parameters the endpoint reads, with their descriptions."""
+    events: Mapping[str, Any] = field(default_factory=dict)
+    """A server-sent event stream's event names and the msgspec type of each one's data."""
     page: bool = False
     """A viewer page: errors render as HTML, and the sign-in page stands in for a 401."""
 

@@ -12,21 +12,38 @@ from typing import TYPE_CHECKING, Annotated, Literal, get_args
 
 import msgspec
 
-from envharness.records import Payload, RecordRow, SessionConfig, Status, encode_record
+from envharness.records import (
+    ExperimentConfig,
+    Payload,
+    RecordRow,
+    SessionConfig,
+    Status,
+    encode_record,
+)
+from envharness.store import SessionCounts
 from envharness.store.tokens import Role, TokenInfo
 
 __all__ = [
     "KINDS",
     "ChainBreakOut",
+    "ExperimentDetail",
+    "ExperimentEnd",
+    "ExperimentPage",
+    "ExperimentSessionOut",
+    "ExperimentStatusEvent",
+    "ExperimentSummary",
     "Health",
     "Kind",
     "NewToken",
     "Problem",
     "RecordOut",
     "RecordPage",
+    "SessionCreatedEvent",
     "SessionDetail",
     "SessionPage",
+    "SessionStatusEvent",
     "SessionSummary",
+    "StreamEnd",
     "TokenRequest",
     "VerifyOut",
     "record_page_bytes",
@@ -43,6 +60,7 @@ else:
 
 
 SessionId = Annotated[str, msgspec.Meta(description="A session id (ses_…), exact.")]
+ExperimentId = Annotated[str, msgspec.Meta(description="An experiment id (exp_…), exact.")]
 
 
 class Problem(msgspec.Struct, frozen=True, kw_only=True):
@@ -115,6 +133,99 @@ class SessionDetail(msgspec.Struct, frozen=True, kw_only=True):
     findings: list[RecordOut]
     lineage: list[RecordOut]
     """``branch`` records: where this session came from."""
+
+
+class StreamEnd(msgspec.Struct, frozen=True, kw_only=True):
+    """The data of a session stream's ``end`` event."""
+
+    status: Status
+    last_seq: Annotated[int, msgspec.Meta(description="The last seq this stream delivered.")]
+
+
+class ExperimentSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """An experiment as listed, with its recorded sessions counted by status.
+
+    For a participant token ``reason`` and ``total`` are null and ``sessions`` counts only
+    the sessions it takes part in: the rest of the experiment is not its business.
+    """
+
+    id: ExperimentId
+    name: str
+    status: Status
+    terminal: bool
+    reason: str | None
+    total: Annotated[int | None, msgspec.Meta(description="Sessions planned: scenarios x trials.")]
+    sessions: SessionCounts
+    created_at: str
+    updated_at: str
+
+
+class ExperimentPage(msgspec.Struct, frozen=True, kw_only=True):
+    experiments: list[ExperimentSummary]
+    next_after: str | None
+    """Pass as ``after`` for the next page; null on the last page."""
+
+
+class ExperimentSessionOut(msgspec.Struct, frozen=True, kw_only=True):
+    """One session of an experiment, placed by scenario and trial. For a participant token
+    ``seed`` and ``reason`` are null."""
+
+    id: SessionId
+    scenario_id: str
+    trial: int | None
+    seed: int | None
+    status: Status
+    terminal: bool
+    reason: str | None
+    turns_completed: int
+    created_at: str
+    updated_at: str
+
+
+class ExperimentDetail(msgspec.Struct, frozen=True, kw_only=True):
+    """An experiment, the configuration its sessions share, and its sessions.
+
+    A participant token gets ``config`` null (it holds every scenario's reference answer) and
+    only its own sessions.
+    """
+
+    experiment: ExperimentSummary
+    config: ExperimentConfig | None
+    sessions: list[ExperimentSessionOut]
+
+
+class SessionCreatedEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """``session.created`` on an experiment's stream: a session of it started."""
+
+    session_id: SessionId
+    scenario_id: str
+    trial: int | None
+    seed: int | None
+    at: str
+
+
+class SessionStatusEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """``session.status`` on an experiment's stream: one of its sessions changed status."""
+
+    session_id: SessionId
+    status: Status
+    reason: str | None
+    at: str
+
+
+class ExperimentStatusEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """``experiment.status`` on an experiment's stream: the experiment changed status."""
+
+    status: Status
+    reason: str | None
+    at: str
+
+
+class ExperimentEnd(msgspec.Struct, frozen=True, kw_only=True):
+    """The data of an experiment stream's ``end`` event."""
+
+    status: Status
+    last_id: Annotated[int, msgspec.Meta(description="The last event id this stream sent.")]
 
 
 class ChainBreakOut(msgspec.Struct, frozen=True, kw_only=True):

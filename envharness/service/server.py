@@ -21,17 +21,22 @@ from envharness.service.state import Address, Service
 
 __all__ = ["GRACEFUL_SHUTDOWN_S", "bind", "login_link", "run_service"]
 
+BACKLOG = 128
+"""Connections the kernel holds for the server while it starts (uvicorn's default too)."""
 GRACEFUL_SHUTDOWN_S = 1
 """Seconds open requests get after Ctrl-C; live streams never finish by themselves."""
 
 
 def bind(address: Address) -> tuple[socket.socket, Address]:
-    """A socket bound to ``address`` (a loopback address) and the address it really got."""
+    """A socket bound to ``address`` (a loopback address), already listening, and the address
+    it really got. Listening at once lets a client that follows the printed link before
+    uvicorn has started wait in the backlog instead of being refused."""
     family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((address.host, address.port))
+        sock.listen(BACKLOG)
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:

@@ -193,7 +193,12 @@ async def session_config(call: Call[NoParameters]) -> Response:
         ("envharness", config.envharness_version),
         ("Harness version", config.harness_version or DASH),
         ("Scoring version", config.scoring_version or DASH),
-        ("Experiment", config.experiment_id or "standalone"),
+        (
+            "Experiment",
+            html('<a href="/experiments/{e}">{e}</a>', e=config.experiment_id)
+            if config.experiment_id
+            else "standalone",
+        ),
         ("Trial", DASH if config.trial is None else str(config.trial)),
     ]
     table = join(html("<tr><th>{k}</th><td>{v}</td></tr>", k=k, v=v) for k, v in settings)

@@ -106,7 +106,15 @@ def session_head(session: SessionView, active: str) -> Html:
     if summary.records is not None:
         facts.insert(2, html("{n} records", n=f"{summary.records:,}"))
     if info.experiment_id:
-        facts.insert(0, html("experiment <b>{e}</b>", e=info.experiment_id))
+        trial = session.config.trial if session.config is not None else None
+        facts.insert(
+            0,
+            html(
+                'experiment <a href="/experiments/{e}">{e}</a>{trial}',
+                e=info.experiment_id,
+                trial=f", trial {trial}" if trial is not None else "",
+            ),
+        )
     tabs = join(
         html(
             '<a href="/sessions/{id}{suffix}"{current}>{label}</a>',

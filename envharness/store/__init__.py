@@ -1,14 +1,26 @@
 """The evidence store: SQLite journal (one group-committing writer), readers, artifacts, verify."""
 
-from envharness.store.reader import RecordFilter, SessionInfo
+from envharness.store.lineage import BranchRef, Lineage
+from envharness.store.reader import (
+    ExperimentInfo,
+    ExperimentMember,
+    RecordFilter,
+    SessionCounts,
+    SessionInfo,
+)
 from envharness.store.schema import SCHEMA_VERSION
 from envharness.store.store import Store, open_store, read_store
 from envharness.store.verify import ChainBreak, VerifyReport
 
 __all__ = [
+    "BranchRef",
+    "Lineage",
     "SCHEMA_VERSION",
     "ChainBreak",
+    "ExperimentInfo",
+    "ExperimentMember",
     "RecordFilter",
+    "SessionCounts",
     "SessionInfo",
     "Store",
     "VerifyReport",

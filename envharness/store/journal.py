@@ -20,15 +20,17 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from envharness.errors import ChainConflictError, StoreBusyError, StoreError
 from envharness.records import (
+    Branch,
     ExperimentCreated,
     ExperimentStatus,
     RecordRow,
+    SegmentStarted,
     SessionCreated,
     SessionStatus,
 )
 from envharness.store.schema import translate_sqlite_error
 
-__all__ = ["MAX_BATCH_ROWS", "REQUEST_BUFFER", "Journal"]
+__all__ = ["MAX_BATCH_ROWS", "REQUEST_BUFFER", "Journal", "Pending"]
 
 MAX_BATCH_ROWS = 4096
 """Upper bound on rows in one transaction, so one commit never holds the lock for long."""
@@ -39,6 +41,9 @@ _created_decoder = msgspec.json.Decoder(SessionCreated)
 _status_decoder = msgspec.json.Decoder(SessionStatus)
 _experiment_decoder = msgspec.json.Decoder(ExperimentCreated)
 _experiment_status_decoder = msgspec.json.Decoder(ExperimentStatus)
+_segment_decoder = msgspec.json.Decoder(SegmentStarted)
+_branch_decoder = msgspec.json.Decoder(Branch)
+_encode = msgspec.json.Encoder().encode
 
 _INSERT_RECORD = (
     "INSERT INTO records (session_id, seq, kind, turn, participant, at, payload, prev, digest)"
@@ -55,6 +60,30 @@ class _Request:
         self.blobs = blobs
         self.done = anyio.Event()
         self.error: StoreError | None = None
+
+
+class Pending:
+    """Rows handed to the writer: they will be committed (or fail) whatever happens next."""
+
+    __slots__ = ("_request",)
+
+    def __init__(self, request: _Request) -> None:
+        self._request = request
+
+    @property
+    def done(self) -> bool:
+        return self._request.done.is_set()
+
+    async def committed(self) -> None:
+        """Wait for the commit; raises :class:`StoreError` if it failed.
+
+        Shielded: once rows are handed over, the caller always learns whether they are stored
+        (a commit is bounded by the busy timeout).
+        """
+        with anyio.CancelScope(shield=True):
+            await self._request.done.wait()
+        if self._request.error is not None:
+            raise self._request.error
 
 
 class Journal:
@@ -78,19 +107,25 @@ class Journal:
         cancellation is honoured only before the rows are handed to the writer; after that the
         call waits for the commit, so the caller always knows whether its rows are stored.
         """
-        if not rows and not blobs:
-            return
+        await (await self.submit(rows, blobs)).committed()
+
+    async def submit(
+        self, rows: Sequence[RecordRow], blobs: Mapping[str, bytes] | None = None
+    ) -> Pending:
+        """Hand ``rows`` to the writer and return at once; :meth:`Pending.committed` waits.
+
+        Lets a producer go on computing while its rows are committed — consecutive submits
+        then share a transaction. Blocks only while the request buffer is full.
+        """
         request = _Request(rows, blobs or {})
+        if not rows and not blobs:
+            request.done.set()
+            return Pending(request)
         try:
             await self._send.send(request)  # cancelled here, nothing was handed over
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             raise StoreError("the store is closed; open it again to write") from exc
-        # Handed over, the rows will be committed: wait for that whatever happens, so the
-        # caller knows exactly what is in the store (a commit is bounded by the busy timeout).
-        with anyio.CancelScope(shield=True):
-            await request.done.wait()
-        if request.error is not None:
-            raise request.error
+        return Pending(request)
 
     def close(self) -> None:
         """No more appends; the writer drains what was sent and stops."""
@@ -208,10 +243,26 @@ def _update_index(connection: sqlite3.Connection, rows: Sequence[RecordRow]) -> 
             )
         elif row.kind == "experiment.status":
             change = _experiment_status_decoder.decode(row.payload)
+            owner = _encode(change.runner).decode() if change.runner is not None else None
             connection.execute(
-                "UPDATE experiments SET status = ?, reason = ? WHERE id = ?",
-                (change.status, change.reason, row.session_id),
+                "UPDATE experiments SET status = ?, reason = ?, owner = ? WHERE id = ?",
+                (change.status, change.reason, owner, row.session_id),
             )
+        elif row.kind == "segment.started":
+            runner = _segment_decoder.decode(row.payload).runner
+            if runner is not None:
+                connection.execute(
+                    "UPDATE sessions SET owner = ? WHERE id = ?",
+                    (_encode(runner).decode(), row.session_id),
+                )
+        elif row.kind == "branch":
+            branch = _branch_decoder.decode(row.payload)
+            connection.execute(
+                "UPDATE sessions SET parent_id = ?, parent_seq = ? WHERE id = ?",
+                (branch.parent_session, branch.checkpoint_seq, row.session_id),
+            )
+        elif row.kind == "segment.ended":
+            connection.execute("UPDATE sessions SET owner = NULL WHERE id = ?", (row.session_id,))
         elif row.kind == "outcome" and row.turn is not None:
             turns[row.session_id] = max(turns.get(row.session_id, 0), row.turn)
     for chain_id, head in heads.items():

@@ -19,10 +19,20 @@ from envharness.records import RecordRow
 from envharness.store.schema import DATABASE_NAME, translate_sqlite_error, unwritable_store
 
 __all__ = [
+    "AMONG",
+    "EXPERIMENT_MEMBERS_QUERY",
+    "EXPERIMENT_QUERY",
     "PAGE_SIZE",
+    "ExperimentInfo",
+    "ExperimentMember",
     "RecordFilter",
+    "SessionCounts",
     "SessionInfo",
     "database_uri",
+    "among_json",
+    "experiment_infos",
+    "experiment_member",
+    "experiment_rows_query",
     "iterate_rows",
     "open_reader",
 ]
@@ -48,6 +58,118 @@ SESSION_COLUMNS = (
     "id, experiment_id, scenario_id, status, reason, created_at, updated_at, turns_completed,"
     " head_seq + 1"
 )
+
+
+class SessionCounts(msgspec.Struct, frozen=True, kw_only=True):
+    """Sessions by status, from the session index."""
+
+    created: int = 0
+    running: int = 0
+    paused: int = 0
+    completed: int = 0
+    failed: int = 0
+    stopped: int = 0
+    interrupted: int = 0
+
+    @property
+    def recorded(self) -> int:
+        """Every session counted, whatever its status."""
+        return sum(getattr(self, name) for name in self.__struct_fields__)
+
+    @property
+    def ended(self) -> int:
+        """Sessions with a terminal status: completed, failed, stopped or interrupted."""
+        return self.completed + self.failed + self.stopped + self.interrupted
+
+
+class ExperimentInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """An experiment as listed: the derived index, with its sessions counted by status.
+
+    ``total`` is the planned number of sessions (scenarios x trials); ``sessions`` counts
+    those recorded so far, which is fewer while an experiment runs or after it was stopped.
+    """
+
+    id: str
+    name: str
+    status: str
+    reason: str | None
+    total: int
+    created_at: str
+    updated_at: str
+    sessions: SessionCounts
+
+
+EXPERIMENT_QUERY = (
+    "SELECT e.id, e.name, e.status, e.reason, e.total, e.created_at, e.updated_at, s.status,"
+    " COUNT(s.id) FROM experiments AS e LEFT JOIN sessions AS s ON s.experiment_id = e.id"
+    " {where} GROUP BY e.id, s.status ORDER BY e.created_at, e.id"
+)
+"""One row per (experiment, session status); :func:`experiment_infos` folds them."""
+
+
+def experiment_infos(rows: Sequence[Sequence[object]]) -> list[ExperimentInfo]:
+    """Fold :data:`EXPERIMENT_QUERY` rows into one :class:`ExperimentInfo` per experiment."""
+    heads: dict[str, Sequence[object]] = {}
+    counts: dict[str, dict[str, object]] = {}
+    for row in rows:
+        experiment_id = str(row[0])
+        heads.setdefault(experiment_id, row[:7])
+        found = counts.setdefault(experiment_id, {})
+        if row[7] is not None:
+            found[str(row[7])] = row[8]
+    return [
+        msgspec.convert(
+            {**dict(zip(_EXPERIMENT_FIELDS, head, strict=True)), "sessions": counts[key]},
+            ExperimentInfo,
+        )
+        for key, head in heads.items()
+    ]
+
+
+_EXPERIMENT_FIELDS = ("id", "name", "status", "reason", "total", "created_at", "updated_at")
+
+AMONG = "(SELECT value FROM json_each(?))"
+"""A SQL set of ids, bound to one JSON array argument (:func:`among_json`)."""
+
+
+def among_json(ids: Collection[str]) -> str:
+    return msgspec.json.encode(sorted(ids)).decode()
+
+
+class ExperimentMember(msgspec.Struct, frozen=True, kw_only=True):
+    """A session of an experiment, placed by the trial and seed its configuration froze."""
+
+    session: SessionInfo
+    trial: int | None
+    seed: int
+
+
+EXPERIMENT_MEMBERS_QUERY = (
+    f"SELECT {SESSION_COLUMNS}, (SELECT json_array(json_extract(CAST(payload AS TEXT),"
+    " '$.config.trial'), json_extract(CAST(payload AS TEXT), '$.config.seed')) FROM records"
+    " WHERE records.session_id = sessions.id AND records.seq = 0)"
+    " FROM sessions WHERE experiment_id = ?"
+)
+"""A session's columns and ``[trial, seed]`` from its first record (``session.created``)."""
+
+_placement = msgspec.json.Decoder(tuple[int | None, int])
+
+
+def experiment_member(row: Sequence[object]) -> ExperimentMember:
+    trial, seed = _placement.decode(str(row[-1]))
+    return ExperimentMember(session=session_info(row[:-1]), trial=trial, seed=seed)
+
+
+def experiment_rows_query(kinds: int, among: bool) -> str:
+    """Records of some kinds, by ``pos`` range, in an experiment's chain and its sessions."""
+    sessions = "SELECT id FROM sessions WHERE experiment_id = ?"
+    if among:
+        sessions += " AND id IN " + AMONG
+    return (
+        "SELECT pos, session_id, seq, kind, turn, participant, at, payload, prev, digest"
+        f" FROM records WHERE pos > ? AND pos <= ? AND kind IN ({', '.join('?' * kinds)})"
+        f" AND session_id IN (SELECT ? UNION ALL {sessions}) ORDER BY pos LIMIT ?"
+    )
 
 
 class RecordFilter(msgspec.Struct, frozen=True, kw_only=True):

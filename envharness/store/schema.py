@@ -98,6 +98,19 @@ _MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX experiments_by_time ON experiments (created_at);
     """,
+    # 4: the runner of each live segment (JSON of RunnerRef), so a crashed owner is found at once.
+    """
+    ALTER TABLE sessions ADD COLUMN owner TEXT;
+    ALTER TABLE experiments ADD COLUMN owner TEXT;
+    CREATE INDEX sessions_owned ON sessions (owner) WHERE owner IS NOT NULL;
+    CREATE INDEX experiments_owned ON experiments (owner) WHERE owner IS NOT NULL;
+    """,
+    # 5: lineage: a branch's parent session and checkpoint, queryable both ways.
+    """
+    ALTER TABLE sessions ADD COLUMN parent_id TEXT;
+    ALTER TABLE sessions ADD COLUMN parent_seq INTEGER;
+    CREATE INDEX sessions_by_parent ON sessions (parent_id) WHERE parent_id IS NOT NULL;
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 

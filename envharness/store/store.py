@@ -9,26 +9,46 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Collection,
+    Mapping,
+    Sequence,
+)
 from contextlib import asynccontextmanager
 from os import PathLike
 from pathlib import Path
 from typing import TypeVar
 
 import anyio
+import msgspec
 
 from envharness.errors import NotFoundError, StoreError
-from envharness.records import Record, RecordRow, decode_record
+from envharness.records import Record, RecordRow, RunnerRef, decode_record
 from envharness.store.artifacts import ArtifactFiles
-from envharness.store.journal import Journal
+from envharness.store.journal import Journal, Pending
+from envharness.store.lineage import Lineage, lineage_of
 from envharness.store.reader import (
+    AMONG,
+    EXPERIMENT_MEMBERS_QUERY,
+    EXPERIMENT_QUERY,
+    PAGE_SIZE,
     SESSION_COLUMNS,
+    ExperimentInfo,
+    ExperimentMember,
     RecordFilter,
     SessionInfo,
+    among_json,
+    experiment_infos,
+    experiment_member,
+    experiment_rows_query,
     iterate_rows,
     open_reader,
     session_info,
 )
+from envharness.store.recovery import recover
 from envharness.store.schema import connect, translate_sqlite_error
 from envharness.store.verify import VerifyReport, verify_store
 
@@ -58,6 +78,12 @@ class Store:
     ) -> None:
         """Commit rows durably (see :meth:`Journal.append`)."""
         await self.journal.append(rows, blobs)
+
+    async def submit(
+        self, rows: Sequence[RecordRow], blobs: Mapping[str, bytes] | None = None
+    ) -> Pending:
+        """Hand rows to the writer without waiting for the commit (see :meth:`Journal.submit`)."""
+        return await self.journal.submit(rows, blobs)
 
     async def put_artifact(self, data: bytes) -> str:
         """Keep ``data`` as a content-addressed file; returns its sha256."""
@@ -100,6 +126,96 @@ class Store:
             "`envharness sessions` lists them"
         )
 
+    async def experiments(self, *, among: Collection[str] | None = None) -> list[ExperimentInfo]:
+        """Every experiment, oldest first, with its sessions counted by status.
+
+        With ``among`` (session ids), only experiments with at least one of those sessions,
+        and only those sessions counted.
+        """
+        if among is not None and not among:
+            return []
+        where, arguments = (
+            ("", []) if among is None else ("WHERE s.id IN " + AMONG, [among_json(among)])
+        )
+        query = EXPERIMENT_QUERY.format(where=where)
+        rows = await self._read(lambda c: c.execute(query, arguments).fetchall())
+        return experiment_infos(rows)
+
+    async def experiment(
+        self, experiment_id: str, *, among: Collection[str] | None = None
+    ) -> ExperimentInfo:
+        """The experiment with this id, or a unique id prefix; :class:`NotFoundError` otherwise.
+
+        With ``among`` (session ids), as :meth:`experiments` sees it: an experiment with none
+        of those sessions is not found.
+        """
+        query = EXPERIMENT_QUERY.format(
+            where="WHERE e.id IN (SELECT id FROM experiments"
+            " WHERE id = ? OR substr(id, 1, length(?)) = ? LIMIT 2)"
+            + ("" if among is None else " AND s.id IN " + AMONG)
+        )
+        arguments: tuple[str, ...] = (experiment_id, experiment_id, experiment_id)
+        if among is not None:
+            arguments += (among_json(among),)
+        found = experiment_infos(await self._read(lambda c: c.execute(query, arguments).fetchall()))
+        exact = [info for info in found if info.id == experiment_id]
+        if exact or len(found) == 1:
+            return (exact or found)[0]
+        if found:
+            raise NotFoundError(
+                f"experiment id prefix {experiment_id!r} is ambiguous; give more of it"
+            )
+        session = " (that is a session id; `envharness show` shows a session)"
+        raise NotFoundError(
+            f"no experiment {experiment_id!r} in the store at {str(self.directory)!r}"
+            f"{session if experiment_id.startswith('ses_') else ''}; "
+            "`envharness experiments` lists them"
+        )
+
+    async def experiment_sessions(
+        self, experiment_id: str, *, among: Collection[str] | None = None
+    ) -> list[ExperimentMember]:
+        """The sessions of an experiment (only those in ``among``, when given), oldest first,
+        each with the trial and seed its ``session.created`` froze."""
+        query = EXPERIMENT_MEMBERS_QUERY + ("" if among is None else " AND id IN " + AMONG)
+        query += " ORDER BY created_at, id"
+        arguments = [experiment_id] if among is None else [experiment_id, among_json(among)]
+        rows = await self._read(lambda c: c.execute(query, arguments).fetchall())
+        return [experiment_member(row) for row in rows]
+
+    async def last_position(self) -> int:
+        """The store-wide position (``pos``) of the newest committed record; -1 when empty.
+
+        Positions grow in commit order (one writer at a time, records never deleted), so every
+        record committed later has a greater one: a reader that has seen everything up to a
+        position misses nothing by asking for what comes after it.
+        """
+        rows = await self._read(
+            lambda c: c.execute("SELECT COALESCE(MAX(pos), -1) FROM records").fetchall()
+        )
+        return int(rows[0][0])
+
+    async def experiment_rows(
+        self,
+        experiment_id: str,
+        *,
+        kinds: Collection[str],
+        after: int,
+        upto: int,
+        among: Collection[str] | None = None,
+        limit: int = PAGE_SIZE,
+    ) -> list[tuple[int, RecordRow]]:
+        """Records of these ``kinds`` in the experiment's own chain and in its sessions (only
+        those in ``among``, when given), with ``after`` < pos <= ``upto``, in pos order, at most
+        ``limit``; each with its pos."""
+        query = experiment_rows_query(len(kinds), among is not None)
+        arguments: list[object] = [after, upto, *kinds, experiment_id, experiment_id]
+        if among is not None:
+            arguments.append(among_json(among))
+        arguments.append(limit)
+        rows = await self._read(lambda c: c.execute(query, arguments).fetchall())
+        return [(int(row[0]), RecordRow(*row[1:])) for row in rows]
+
     def rows(
         self, session_id: str, selection: RecordFilter | None = None
     ) -> AsyncGenerator[RecordRow, None]:
@@ -112,6 +228,19 @@ class Store:
         """Decoded records in ``seq`` order, paged."""
         async for row in self.rows(session_id, selection):
             yield decode_record(row)
+
+    async def lineage(self, session_id: str) -> Lineage:
+        """The session's parent and checkpoint, and the branches made from it."""
+        return await self._read(lambda c: lineage_of(c, session_id))
+
+    async def session_owner(self, session_id: str) -> RunnerRef | None:
+        """The process running the session's current segment, or ``None`` between segments."""
+        rows = await self._read(
+            lambda c: c.execute("SELECT owner FROM sessions WHERE id = ?", (session_id,)).fetchall()
+        )
+        if not rows or rows[0][0] is None:
+            return None
+        return msgspec.json.decode(rows[0][0], type=RunnerRef)
 
     async def blob(self, digest: str) -> bytes:
         rows = await self._read(
@@ -159,6 +288,9 @@ async def open_store(path: str | PathLike[str], *, create: bool = True) -> Async
             async with anyio.create_task_group() as group:
                 await group.start(journal.run)
                 try:
+                    # What a crashed process left running is marked interrupted before anyone
+                    # can try to resume it.
+                    await recover(journal.append, directory)
                     yield Store(directory, journal)
                 finally:
                     journal.close()

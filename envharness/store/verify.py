@@ -23,6 +23,7 @@ from envharness.records import (
     Artifact,
     Checkpoint,
     Intervention,
+    OperationReceipt,
     Outcome,
     RecordRow,
     SegmentStarted,
@@ -34,7 +35,7 @@ from envharness.store.artifacts import ArtifactFiles
 __all__ = ["ChainBreak", "VerifyReport", "verify_store"]
 
 _FETCH = 2000
-_STATEFUL = (Outcome, Checkpoint, Intervention, SegmentStarted)
+_STATEFUL = (Outcome, Checkpoint, Intervention, SegmentStarted, OperationReceipt)
 
 # The type each column of a record row must hold, and whether it may be NULL.
 _COLUMNS: tuple[tuple[str, type, bool], ...] = (

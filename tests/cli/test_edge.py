@@ -20,8 +20,9 @@ pytestmark = pytest.mark.anyio
 async def test_write_quickstart(store_path: Path) -> None:
     summary = await write_quickstart(store_path, turns=3)
 
-    assert len(summary.sessions) == 16
-    assert summary.records > 16 * 5
+    assert len(summary.sessions) == 13
+    assert summary.grouped == 10
+    assert summary.records > 13 * 5
     assert summary.blocked > 0
     assert summary.findings > 0
     assert summary.showcase.startswith("ses_")

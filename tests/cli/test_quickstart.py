@@ -2,29 +2,65 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
 
-from envharness.records import SessionCreated
+from envharness.cli.quickstart import BOARD, SCENARIOS
+from envharness.records import Artifact, ExperimentCreated, Score, SessionCreated
+from envharness.runtime.experiment import derive_seed
 from envharness.store import RecordFilter, read_store
+from envharness.store.artifacts import ArtifactFiles
 from tests.cli._support import Invoke
 
 
-async def _rosters_and_kinds(store: Path) -> tuple[set[int], dict[str, int], set[str]]:
+@dataclass
+class _Written:
+    """What a quickstart store holds, read back from the evidence."""
+
+    rosters: dict[str, frozenset[str]] = field(default_factory=dict)
+    experiments: dict[str, ExperimentCreated] = field(default_factory=dict)
+    placements: dict[str, tuple[str | None, str, int | None, int]] = field(default_factory=dict)
+    """session id → (experiment id, scenario id, trial, seed)"""
+    kinds: Counter[str] = field(default_factory=Counter)
+    statuses: Counter[str] = field(default_factory=Counter)
+    passed: set[bool | None] = field(default_factory=set)
+    boards: list[str] = field(default_factory=list)
+    """The sha256 of each board artifact."""
+
+
+async def _read(store: Path) -> _Written:
     reader = await read_store(store)
-    sizes: set[int] = set()
-    kinds: dict[str, int] = {}
-    statuses = {info.status for info in await reader.sessions()}
+    written = _Written()
+    for experiment in await reader.experiments():
+        async for record in reader.records(experiment.id):
+            if isinstance(record.payload, ExperimentCreated):
+                written.experiments[experiment.id] = record.payload
     for info in await reader.sessions():
+        written.statuses[info.status] += 1
         async for record in reader.records(info.id):
-            kinds[record.kind] = kinds.get(record.kind, 0) + 1
-            if isinstance(record.payload, SessionCreated):
-                sizes.add(len(record.payload.config.participants))
-    return sizes, kinds, statuses
+            written.kinds[record.kind] += 1
+            payload = record.payload
+            if isinstance(payload, SessionCreated):
+                config = payload.config
+                written.rosters[info.id] = frozenset(config.participants)
+                written.placements[info.id] = (
+                    config.experiment_id,
+                    config.scenario.id,
+                    config.trial,
+                    config.seed,
+                )
+            elif isinstance(payload, Score):
+                written.passed.add(payload.passed)
+            elif isinstance(payload, Artifact):
+                assert payload.name == BOARD
+                written.boards.append(payload.sha256)
+    return written
 
 
-def test_quickstart_writes_varied_sessions_and_says_what_they_are(
+def test_quickstart_writes_an_experiment_and_standalone_sessions(
     invoke: Invoke, store_path: Path
 ) -> None:
     result = invoke("--store", store_path, "quickstart", "--turns", "4")
@@ -32,15 +68,38 @@ def test_quickstart_writes_varied_sessions_and_says_what_they_are(
     assert result.exit_code == 0, result.output
     assert "measure nothing" in result.stdout
     assert str(store_path.resolve()) in result.stdout
-    assert "wrote 16 sessions" in result.stdout
-    for command in ("sessions", "show ses_", "verify", "export ses_"):
+    assert "wrote 13 sessions" in result.stdout
+    assert "10 in experiment exp_" in result.stdout
+    assert "'quickstart sweep'), 3 standalone" in result.stdout
+    for command in ("serve --open", "sessions", "show ses_", "verify", "export ses_"):
         assert f"envharness --store {store_path.resolve()} {command}" in result.stdout
-    sizes, kinds, statuses = anyio.run(_rosters_and_kinds, store_path)
-    assert sizes == {1, 2, 3}
-    assert kinds["action.blocked"] > 0
-    assert kinds["finding"] > 0
-    assert kinds["score"] > 0
-    assert statuses == {"completed", "failed"}
+    written = anyio.run(_read, store_path)
+
+    [(experiment_id, created)] = written.experiments.items()
+    config = created.config
+    assert [scenario.id for scenario in config.scenarios] == [s.id for s in SCENARIOS]
+    assert config.trials == 2
+    grouped = {sid: p for sid, p in written.placements.items() if p[0] == experiment_id}
+    assert sorted((p[1], p[2]) for p in grouped.values()) == sorted(
+        (s.id, trial) for s in SCENARIOS for trial in (0, 1)
+    )
+    for _, scenario, trial, seed in grouped.values():
+        assert trial is not None
+        assert seed == derive_seed(config.seed, scenario, trial)
+    standalone = [sid for sid, p in written.placements.items() if p[0] is None]
+    assert len(standalone) == 3
+    assert {written.rosters[sid] for sid in grouped} == {frozenset(config.participants)}
+    assert len({written.rosters[sid] for sid in standalone} | {frozenset(config.participants)}) == 4
+    assert {len(roster) for roster in written.rosters.values()} == {1, 2, 3}
+
+    assert written.kinds["action.blocked"] > 0
+    assert written.kinds["finding"] > 0
+    assert written.kinds["score"] == 12  # every session but the failed one
+    assert written.passed == {True, False, None}
+    assert written.statuses == {"completed": 12, "failed": 1}
+    assert len(written.boards) == written.kinds["artifact"] == 12
+    artifacts = ArtifactFiles(store_path / "artifacts")
+    assert all(b"these numbers measure nothing" in artifacts.get(b) for b in written.boards)
 
 
 def test_the_suggested_show_has_a_blocked_action_and_a_finding(
@@ -65,7 +124,7 @@ def test_quickstart_adds_to_an_existing_store(invoke: Invoke, store_path: Path) 
 
     listed = invoke("--store", store_path, "sessions", "--json")
 
-    assert len(listed.stdout.splitlines()) == 32
+    assert len(listed.stdout.splitlines()) == 26
 
 
 def test_quickstart_refuses_zero_turns(invoke: Invoke, store_path: Path) -> None:

@@ -22,6 +22,9 @@ from envharness.records import (
     ActionBlocked,
     ActionExecuted,
     EnvironmentRef,
+    ExperimentConfig,
+    ExperimentCreated,
+    ExperimentStatus,
     Finding,
     Observation,
     Outcome,
@@ -43,31 +46,44 @@ from envharness.store import Store, open_store, read_store
 from envharness.store.tokens import TokenStore
 
 BASE = "http://127.0.0.1:8765"
+TRIO, SOLO, FLAKY = 10, 11, 12
+"""Where the quickstart's standalone sessions are in the oldest-first listing: after the ten
+of its experiment. TRIO (alice, bob, carol) has blocked actions, a finding and a failed pass;
+SOLO (alice) passed; FLAKY (dana) failed."""
 ROLES = ("admin", "viewer", "alice", "bob", "none", "revoked")
 """The principals every endpoint is tried with: alice and bob are participant tokens."""
 
 
+ENVIRONMENT = EnvironmentRef(
+    name="service-test", version="1", turn_order="simultaneous", roles=("agent",),
+    input_type="tests.Input",
+)  # fmt: skip
+
+
+def roster(participants: Sequence[str]) -> dict[str, ParticipantRef]:
+    return {name: ParticipantRef(role="agent", implementation=f"{name}@1") for name in participants}
+
+
 def config(
-    participants: Sequence[str], *, turns: int = 3, experiment_id: str | None = None
+    participants: Sequence[str],
+    *,
+    turns: int = 3,
+    experiment_id: str | None = None,
+    scenario: str = "service-test",
+    trial: int | None = None,
+    seed: int = 0,
 ) -> SessionConfig:
     return SessionConfig(
-        environment=EnvironmentRef(
-            name="service-test",
-            version="1",
-            turn_order="simultaneous",
-            roles=("agent",),
-            input_type="tests.Input",
-        ),
-        participants={
-            name: ParticipantRef(role="agent", implementation=f"{name}@1") for name in participants
-        },
+        environment=ENVIRONMENT,
+        participants=roster(participants),
         scenario=ScenarioRef(
-            id="service-test", input={"secret": "reference-input"}, reference={"answer": 42}
+            id=scenario, input={"secret": "reference-input"}, reference={"answer": 42}
         ),
-        seed=0,
+        seed=seed,
         turns=turns,
         envharness_version="test",
         experiment_id=experiment_id,
+        trial=trial,
     )
 
 
@@ -81,10 +97,16 @@ class SessionWriter:
         turns: int = 3,
         session_id: str | None = None,
         experiment_id: str | None = None,
+        scenario: str = "service-test",
+        trial: int | None = None,
+        seed: int = 0,
     ) -> None:
         self.participants = tuple(participants)
         self.chain = SessionChain(session_id or new_id("ses"))
-        self.config = config(participants, turns=turns, experiment_id=experiment_id)
+        self.config = config(
+            participants, turns=turns, experiment_id=experiment_id, scenario=scenario,
+            trial=trial, seed=seed,
+        )  # fmt: skip
         self.outcomes: dict[int, int] = {}
 
     @property
@@ -135,6 +157,58 @@ class SessionWriter:
             self.chain.seal(SessionStatus(status=status, reason=f"ended {status}")),
             self.chain.seal(SegmentEnded(segment=0, status=status)),
         ]  # fmt: skip
+
+
+class ExperimentWriter:
+    """Seals an experiment's own chain, and makes writers for its sessions."""
+
+    def __init__(
+        self,
+        scenarios: Sequence[str] = ("first", "second"),
+        *,
+        trials: int = 2,
+        participants: Sequence[str] = ("alice", "bob"),
+        name: str = "service-test sweep",
+    ) -> None:
+        self.chain = SessionChain(new_id("exp"))
+        self.config = ExperimentConfig(
+            name=name,
+            scenarios=tuple(
+                ScenarioRef(id=scenario, input={"n": n}, reference={"answer": f"secret-{n}"})
+                for n, scenario in enumerate(scenarios)
+            ),
+            trials=trials, seed=7, turns=2, max_concurrency=2, environment=ENVIRONMENT,
+            participants=roster(participants), envharness_version="test",
+        )  # fmt: skip
+
+    @property
+    def id(self) -> str:
+        return self.chain.session_id
+
+    @property
+    def total(self) -> int:
+        return len(self.config.scenarios) * self.config.trials
+
+    def start(self) -> list[RecordRow]:
+        return [
+            self.chain.seal(ExperimentCreated(config=self.config)),
+            self.chain.seal(ExperimentStatus(status="running", total=self.total)),
+        ]
+
+    def session(
+        self, scenario: str, trial: int, participants: Sequence[str] | None = None
+    ) -> SessionWriter:
+        """A session of this experiment; ``participants`` other than the experiment's own
+        roster make the mixed rosters a participant's view must be cut from."""
+        return SessionWriter(
+            participants if participants is not None else list(self.config.participants),
+            turns=self.config.turns, experiment_id=self.id, scenario=scenario, trial=trial,
+            seed=1000 * trial + len(scenario),
+        )  # fmt: skip
+
+    def finish(self, status: Any = "completed") -> list[RecordRow]:
+        return [self.chain.seal(ExperimentStatus(status=status, total=self.total,
+                                                 reason=f"ended {status}"))]  # fmt: skip
 
 
 async def write_session(

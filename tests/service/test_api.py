@@ -22,7 +22,7 @@ from envharness.service.schemas import (
     VerifyOut,
 )
 from envharness.store.tokens import TokenInfo
-from tests.service._support import World
+from tests.service._support import TRIO, World
 
 pytestmark = pytest.mark.anyio
 
@@ -42,7 +42,7 @@ async def test_health_needs_no_credential(world: World) -> None:
 
 async def test_sessions_page_through_every_session_once(world: World) -> None:
     everything = await _all_sessions(world)
-    assert len(everything) == 16
+    assert len(everything) == 13
     seen: list[str] = []
     after: str | None = None
     async with world.client("viewer") as client:
@@ -58,14 +58,14 @@ async def test_sessions_page_through_every_session_once(world: World) -> None:
         failed = (await client.get("/api/sessions", params={"status": "failed"})).json()
         assert [s["status"] for s in failed["sessions"]] == ["failed"]
         scenario = (await client.get("/api/sessions", params={"scenario": "overshoot"})).json()
-        assert len(scenario["sessions"]) == 3
+        assert len(scenario["sessions"]) == 2  # two trials in the experiment
         assert {s["scenario_id"] for s in scenario["sessions"]} == {"overshoot"}
         none = (await client.get("/api/sessions", params={"experiment": "exp_x"})).json()
         assert none == {"sessions": [], "next_after": None}
 
 
 async def test_records_page_by_seq_with_no_gap_and_no_duplicate(world: World) -> None:
-    session_id = (await _all_sessions(world))[12]
+    session_id = (await _all_sessions(world))[TRIO]
     async with world.client("viewer") as client:
         whole = (await client.get(f"/api/sessions/{session_id}/export")).text.splitlines()
         seqs: list[int] = []
@@ -83,7 +83,7 @@ async def test_records_page_by_seq_with_no_gap_and_no_duplicate(world: World) ->
 
 
 async def test_records_filter_by_kind_participant_and_turn(world: World) -> None:
-    session_id = (await _all_sessions(world))[12]
+    session_id = (await _all_sessions(world))[TRIO]
     url = f"/api/sessions/{session_id}/records"
     async with world.client("viewer") as client:
         blocked = (await client.get(url, params={"kind": "action.blocked"})).json()["records"]
@@ -149,7 +149,7 @@ async def test_unknown_things_are_404s_in_the_api_format(world: World) -> None:
 
 
 async def test_a_session_detail_has_its_configuration_scores_and_findings(world: World) -> None:
-    session_id = (await _all_sessions(world))[13]  # a trio session below zero: a finding
+    session_id = (await _all_sessions(world))[TRIO]  # below zero: a finding
     async with world.client("viewer") as client:
         detail = msgspec.json.decode(
             (await client.get(f"/api/sessions/{session_id}")).content, type=SessionDetail
@@ -192,7 +192,7 @@ async def test_verify_reports_an_intact_store(world: World) -> None:
     async with world.client("viewer") as client:
         report = msgspec.json.decode((await client.get("/api/verify")).content, type=VerifyOut)
     assert report.ok
-    assert report.sessions == 16
+    assert report.sessions == 14  # the 13 sessions' chains and the experiment's own
     assert report.breaks == []
 
 

@@ -2,7 +2,8 @@
 
 The table of expected statuses follows from each endpoint's declared roles, and the test
 walks :data:`envharness.service.app.ENDPOINTS` itself, so a new endpoint is covered the day it
-is added.
+is added. Its path parameters name things every principal with a role may see: a quickstart
+session with alice, bob and carol, and the quickstart experiment (alice and bob are in it).
 """
 
 from __future__ import annotations
@@ -29,9 +30,16 @@ async def _shared_session(world: World) -> str:
     raise AssertionError("the quickstart has no trio session")
 
 
-def _url(endpoint: Endpoint, session_id: str, token_id: str) -> str:
+async def _experiment(world: World) -> str:
+    async with world.client("admin") as client:
+        [experiment] = (await client.get("/api/experiments")).json()["experiments"]
+    return str(experiment["id"])
+
+
+def _url(endpoint: Endpoint, session_id: str, token_id: str, experiment_id: str) -> str:
     return (
         endpoint.path.replace("{session_id}", session_id)
+        .replace("{experiment_id}", experiment_id)
         .replace("{token_id}", token_id)
         .replace("{seq:int}", "3")  # alice's first observation in a trio session
         .replace("{name}", "viewer.css")
@@ -58,11 +66,13 @@ GETS = [endpoint for endpoint in ENDPOINTS if endpoint.method == "GET"]
 
 async def test_every_get_endpoint_answers_every_principal_as_its_policy_says(world: World) -> None:
     session_id = await _shared_session(world)
+    experiment_id = await _experiment(world)
     failures = []
     for role in ROLES:
         async with world.client(role) as client:
             for endpoint in GETS:
-                url = _url(endpoint, session_id, world.token_ids["viewer"])
+                url = _url(endpoint, session_id, world.token_ids["viewer"], experiment_id)
+                assert "{" not in url, url
                 response = await client.get(url)
                 if response.status_code != expected(endpoint, role):
                     failures.append(f"{role} GET {url}: {response.status_code}")

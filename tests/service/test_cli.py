@@ -13,6 +13,7 @@ from typer.testing import CliRunner, Result
 
 from envharness.cli import app
 from envharness.store.tokens import TokenStore
+from tests.service._support import SOLO
 
 
 @pytest.fixture
@@ -73,7 +74,7 @@ def test_a_participant_token_names_its_participant_and_sessions(store: Path) -> 
     assert "--participant NAME" in nameless.stderr
     elsewhere = invoke(
         "--store", store, "token", "--role", "participant", "--participant", "bob",
-        "--session", sessions[0],  # a solo session: alice only
+        "--session", sessions[SOLO],  # a solo session: alice only
     )  # fmt: skip
     assert elsewhere.exit_code == 2
     assert "takes no part" in elsewhere.stderr

@@ -1,4 +1,4 @@
-"""The Python example in docs/api.md runs against the real app."""
+"""The Python examples in docs/api.md run against the real app."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from tests.service._support import World
 DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 
 
-def test_the_api_docs_python_example_runs(
+def test_the_api_docs_python_examples_run(
     world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    [block] = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.DOTALL)
+    sessions, experiments = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.DOTALL)
     real = envharness.client.Client
 
     def over_the_app(base_url: str, token: str | None = None, **options: Any) -> Any:
@@ -26,7 +26,12 @@ def test_the_api_docs_python_example_runs(
 
     monkeypatch.setattr(envharness.client, "Client", over_the_app)
     monkeypatch.setenv("ENVHARNESS_TOKEN", world.secrets["viewer"])
-    exec(compile(block, str(DOC), "exec"), {"__name__": "docs"})
+    exec(compile(sessions, str(DOC), "exec"), {"__name__": "docs"})
     printed = capsys.readouterr().out.splitlines()
     assert any(line.endswith("blocked") for line in printed)
     assert printed[-1].split()[1] == "segment.ended"
+    exec(compile(experiments, str(DOC), "exec"), {"__name__": "docs"})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("quickstart sweep 10 of 10 {('warm-up', 0): 'completed', ")
+    assert [line.split()[0] for line in printed[1:]].count("SessionCreatedEvent") == 10
+    assert printed[-1].startswith("ExperimentStatusEvent  ")

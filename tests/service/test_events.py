@@ -17,7 +17,7 @@ from envharness.service.events import ClosingStream, record_events
 from envharness.service.state import Address, Service
 from envharness.store import RecordFilter, open_store, read_store
 from envharness.store.tokens import TokenStore
-from tests.service._support import SessionWriter, World
+from tests.service._support import TRIO, SessionWriter, World
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +36,7 @@ def _parse(text: str) -> list[dict[str, str]]:
 
 async def _a_session(world: World) -> tuple[str, int]:
     async with world.client("viewer") as client:
-        summary = (await client.get("/api/sessions")).json()["sessions"][12]
+        summary = (await client.get("/api/sessions")).json()["sessions"][TRIO]
     return summary["id"], summary["records"]
 
 

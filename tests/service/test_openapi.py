@@ -38,7 +38,9 @@ async def test_the_document_lists_exactly_the_routes_of_the_app(world: World) ->
     assert {path for _, path in routed} >= {
         "/api/sessions", "/api/sessions/{session_id}", "/api/sessions/{session_id}/records",
         "/api/sessions/{session_id}/export", "/api/sessions/{session_id}/events",
-        "/api/verify", "/api/health", "/openapi.json", "/docs",
+        "/api/verify", "/api/health", "/openapi.json", "/docs", "/api/experiments",
+        "/api/experiments/{experiment_id}", "/api/experiments/{experiment_id}/events",
+        "/experiments", "/experiments/{experiment_id}",
     }  # fmt: skip
 
 
@@ -74,7 +76,10 @@ async def test_every_operation_is_complete_and_every_reference_resolves(world: W
     for reference in references:
         assert reference.removeprefix("#/components/schemas/") in schemas
     assert {"RecordOut", "RecordPage", "SessionSummary", "SessionDetail", "Problem",
-            "TokenInfo", "Observation", "SessionConfig"} <= set(schemas)  # fmt: skip
+            "TokenInfo", "Observation", "SessionConfig", "ExperimentPage", "ExperimentDetail",
+            "ExperimentSummary", "ExperimentSessionOut", "ExperimentConfig", "SessionCounts",
+            "SessionCreatedEvent", "SessionStatusEvent", "ExperimentStatusEvent",
+            "ExperimentEnd", "StreamEnd"} <= set(schemas)  # fmt: skip
 
 
 async def test_query_parameters_come_from_the_endpoint_struct(world: World) -> None:
@@ -111,3 +116,31 @@ async def test_docs_and_assets_reach_nothing_outside_this_server(world: World) -
             assert "https://" not in text
         assert (await client.get("/static/../app.py")).status_code == 404
         assert (await client.get("/static/missing.js")).status_code == 404
+
+
+async def test_experiment_operations_are_described_from_their_wire_types(world: World) -> None:
+    document = await _document(world)
+    paths = document["paths"]
+    ref = "#/components/schemas/{}".format
+    listing = paths["/api/experiments"]["get"]
+    assert listing["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": ref("ExperimentPage")
+    }
+    assert {p["name"] for p in listing["parameters"]} == {"status", "after", "limit"}
+    one = paths["/api/experiments/{experiment_id}"]["get"]
+    assert one["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": ref("ExperimentDetail")
+    }
+    assert set(one["responses"]) == {"200", "401", "404"}
+    stream = paths["/api/experiments/{experiment_id}/events"]["get"]
+    assert stream["responses"]["200"]["x-events"] == {
+        "session.created": {"$ref": ref("SessionCreatedEvent")},
+        "session.status": {"$ref": ref("SessionStatusEvent")},
+        "experiment.status": {"$ref": ref("ExperimentStatusEvent")},
+        "end": {"$ref": ref("ExperimentEnd")},
+    }
+    assert {p["name"] for p in stream["parameters"]} == {"experiment_id", "after", "Last-Event-ID"}
+    records = paths["/api/sessions/{session_id}/events"]["get"]["responses"]["200"]["x-events"]
+    assert records == {"record": {"$ref": ref("RecordOut")}, "end": {"$ref": ref("StreamEnd")}}
+    for operation in (listing, one, stream):
+        assert operation["x-roles"] == ["admin", "participant", "viewer"]

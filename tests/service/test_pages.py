@@ -12,7 +12,14 @@ import pytest
 
 from envharness.service.turn_pages import TURNS_PER_PAGE
 from envharness.store import open_store
-from tests.service._support import SessionWriter, World, make_world, write_session, write_store
+from tests.service._support import (
+    TRIO,
+    SessionWriter,
+    World,
+    make_world,
+    write_session,
+    write_store,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -58,7 +65,8 @@ async def test_every_quickstart_page_renders(world: World) -> None:
                 response = await client.get(f"/sessions/{summary['id']}{path}")
                 assert response.status_code == 200, (summary["id"], path)
                 assert response.headers["content-type"].startswith("text/html")
-        for path in ("/", "/sessions", "/sessions?status=failed", "/verify", "/docs"):
+        for path in ("/", "/sessions", "/sessions?status=failed", "/verify", "/docs",
+                     "/experiments", "/experiments?status=completed"):  # fmt: skip
             assert (await client.get(path)).status_code == 200, path
 
 
@@ -137,7 +145,7 @@ async def test_the_live_end_of_a_running_session_is_marked_for_streaming(
 
 async def test_record_pages_show_the_envelope_and_step_through_the_chain(world: World) -> None:
     async with world.client("viewer") as client:
-        session_id = (await client.get("/api/sessions")).json()["sessions"][12]["id"]
+        session_id = (await client.get("/api/sessions")).json()["sessions"][TRIO]["id"]
         record = (await client.get(f"/api/sessions/{session_id}/records?after=7&limit=1")).json()
         page = (await client.get(f"/sessions/{session_id}/records/8")).text
         assert record["records"][0]["digest"] in page
@@ -163,7 +171,8 @@ async def test_the_sessions_page_groups_experiments_and_keeps_standalone_ones(
 ) -> None:
     async with grouped.client("viewer") as client:
         page = (await client.get("/sessions")).text
-        assert page.index("Experiment exp_one") < page.index("Standalone sessions")
+        header = 'Experiment <a href="/experiments/exp_one">exp_one</a>'
+        assert page.index(header) < page.index("Standalone sessions")
         assert (await client.get("/sessions", params={"page": 2})).status_code == 404
         assert (await client.get("/sessions", params={"status": "nope"})).status_code == 422
 

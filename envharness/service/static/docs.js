@@ -108,6 +108,9 @@
       const content = response.content ? Object.entries(response.content)[0] : null;
       const shape = content ? "  " + content[0] + " " + schemaText(content[1].schema) : "";
       responses.append(el("li", "", status + " " + (response.description || "") + shape));
+      for (const [name, schema] of Object.entries(response["x-events"] || {})) {
+        responses.append(el("li", "mono event", "event " + name + ": " + schemaText(schema)));
+      }
     }
     body.append(el("h3", "", "Responses"), responses);
     if (method === "get") {

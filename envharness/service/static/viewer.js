@@ -243,4 +243,120 @@
   }
 
   for (const container of document.querySelectorAll("[data-live]")) follow(container);
+
+  // -- an experiment's page: cells, counts and status follow the experiment's stream --------
+  // The page carries data-live-experiment (the id) and data-after (the store position it was
+  // rendered at); experiment_pages.py renders the same markup this code updates.
+
+  function badge(status) {
+    const node = el("span", "badge status-" + status, status);
+    node.dataset.status = status;
+    if (status === "running") node.append(" ", el("span", "pulse"));
+    return node;
+  }
+
+  function flash(node) {
+    node.classList.remove("fresh");
+    void node.offsetWidth; // restart the animation
+    node.classList.add("fresh");
+  }
+
+  function recount(container) {
+    const counts = {};
+    const runs = container.querySelectorAll("a.run[data-session]");
+    for (const run of runs) counts[run.dataset.status] = (counts[run.dataset.status] || 0) + 1;
+    for (const node of container.querySelectorAll("[data-count]")) {
+      const name = node.dataset.count;
+      const n = name === "recorded" ? runs.length : counts[name] || 0;
+      node.textContent = String(n);
+      if (name !== "recorded") node.classList.toggle("zero", n === 0);
+    }
+    const bar = container.querySelector("#experiment-bar svg.bar");
+    if (!bar) return;
+    const total = Math.max(Number(bar.dataset.total) || 0, runs.length, 1);
+    bar.setAttribute("viewBox", "0 0 " + total + " 1");
+    let x = 0;
+    for (const rect of bar.querySelectorAll("rect[data-status]")) {
+      const n = counts[rect.dataset.status] || 0;
+      rect.setAttribute("x", String(x));
+      rect.setAttribute("width", String(n));
+      const title = rect.querySelector("title");
+      if (title) title.textContent = n + " " + rect.dataset.status;
+      x += n;
+    }
+  }
+
+  function cellFor(container, scenario, trial) {
+    for (const cell of container.querySelectorAll("td.cell")) {
+      if (cell.dataset.scenario === scenario && cell.dataset.trial === String(trial)) return cell;
+    }
+    return null;
+  }
+
+  function runFor(container, session) {
+    for (const run of container.querySelectorAll("a.run[data-session]")) {
+      if (run.dataset.session === session) return run;
+    }
+    return null;
+  }
+
+  function followExperiment(container) {
+    const experiment = container.dataset.liveExperiment;
+    const params = new URLSearchParams({ after: container.dataset.after || "-1" });
+    const source = new EventSource(
+      "/api/experiments/" + encodeURIComponent(experiment) + "/events?" + params);
+    const note = el("div", "live-note");
+    note.append(el("span", "pulse"), "Live: sessions update as they start and end");
+    const head = container.querySelector(".page-head");
+    (head || container).append(note);
+    // Something the page has no place for (a scenario or trial it did not list): redraw.
+    const redraw = () => { source.close(); window.location.reload(); };
+    source.addEventListener("session.created", (event) => {
+      const data = JSON.parse(event.data);
+      if (runFor(container, data.session_id)) return;
+      const cell = cellFor(container, data.scenario_id, data.trial === null ? 0 : data.trial);
+      if (!cell) return redraw();
+      const pending = cell.querySelector(".run.pending");
+      if (pending) pending.remove();
+      const run = el("a", "run");
+      run.href = "/sessions/" + encodeURIComponent(data.session_id);
+      run.dataset.session = data.session_id;
+      run.dataset.status = "created";
+      run.title = data.session_id + " · trial " + data.trial;
+      run.append(badge("created"), el("span", "run-id mono", "…" + data.session_id.slice(-6)));
+      cell.append(run);
+      flash(run);
+      recount(container);
+    });
+    source.addEventListener("session.status", (event) => {
+      const data = JSON.parse(event.data);
+      const run = runFor(container, data.session_id);
+      if (!run) return redraw();
+      run.dataset.status = data.status;
+      run.querySelector(".badge").replaceWith(badge(data.status));
+      if (data.reason && !run.title.endsWith(data.reason)) run.title += " · " + data.reason;
+      flash(run);
+      recount(container);
+    });
+    source.addEventListener("experiment.status", (event) => {
+      const holder = document.getElementById("experiment-status");
+      if (holder) holder.replaceChildren(badge(JSON.parse(event.data).status));
+    });
+    source.addEventListener("end", (event) => {
+      source.close();
+      const end = JSON.parse(event.data);
+      const holder = document.getElementById("experiment-status");
+      if (holder) holder.replaceChildren(badge(end.status));
+      for (const pending of container.querySelectorAll(".run.pending")) {
+        pending.textContent = "never ran";
+      }
+      note.replaceChildren("Experiment " + end.status + ".");
+      note.classList.remove("live-note");
+      note.classList.add("muted");
+    });
+  }
+
+  for (const container of document.querySelectorAll("[data-live-experiment]")) {
+    followExperiment(container);
+  }
 })();

@@ -1,0 +1,207 @@
+"""Reading a session's evidence back into where it can resume.
+
+A session resumes after its last *complete* turn, from the state recorded after it, in a new
+segment linked to the one that ended. Its code must be the code the evidence recorded — the
+same environment name and version, the same agent implementations, the same harness version
+— unless the caller declares the change, which the new segment then records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from envharness.errors import ConfigurationError, NotFoundError
+from envharness.records import (
+    ExperimentConfig,
+    ExperimentCreated,
+    ExperimentStatus,
+    Outcome,
+    SegmentStarted,
+    SessionConfig,
+    SessionCreated,
+)
+from envharness.runtime.session import Resumption, SessionResult
+from envharness.store import RecordFilter, Store
+from envharness.store.owners import is_gone
+
+__all__ = [
+    "CONTINUABLE",
+    "RESUMABLE",
+    "ResumePoint",
+    "differences",
+    "find_resume_point",
+    "read_experiment",
+    "restore_state",
+    "scenario_input",
+]
+
+RESUMABLE = frozenset({"interrupted", "stopped", "paused"})
+CONTINUABLE = RESUMABLE | {"completed"}
+"""A completed session may be continued for more turns (``continue_``), not resumed."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResumePoint:
+    """What the evidence says about a session that is to resume."""
+
+    config: SessionConfig
+    head_seq: int
+    head_digest: str
+    segment: int
+    turn: int
+    state_digest: str
+    outcome_seqs: dict[int, list[int]] = field(default_factory=dict)
+
+    def resumption(
+        self, state: Any, changes: tuple[str, ...], until: int | None = None
+    ) -> Resumption:
+        return Resumption(
+            until=until,
+            head_seq=self.head_seq,
+            head_digest=self.head_digest,
+            previous_segment=self.segment,
+            turn=self.turn,
+            state=state,
+            outcome_seqs=self.outcome_seqs,
+            changes=changes,
+        )
+
+
+async def find_resume_point(
+    store: Store, session_id: str, allowed: frozenset[str] = RESUMABLE
+) -> ResumePoint:
+    """Read the session's chain; refuse (naming why) a session whose status is not ``allowed``."""
+    info = await store.session(session_id)
+    if info.status not in allowed:
+        hint = {
+            "completed": "it completed; start a new session (or branch from a checkpoint)",
+            "failed": "it failed; its failure is evidence — fix the cause and run it again",
+            "running": "it is running",
+            "created": "it never started",
+        }.get(info.status, "")
+        raise ConfigurationError(f"session {info.id} cannot be resumed: {hint or info.status}")
+    owner = await store.session_owner(info.id)
+    if owner is not None and not is_gone(owner):
+        raise ConfigurationError(
+            f"session {info.id} is being run by pid {owner.pid} on {owner.host}; "
+            "a live runner is never taken over"
+        )
+    config: SessionConfig | None = None
+    segment = 0
+    participants = 0
+    outcomes: dict[int, list[tuple[int, Outcome]]] = {}
+    initial: tuple[int, str | None] | None = None
+    head = (-1, "")
+    kinds = ("session.created", "segment.started", "outcome")
+    async for record in store.records(info.id):
+        head = (record.seq, record.digest)
+        if record.kind not in kinds:
+            continue
+        payload = record.payload
+        if isinstance(payload, SessionCreated):
+            config = payload.config
+            participants = len(config.participants)
+        elif isinstance(payload, SegmentStarted):
+            segment = payload.segment
+            if initial is None:  # a branch's first segment starts after its checkpoint's turn
+                initial = (payload.turn, payload.state)
+        elif isinstance(payload, Outcome) and record.turn is not None:
+            outcomes.setdefault(record.turn, []).append((record.seq, payload))
+    if config is None or initial is None or initial[1] is None:
+        raise ConfigurationError(f"session {info.id} has no session.created record to resume")
+    sequential = config.environment.turn_order == "sequential"
+    turn, state = initial[0], initial[1]
+    for number in sorted(outcomes):
+        steps = outcomes[number]
+        complete = not sequential or len(steps) == participants or steps[-1][1].done
+        if number != turn + 1 or not complete:
+            break
+        turn, state = number, steps[-1][1].state
+    return ResumePoint(
+        config=config,
+        head_seq=head[0],
+        head_digest=head[1],
+        segment=segment,
+        turn=turn,
+        state_digest=state,
+        outcome_seqs={t: [seq for seq, _ in outcomes[t]] for t in outcomes if t <= turn},
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedExperiment:
+    """An experiment as its chain and its sessions' evidence describe it."""
+
+    config: ExperimentConfig
+    status: str
+    head_seq: int
+    head_digest: str
+    sessions: dict[tuple[str, int], SessionResult]
+
+
+async def read_experiment(store: Store, experiment_id: str) -> RecordedExperiment:
+    config: ExperimentConfig | None = None
+    status = "created"
+    head = (-1, "")
+    async for record in store.records(experiment_id):
+        head = (record.seq, record.digest)
+        if isinstance(record.payload, ExperimentCreated):
+            config = record.payload.config
+        elif isinstance(record.payload, ExperimentStatus):
+            status = record.payload.status
+    if config is None:
+        raise NotFoundError(
+            f"no experiment {experiment_id!r} in the store; `envharness experiments` lists them"
+        )
+    sessions: dict[tuple[str, int], SessionResult] = {}
+    for info in await store.sessions(experiment_id=experiment_id):
+        async for record in store.records(info.id, RecordFilter(kinds=("session.created",))):
+            if (
+                isinstance(record.payload, SessionCreated)
+                and record.payload.config.trial is not None
+            ):
+                key = (info.scenario_id, record.payload.config.trial)
+                sessions[key] = SessionResult(
+                    id=info.id,
+                    status=info.status,  # type: ignore[arg-type]
+                    turns_completed=info.turns_completed,
+                    reason=info.reason,
+                )
+    return RecordedExperiment(config, status, head[0], head[1], sessions)
+
+
+def differences(recorded: SessionConfig, current: SessionConfig) -> list[str]:
+    """How the code about to run differs from the code the evidence recorded."""
+    found = []
+    was, now = recorded.environment, current.environment
+    if (was.name, was.version) != (now.name, now.version):
+        found.append(f"environment {was.name}@{was.version} is now {now.name}@{now.version}")
+    for name, participant in recorded.participants.items():
+        current_participant = current.participants.get(name)
+        if current_participant is None:
+            found.append(f"participant {name!r} is no longer in the roster")
+        elif current_participant.implementation != participant.implementation:
+            found.append(
+                f"agent {name!r} was {participant.implementation!r}, "
+                f"is now {current_participant.implementation!r}"
+            )
+    for name in current.participants.keys() - recorded.participants.keys():
+        found.append(f"participant {name!r} was not in the recorded roster")
+    if recorded.harness_version != current.harness_version:
+        found.append(
+            f"harness version was {recorded.harness_version!r}, is now {current.harness_version!r}"
+        )
+    return found
+
+
+def restore_state(data: bytes, state_type: type[Any] | None) -> Any:
+    """The recorded state, typed again when the environment declares ``state_type``."""
+    value = msgspec.json.decode(data)
+    return msgspec.convert(value, state_type) if state_type is not None else value
+
+
+def scenario_input(config: SessionConfig, input_type: type[Any]) -> Any:
+    return msgspec.convert(config.scenario.input, input_type)

@@ -1,0 +1,56 @@
+"""Who runs a session, and whether that process still exists.
+
+A segment records its runner (host, pid, and the process's start time). After a crash, the
+next process to open the store can tell at once — no lease to wait out — that a runner on this
+host is gone: its pid is free, or belongs to a process that started at another time (a reused
+pid). A runner on another host, or one whose start time cannot be read, is never presumed dead:
+a live owner is never stolen from.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+from pathlib import Path
+
+from envharness.records import RunnerRef
+
+__all__ = ["is_gone", "this_process"]
+
+_BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+@functools.cache
+def this_process() -> RunnerRef:
+    return RunnerRef(host=socket.gethostname(), pid=os.getpid(), started=_started(os.getpid()))
+
+
+def is_gone(runner: RunnerRef) -> bool:
+    """``True`` only when the runner certainly no longer runs."""
+    if runner.host != socket.gethostname():
+        return False
+    if runner.pid == os.getpid():
+        return runner.started != this_process().started
+    try:
+        os.kill(runner.pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # it exists, under another user
+    if runner.started is None:
+        return False
+    now = _started(runner.pid)
+    return now is not None and now != runner.started
+
+
+def _started(pid: int) -> str | None:
+    """Boot id and start time in clock ticks (Linux); ``None`` where it cannot be read."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        boot = _BOOT_ID.read_text().strip()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return f"{boot}:{fields[19]}"

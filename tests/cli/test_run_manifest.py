@@ -1,0 +1,200 @@
+"""``run MANIFEST.toml``: an experiment from a file, its exit statuses, and what it refuses."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from envharness.cli import manifest_run
+from envharness.cli.edge import ProgressLine
+from envharness.runtime.experiment import derive_seed
+from tests.cli._support import Invoke
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "manifest" / "experiment.toml"
+
+MANIFEST = """\
+[experiment]
+name = "cli sweep"
+turns = {turns}
+trials = {trials}
+seed = 3
+
+[environment]
+factory = "envharness.fixtures:SyntheticEnvironment"
+
+[agents.alice]
+factory = "{agent}"
+
+[[scenarios.items]]
+id = "only"
+input = {{ starting_total = 0 }}
+"""
+
+
+def manifest(
+    folder: Path, *, agent: str = "envharness.fixtures:SyntheticAgent", turns: int = 2,
+    trials: int = 2,
+) -> Path:  # fmt: skip
+    path = folder / "experiment.toml"
+    path.write_text(MANIFEST.format(agent=agent, turns=turns, trials=trials))
+    return path
+
+
+def sessions(invoke: Invoke, store: Path) -> list[dict[str, object]]:
+    listed = invoke("--store", store, "sessions", "--json").stdout
+    return [json.loads(line) for line in listed.splitlines()]
+
+
+def test_the_example_manifest_runs_python_and_command_agents(
+    invoke: Invoke, store_path: Path
+) -> None:
+    result = invoke("--store", store_path, "run", EXAMPLE)
+
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == ""  # not a terminal: no progress line
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("experiment exp_")
+    assert lines[0].endswith("  manifest sweep")
+    rows = [line.split() for line in lines[1:5]]
+    assert [(row[3], row[5]) for row in rows] == [
+        ("up-to-four", "0"),
+        ("up-to-four", "1"),
+        ("minus-two-to-two", "0"),
+        ("minus-two-to-two", "1"),
+    ]
+    for row in rows:
+        assert row[0] == "session"
+        assert row[1].startswith("ses_")
+        assert int(row[7]) == derive_seed(42, row[3], int(row[5]))
+        assert row[8] == "completed"
+    assert lines[5] == "4 completed, 0 failed of 4"
+    assert lines[6] == f"view it: envharness --store {store_path} serve --open"
+    listed = sessions(invoke, store_path)
+    assert {str(s["id"]) for s in listed} == {row[1] for row in rows}
+    assert invoke("--store", store_path, "verify").exit_code == 0
+
+
+def test_progress_is_drawn_on_a_terminal(
+    invoke: Invoke, store_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(manifest_run, "ProgressLine", lambda: ProgressLine(terminal))
+
+    result = invoke("--store", store_path, "run", manifest(tmp_path, turns=3))
+
+    assert result.exit_code == 0, result.stderr
+    drawn = terminal.getvalue()
+    assert "sessions done" in drawn
+    assert "turn 3/3" in drawn
+    assert drawn.endswith("\r\x1b[2K")  # cleared before the results print
+
+
+def test_a_failed_session_exits_1_with_its_reason(
+    invoke: Invoke, store_path: Path, tmp_path: Path
+) -> None:
+    path = manifest(tmp_path, agent="tests.cli.agents:RaisingAgent")
+
+    result = invoke("--store", store_path, "run", path)
+
+    assert result.exit_code == 1
+    assert result.stdout.count(" failed\n") == 2
+    assert "  reason  agent 'alice' raised RuntimeError: [bold]no[/bold] luck" in result.stdout
+    assert "0 completed, 2 failed of 2" in result.stdout
+
+
+def test_options_that_the_manifest_holds_are_refused(
+    invoke: Invoke, store_path: Path, tmp_path: Path
+) -> None:
+    path = manifest(tmp_path)
+
+    result = invoke(
+        "--store", store_path, "run", path, "--turns", "4", "--agent", "bob=x:y", "--seed", "0"
+    )
+
+    assert result.exit_code == 2
+    assert "error: --agent, --turns, --seed cannot be given with a manifest" in result.stderr
+    assert "holds the whole experiment" in result.stderr
+    assert not store_path.exists()
+
+
+def test_an_invalid_manifest_exits_2_naming_line_and_key(
+    invoke: Invoke, store_path: Path, tmp_path: Path
+) -> None:
+    path = manifest(tmp_path)
+    path.write_text(path.read_text().replace("trials = 2", "trails = 2"))
+
+    result = invoke("--store", store_path, "run", path)
+
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"error: {path}:4: experiment.trails: unknown key 'trails' in [experiment]; "
+        "did you mean 'trials'?\n"
+    )
+    assert not store_path.exists()
+
+
+def test_a_missing_manifest_exits_2(invoke: Invoke, store_path: Path, tmp_path: Path) -> None:
+    result = invoke("--store", store_path, "run", tmp_path / "absent.toml")
+
+    assert result.exit_code == 2
+    assert "absent.toml: no such manifest file" in result.stderr
+
+
+def test_without_a_manifest_run_still_needs_agent_and_turns(
+    invoke: Invoke, store_path: Path
+) -> None:
+    result = invoke("--store", store_path, "run", "envharness.fixtures:SyntheticEnvironment")
+
+    assert result.exit_code == 2
+    assert "run needs --agent" in result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_stops_the_experiment(invoke: Invoke, store_path: Path, tmp_path: Path) -> None:
+    path = manifest(tmp_path, agent="tests.cli.agents:SlowAgent", turns=1000, trials=3)
+    environment = {key: value for key, value in os.environ.items() if key != "ENVHARNESS_STORE"}
+    command = [sys.executable, "-m", "envharness.cli", "--store", str(store_path), "run", str(path)]
+    with subprocess.Popen(
+        command, cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    ) as process:  # fmt: skip
+        try:
+            deadline = time.monotonic() + 20
+            while not any(int(str(s["turns_completed"])) >= 1 for s in _listed(store_path)):
+                assert process.poll() is None, process.communicate()
+                assert time.monotonic() < deadline, "no turn was committed in 20 s"
+                time.sleep(0.1)
+            process.send_signal(signal.SIGINT)
+            out, err = process.communicate(timeout=20)
+        finally:
+            if process.poll() is None:
+                process.kill()
+
+    assert process.returncode == 130, err
+    assert "Traceback" not in err
+    assert "interrupted: experiment exp_" in err
+    assert "0 completed, 0 failed of 3 (3 stopped)" in out
+    assert {s["status"] for s in sessions(invoke, store_path)} == {"stopped"}
+    assert invoke("--store", store_path, "verify").exit_code == 0
+
+
+def _listed(store: Path) -> list[dict[str, object]]:
+    listed = subprocess.run(
+        [sys.executable, "-m", "envharness.cli", "--store", str(store), "sessions", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    return [json.loads(line) for line in listed.stdout.splitlines()]
