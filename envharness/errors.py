@@ -5,7 +5,8 @@ CLI edge) can catch one class and print a message that names what was wrong and 
 
     EnvharnessError
     ├── ConfigurationError        a harness, environment, agent or scenario is set up wrongly
-    │   └── ScenarioInputError    a scenario's input does not match the environment's input type
+    │   ├── ScenarioInputError    a scenario's input does not match the environment's input type
+    │   └── ManifestError         an experiment manifest is invalid (envharness.manifest)
     ├── StoreError                the evidence store cannot be used
     │   ├── StoreLayoutError      the path is not a store directory (a file, unreadable, ...)
     │   ├── StoreVersionError     the store was written by a newer envharness

@@ -53,6 +53,7 @@ from envharness.cli.render import (
 from envharness.cli.serve import register_service_commands
 from envharness.errors import ScenarioInputError
 from envharness.harness import DEFAULT_ACTION_TIMEOUT, AsyncEnvironmentHarness
+from envharness.manifest import load_manifest
 from envharness.records import Payload, Status, encode_record
 from envharness.scenario import Scenario
 from envharness.store import RecordFilter, SessionInfo, VerifyReport, read_store
@@ -215,24 +216,7 @@ def run_command(
         return
     if not agent or turns is None:
         raise CliError("run needs --agent NAME=module:factory|COMMAND and --turns N")
-    make_cwd_importable()
-    environment_factory = guard_factory(
-        load_reference(environment, what="ENVIRONMENT"), f"environment {environment!r}"
-    )
-    agents: dict[str, Any] = {}
-    for text in agent:
-        name, reference = parse_pair(text, option="--agent", example="alice=my_agents:Greedy")
-        if name in agents:
-            raise CliError(f"--agent {name!r} is given twice; participant names must differ")
-        agents[name] = load_agent(name, reference)
-    roles = dict(parse_pair(text, option="--role", example="alice=buyer") for text in role or ())
-    harness = AsyncEnvironmentHarness(
-        store,
-        environment=environment_factory,
-        agents=agents,
-        roles=roles,
-        action_timeout=action_timeout or None,
-    )
+    harness = _harness(store, environment, agent, role, action_timeout)
     case = Scenario(id=scenario, input=parse_input(input))
     seen: list[str] = []
 
@@ -256,6 +240,106 @@ def run_command(
     for text in run_lines(result):
         typer.echo(text)
     if result.status != "completed":
+        raise typer.Exit(EXIT_NO)
+
+
+def _harness(
+    store: Path,
+    environment: str,
+    agent: list[str],
+    role: list[str] | None,
+    action_timeout: float,
+) -> AsyncEnvironmentHarness:
+    """The harness a command line describes: ``module:attr`` environment, ``--agent`` pairs."""
+    make_cwd_importable()
+    environment_factory = guard_factory(
+        load_reference(environment, what="ENVIRONMENT"), f"environment {environment!r}"
+    )
+    agents: dict[str, Any] = {}
+    for text in agent:
+        name, reference = parse_pair(text, option="--agent", example="alice=my_agents:Greedy")
+        if name in agents:
+            raise CliError(f"--agent {name!r} is given twice; participant names must differ")
+        agents[name] = load_agent(name, reference)
+    roles = dict(parse_pair(text, option="--role", example="alice=buyer") for text in role or ())
+    return AsyncEnvironmentHarness(
+        store,
+        environment=environment_factory,
+        agents=agents,
+        roles=roles,
+        action_timeout=action_timeout or None,
+    )
+
+
+@app.command("resume")
+def resume_command(
+    ctx: typer.Context,
+    target: Annotated[
+        str,
+        typer.Argument(
+            metavar="EXPERIMENT_OR_SESSION",
+            help="The id (or a unique prefix) of an interrupted, stopped or paused session, "
+            "or of an experiment (exp_...).",
+        ),
+    ],
+    environment: Annotated[
+        str,
+        typer.Argument(
+            metavar="ENVIRONMENT",
+            help="The same code that ran it: module:attribute with --agent options, or the "
+            "experiment's manifest (experiment.toml).",
+        ),
+    ],
+    agent: Annotated[
+        list[str] | None,
+        typer.Option("--agent", metavar="NAME=module:factory|COMMAND", help="As for run."),
+    ] = None,
+    role: Annotated[
+        list[str] | None, typer.Option("--role", metavar="NAME=ROLE", help="As for run.")
+    ] = None,
+    declare_changes: Annotated[
+        str | None,
+        typer.Option(
+            "--declare-changes",
+            metavar="WHY",
+            help="Resume even though the code differs from what the evidence recorded; "
+            "the differences and this reason are recorded.",
+        ),
+    ] = None,
+    action_timeout: Annotated[
+        float,
+        typer.Option("--action-timeout", metavar="SECONDS", min=0, help="As for run."),
+    ] = DEFAULT_ACTION_TIMEOUT,
+) -> None:
+    """Continue an interrupted (crashed), stopped or paused session or experiment after its
+    last complete turn. Exit status 0 when everything completed, 1 when not."""
+    store = _store(ctx)
+    if is_manifest(environment):
+        if agent or role:
+            raise CliError("the manifest names the agents; give no --agent or --role with it")
+        make_cwd_importable()
+        harness = load_manifest(environment).async_harness(store)
+    elif not agent:
+        raise CliError("resume needs the code that ran it: ENVIRONMENT and --agent, or a manifest")
+    else:
+        harness = _harness(store, environment, agent, role, action_timeout)
+
+    async def resume() -> tuple[str, int, int, str | None]:
+        if target.startswith("exp_"):
+            result = await harness.resume_experiment(target, declare_changes=declare_changes)
+            return result.id, result.completed, result.total, None
+        session = await harness.resume(target, declare_changes=declare_changes)
+        done = 1 if session.status == "completed" else 0
+        return session.id, done, 1, f"{session.status} after {session.turns_completed} turns"
+
+    with ProgressLine():
+        outcome = anyio.run(lambda: interruptible(resume))
+    if outcome is None:
+        typer.echo(f"interrupted: {target} was recorded as stopped", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED)
+    resumed, completed, total, detail = outcome
+    typer.echo(f"resumed {resumed}: {detail or f'{completed} of {total} sessions completed'}")
+    if completed != total:
         raise typer.Exit(EXIT_NO)
 
 

@@ -135,7 +135,7 @@ def quickstart_lines(summary: QuickstartSummary) -> Iterator[str]:
 
 
 def verify_lines(report: VerifyReport) -> Iterator[str]:
-    counted = f"verified {report.sessions} sessions, {report.records} records"
+    counted = f"verified {report.sessions} chains, {report.records} records"
     if report.ok:
         yield f"{counted}: OK"
         return

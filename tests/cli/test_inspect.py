@@ -203,7 +203,7 @@ def test_verify_an_intact_store(invoke: Invoke, quickstart_master: Path) -> None
     result = invoke("--store", quickstart_master, "verify")
 
     assert result.exit_code == 0
-    assert result.stdout.startswith("verified 14 sessions, ")  # and the experiment's chain
+    assert result.stdout.startswith("verified 14 chains, ")  # 13 sessions and the experiment
     assert result.stdout.endswith(" records: OK\n")
 
 
