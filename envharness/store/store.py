@@ -286,8 +286,13 @@ async def open_store(path: str | PathLike[str], *, create: bool = True) -> Async
         journal = Journal(connection, directory)
         try:
             async with anyio.create_task_group() as group:
-                await group.start(journal.run)
                 try:
+                    # The writer is shielded and ends only when the journal closes, so its
+                    # start must not be cancelled halfway (TaskGroup.start would then wait
+                    # for a writer that cannot end): the handshake is shielded — it is
+                    # immediate — and the journal is closed on every way out.
+                    with anyio.CancelScope(shield=True):
+                        await group.start(journal.run)
                     # What a crashed process left running is marked interrupted before anyone
                     # can try to resume it.
                     await recover(journal.append, directory)

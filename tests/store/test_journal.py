@@ -461,3 +461,15 @@ async def test_a_lock_held_past_the_busy_timeout_is_a_clear_error(
     # would wait out the busy timeout again).
     assert transactions.batches == [1, 1, 3, 1]
     assert count_rows(store_path) == 2
+
+
+@pytest.mark.anyio
+async def test_a_cancel_at_any_moment_of_opening_never_hangs(store_path: Path) -> None:
+    """A cancel landing while the shielded writer was being started used to hang forever."""
+    async with open_store(store_path):
+        pass
+    with anyio.fail_after(60):
+        for step in range(300):
+            with anyio.move_on_after(step * 0.00005):
+                async with open_store(store_path) as store:
+                    await store.append(session_rows(1))
