@@ -26,7 +26,12 @@ from envharness.experiments import AsyncExperiment, Experiment
 from envharness.operations import EnvironmentOperation, operation_ref
 from envharness.records import ErrorInfo, ExperimentConfig, Record, Status, new_id
 from envharness.runtime import ProgressCallback, SessionPlan, SessionResult, SessionRunner
-from envharness.runtime.branching import CheckpointRef, branch, take_checkpoint
+from envharness.runtime.branching import (
+    CheckpointRef,
+    branch,
+    list_checkpoints,
+    take_checkpoint,
+)
 from envharness.runtime.compare import Comparison, compare_sessions
 from envharness.runtime.experiment import (
     ExperimentResult,
@@ -106,6 +111,7 @@ class AsyncEnvironmentHarness:
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         operations: Sequence[EnvironmentOperation] = (),
         runner: type[SessionRunner] = SessionRunner,
+        checkpoint_every: int | None = None,
     ) -> None:
         self.store = Path(store).expanduser()
         self._environment_factory = _check_factory(environment, "environment")
@@ -131,6 +137,9 @@ class AsyncEnvironmentHarness:
         if not (isinstance(runner, type) and issubclass(runner, SessionRunner)):
             raise ConfigurationError(f"runner must be a SessionRunner subclass, not {runner!r}")
         self._runner_class = runner
+        if checkpoint_every is not None:
+            _check_count("checkpoint_every", checkpoint_every)
+        self._checkpoint_every = checkpoint_every
         self._open: Store | None = None
         self._exit_stack: AsyncExitStack | None = None
 
@@ -271,6 +280,11 @@ class AsyncEnvironmentHarness:
         async with self._writable_store() as store:
             return await take_checkpoint(store, session_id, label)
 
+    async def checkpoints(self, session_id: str) -> list[CheckpointRef]:
+        """The session's checkpoints (by hand, or every ``checkpoint_every`` turns)."""
+        store = await read_store(self.store)
+        return await list_checkpoints(store, session_id)
+
     async def branch(
         self, checkpoint: CheckpointRef, *, intervention: Any, reason: str = ""
     ) -> Session:
@@ -349,6 +363,7 @@ class AsyncEnvironmentHarness:
             trial=config.trial,
             harness_version=self._harness_version,
             operations=self._operations,
+            checkpoint_every=self._checkpoint_every,
         )
         changes = differences(config, plan.config())
         if changes and not declare_changes:
@@ -513,6 +528,7 @@ class AsyncEnvironmentHarness:
             experiment_id=experiment_id,
             trial=trial,
             operations=self._operations,
+            checkpoint_every=self._checkpoint_every,
         )
 
     def _make_environment(self) -> Environment[Any, Any]:
@@ -556,6 +572,7 @@ class EnvironmentHarness:
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         operations: Sequence[EnvironmentOperation] = (),
         runner: type[SessionRunner] = SessionRunner,
+        checkpoint_every: int | None = None,
     ) -> None:
         self.aio = AsyncEnvironmentHarness(
             store,
@@ -567,6 +584,7 @@ class EnvironmentHarness:
             max_concurrency=max_concurrency,
             operations=operations,
             runner=runner,
+            checkpoint_every=checkpoint_every,
         )
 
         self._portal: BlockingPortal | None = None
@@ -663,6 +681,9 @@ class EnvironmentHarness:
     def checkpoint(self, session: Session | str, label: str | None = None) -> CheckpointRef:
         """See :meth:`AsyncEnvironmentHarness.checkpoint`."""
         return self._blocking(self.aio.checkpoint, _session_id(session), label)
+
+    def checkpoints(self, session: Session | str) -> list[CheckpointRef]:
+        return self._blocking(self.aio.checkpoints, _session_id(session))
 
     def branch(self, checkpoint: CheckpointRef, *, intervention: Any, reason: str = "") -> Session:
         """See :meth:`AsyncEnvironmentHarness.branch`."""

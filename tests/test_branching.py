@@ -120,3 +120,31 @@ def test_continuing_needs_a_positive_number_of_turns(store_path: Path) -> None:
     session = harness.run(START, turns=1)
     with pytest.raises(ConfigurationError, match="turns must be a positive integer"):
         harness.continue_(session, turns=0)
+
+
+def test_checkpoints_every_n_turns_keep_agents_own_state(store_path: Path) -> None:
+    import sys
+
+    from envharness import CommandAgent
+
+    reference = Path(__file__).parents[1] / "agents" / "python" / "echo_agent.py"
+    harness = EnvironmentHarness(
+        store_path,
+        environment=SyntheticEnvironment,
+        agents={
+            "alice": SyntheticAgent,
+            "bob": CommandAgent([sys.executable, str(reference)], implementation="echo@1"),
+        },
+        checkpoint_every=2,
+    )
+    session = harness.run(START, turns=5)
+    assert session.status == "completed"
+    checkpoints = harness.checkpoints(session)
+    assert [(c.turn, c.label) for c in checkpoints] == [(2, "turn 2"), (4, "turn 4")]
+    [first, _] = [
+        r.payload for r in harness.records(session.id) if isinstance(r.payload, Checkpoint)
+    ]
+    assert first.agents == {"bob": {"acts": 2, "feedback": 2}}
+    child = harness.branch(checkpoints[0], intervention={"kind": "reset-total", "value": 1})
+    assert harness.continue_(child, turns=1).turns_completed == 3
+    assert harness.verify().ok

@@ -34,7 +34,7 @@ from envharness.records import (
 from envharness.runtime.resume import find_resume_point, restore_state
 from envharness.store import RecordFilter, Store
 
-__all__ = ["CHECKPOINTABLE", "CheckpointRef", "branch", "take_checkpoint"]
+__all__ = ["CHECKPOINTABLE", "CheckpointRef", "branch", "list_checkpoints", "take_checkpoint"]
 
 CHECKPOINTABLE = frozenset({"completed", "failed", "stopped", "interrupted", "paused"})
 
@@ -60,6 +60,19 @@ async def take_checkpoint(store: Store, session_id: str, label: str | None) -> C
     row = chain.seal(Checkpoint(label=name, state=point.state_digest, turn=point.turn))
     await store.append([row])
     return CheckpointRef(store.directory, info.id, row.seq, row.digest, point.turn, name)
+
+
+async def list_checkpoints(store: Store, session_id: str) -> list[CheckpointRef]:
+    """Every checkpoint recorded in the session, taken by hand or every N turns."""
+    info = await store.session(session_id)
+    return [
+        CheckpointRef(
+            store.directory, info.id, record.seq, record.digest, record.payload.turn,
+            record.payload.label,
+        )
+        async for record in store.records(info.id, RecordFilter(kinds=("checkpoint",)))
+        if isinstance(record.payload, Checkpoint)
+    ]  # fmt: skip
 
 
 async def branch(

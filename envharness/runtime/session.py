@@ -33,6 +33,7 @@ from envharness.records import (
     ActionBlocked,
     ActionExecuted,
     Artifact,
+    Checkpoint,
     ErrorInfo,
     Finding,
     Log,
@@ -89,6 +90,7 @@ class SessionPlan:
     trial: int | None = None
     harness_version: str | None = None
     operations: Mapping[str, EnvironmentOperation] = field(default_factory=dict)
+    checkpoint_every: int | None = None
 
     def config(self) -> SessionConfig:
         spec = self.environment.spec
@@ -251,12 +253,39 @@ class SessionRunner:
             await self._flush(durable=False)
             self._turns_completed = turn
             await self._send_feedback(turn)
+            every = plan.checkpoint_every
+            if every and turn % every == 0 and not done:
+                await self._checkpoint(turn, state)
             self._current_turn = None
             if self._progress is not None:
                 self._progress(plan.session_id, turn, plan.turns)
             if done:
                 return state, f"the environment reported done at turn {turn}"
         return state, None
+
+    async def _checkpoint(self, turn: int, state: Any) -> None:
+        """A checkpoint at this turn boundary, with each agent's own state where it can give
+        one (an external agent that declared ``snapshot``)."""
+        snapshots: dict[str, Any] = {}
+        for participant, agent in self._plan.agents.items():
+            if getattr(agent, "can_snapshot", False):
+                try:
+                    snapshots[participant] = await agent.snapshot()  # type: ignore[attr-defined]
+                except Exception as exc:
+                    raise AgentFailure(
+                        participant,
+                        f"agent {participant!r} failed to give its state for a checkpoint: {exc}",
+                        exc,
+                    ) from exc
+        self._record(
+            Checkpoint(
+                label=f"turn {turn}",
+                state=self._keep_state(state),
+                agents=snapshots,
+                turn=turn,
+            ),
+            turn=turn,
+        )
 
     # -- the seam: subclass SessionRunner to interleave operations with turns ------------------
 
