@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import collections
 import shlex
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from os import PathLike
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -172,16 +172,12 @@ class CommandAgentProcess:
 
     async def act(self, observation: Any) -> AgentReply:
         channel = self._require_channel()
-        timeout = self.agent.limits.act_timeout
-        try:
-            with anyio.fail_after(timeout):
-                action = await channel.act(self._next_turn, observation)
-        except TimeoutError as exc:
-            raise self._diagnosed(
-                ProtocolViolationError("timeout", f"no `action` within {timeout}s after `act`")
-            ) from exc
-        except ProtocolError as exc:
-            raise self._diagnosed(exc) from exc
+        action = await self._answer(
+            channel.act(self._next_turn, observation),
+            self.agent.limits.act_timeout,
+            "action",
+            "act",
+        )
         self._last_act = _LastAct(action.id, action.action)
         cost = None
         if action.cost is not None:
@@ -214,28 +210,14 @@ class CommandAgentProcess:
     async def snapshot(self) -> Any:
         """The program's own state, for a checkpoint (only when :attr:`can_snapshot`)."""
         channel = self._require_channel()
-        try:
-            with anyio.fail_after(self.agent.limits.act_timeout):
-                return await channel.snapshot()
-        except TimeoutError as exc:
-            raise self._diagnosed(
-                ProtocolViolationError("timeout", "no `state` in time after `snapshot`")
-            ) from exc
-        except ProtocolError as exc:
-            raise self._diagnosed(exc) from exc
+        timeout = self.agent.limits.act_timeout
+        return await self._answer(channel.snapshot(), timeout, "state", "snapshot")
 
     async def restore(self, state: Any) -> None:
         """Continue from a checkpointed state; allowed before the first ``act`` only."""
         channel = self._require_channel()
-        try:
-            with anyio.fail_after(self.agent.limits.act_timeout):
-                await channel.restore(state)
-        except TimeoutError as exc:
-            raise self._diagnosed(
-                ProtocolViolationError("timeout", "no `restored` in time after `restore`")
-            ) from exc
-        except ProtocolError as exc:
-            raise self._diagnosed(exc) from exc
+        timeout = self.agent.limits.act_timeout
+        await self._answer(channel.restore(state), timeout, "restored", "restore")
 
     # -- internals -----------------------------------------------------------------------------
 
@@ -259,21 +241,31 @@ class CommandAgentProcess:
             limits=self.agent.limits,
         )
         timeout = self.agent.limits.ready_timeout
-        try:
-            with anyio.fail_after(timeout):
-                ready = await channel.handshake(hello)
-        except TimeoutError as exc:
-            raise self._diagnosed(
-                ProtocolViolationError("timeout", f"no `ready` within {timeout}s after `hello`")
-            ) from exc
-        except ProtocolError as exc:
-            raise self._diagnosed(exc) from exc
+        ready = await self._answer(channel.handshake(hello), timeout, "ready", "hello")
         context.log(
             f"ready: protocol {ready.protocol}, implementation {ready.implementation!r}, "
             f"capabilities {sorted(ready.capabilities)}",
             "info",
             "protocol",
         )
+
+    async def _answer(
+        self, call: Awaitable[_T], limit: float | None, answer: str, request: str
+    ) -> _T:
+        """Await the program's answer within ``limit`` seconds (the configured ``Limits``); a
+        timeout is the protocol violation ``timeout``, and every failure carries the
+        program's last stderr."""
+        try:
+            with anyio.fail_after(limit):
+                return await call
+        except TimeoutError as exc:
+            raise self._diagnosed(
+                ProtocolViolationError(
+                    "timeout", f"no `{answer}` within {limit}s after `{request}`"
+                )
+            ) from exc
+        except ProtocolError as exc:
+            raise self._diagnosed(exc) from exc
 
     def _require_channel(self) -> AgentChannel:
         if self._channel is None:
@@ -336,6 +328,9 @@ class CommandAgentProcess:
         if isinstance(exc, Exception):
             exc.stderr_tail = self.stderr_tail[-STDERR_TAIL_BYTES:]  # type: ignore[attr-defined]
         return exc
+
+
+_T = TypeVar("_T")
 
 
 def _or(value: float | None, default: float) -> float:
