@@ -139,6 +139,7 @@ class SyntheticAgent:
     """Steps the total toward the target (or toward zero), one unit per turn."""
 
     implementation = "synthetic-agent@1"
+    runs_inline = True  # pure arithmetic: calling it in a worker thread would only cost time
 
     def act(self, observation: SyntheticObservation) -> dict[str, int]:
         goal = observation.target if observation.target is not None else 0

@@ -57,7 +57,8 @@ async def ask(
 
     A sync ``act`` runs in a worker thread so a blocking model call cannot stall other
     sessions; on timeout the thread is abandoned (it cannot be interrupted) and the session
-    fails.
+    fails. An agent whose ``act`` is quick pure computation may say ``runs_inline = True`` to
+    be called on the event loop instead (no timeout can interrupt it there).
     """
     started = time.perf_counter()
     reply: Any = None
@@ -65,6 +66,8 @@ async def ask(
         with anyio.move_on_after(action_timeout) as deadline:
             if is_async_agent(agent):
                 reply = await agent.act(observation)  # type: ignore[misc]
+            elif getattr(agent, "runs_inline", False):
+                reply = agent.act(observation)  # pure computation: no thread hop needed
             else:
                 reply = await anyio.to_thread.run_sync(
                     agent.act, observation, abandon_on_cancel=True, limiter=threads
