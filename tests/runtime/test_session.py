@@ -378,3 +378,28 @@ async def test_same_seed_same_agents_give_identical_payloads(tmp_path: Path) -> 
     first = await run(tmp_path / "a", {"alice": SyntheticAgent}, turns=3)
     second = await run(tmp_path / "b", {"alice": SyntheticAgent}, turns=3)
     assert payloads(first[1])[1:] == payloads(second[1])[1:]
+
+
+async def test_sync_agents_run_in_a_worker_thread_unless_they_run_inline(store_path: Path) -> None:
+    import threading
+
+    threads: dict[str, bool] = {}
+
+    class Threaded:
+        implementation = "threaded@1"
+
+        def act(self, observation: Any) -> dict[str, int]:
+            threads["threaded"] = threading.current_thread() is threading.main_thread()
+            return {"value": 1}
+
+    class Inline(Threaded):
+        implementation = "inline@1"
+        runs_inline = True
+
+        def act(self, observation: Any) -> dict[str, int]:
+            threads["inline"] = threading.current_thread() is threading.main_thread()
+            return {"value": 1}
+
+    session, _ = await run(store_path, {"a": Threaded, "b": Inline}, turns=1)
+    assert session.status == "completed"
+    assert threads == {"threaded": False, "inline": True}
