@@ -13,6 +13,8 @@ match the published schema fails loudly here instead of somewhere downstream.
         detail = await client.experiment(experiment_id)   # config, sessions by scenario/trial
         async for event in client.experiment_events(experiment_id):
             ...                                           # sessions starting and ending
+        lineage = await client.lineage(session_id)        # parent and checkpoint, branches
+        diff = await client.compare(parent_id, branch_id) # per-turn and score differences
 
 Errors the service answers with raise :class:`ServiceError` (status, message, and the bad
 parameter when there is one); a service that cannot be reached raises httpx's own error.
@@ -31,11 +33,13 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from envharness.errors import EnvharnessError
 from envharness.service.schemas import (
+    ComparisonOut,
     ExperimentDetail,
     ExperimentPage,
     ExperimentStatusEvent,
     ExperimentSummary,
     Health,
+    LineageOut,
     NewToken,
     Problem,
     RecordOut,
@@ -183,6 +187,15 @@ class AsyncClient:
 
     async def session(self, session_id: str) -> SessionDetail:
         return await self._get(f"/api/sessions/{session_id}", SessionDetail)
+
+    async def lineage(self, session_id: str) -> LineageOut:
+        """Where the session was branched from (parent, checkpoint, intervention), and the
+        branches made from it."""
+        return await self._get(f"/api/sessions/{session_id}/lineage", LineageOut)
+
+    async def compare(self, left: str, right: str) -> ComparisonOut:
+        """Two sessions aligned by turn and participant: what differs, and their scores."""
+        return await self._get("/api/compare", ComparisonOut, _params(left=left, right=right))
 
     async def records(
         self,
@@ -381,6 +394,12 @@ class Client:
 
     def session(self, session_id: str) -> SessionDetail:
         return self._portal.call(self.aio.session, session_id)
+
+    def lineage(self, session_id: str) -> LineageOut:
+        return self._portal.call(self.aio.lineage, session_id)
+
+    def compare(self, left: str, right: str) -> ComparisonOut:
+        return self._portal.call(self.aio.compare, left, right)
 
     def records(self, session_id: str, **filters: Any) -> RecordPage:
         return self._portal.call(lambda: self.aio.records(session_id, **filters))

@@ -9,7 +9,9 @@ import anyio
 import httpx
 import pytest
 
+from envharness import EnvironmentHarness, Scenario
 from envharness.client import AsyncClient, Client, ServiceError
+from envharness.fixtures import SyntheticAgent, SyntheticEnvironment, SyntheticScenarioInput
 from envharness.service.schemas import (
     ExperimentStatusEvent,
     SessionCreatedEvent,
@@ -181,3 +183,53 @@ def test_the_blocking_client_follows_experiments(
             "ExperimentStatusEvent", "SessionCreatedEvent", "SessionStatusEvent",
             "SessionStatusEvent", "ExperimentStatusEvent",
         ]  # fmt: skip
+
+
+@pytest.fixture
+def branched(tmp_path: Path) -> tuple[World, str, str]:
+    """A session checkpointed after two turns, a branch with its total reset, both continued."""
+    store = tmp_path / "store"
+    harness = EnvironmentHarness(
+        store, environment=SyntheticEnvironment, agents={"alice": SyntheticAgent}
+    )
+    start = Scenario(id="start", input=SyntheticScenarioInput(starting_total=5))
+    parent = harness.run(start, turns=2)
+    checkpoint = harness.checkpoint(parent)
+    child = harness.branch(checkpoint, intervention={"kind": "reset-total", "value": -3},
+                           reason="what if")  # fmt: skip
+    harness.continue_(parent, turns=2)
+    harness.continue_(child, turns=2)
+    return make_world(store), parent.id, child.id
+
+
+async def test_lineage_and_compare_decode_into_the_wire_types(
+    branched: tuple[World, str, str],
+) -> None:
+    world, parent, child = branched
+    async with _client(world, "viewer") as client:
+        lineage = await client.lineage(child)
+        assert lineage.parent is not None
+        assert lineage.parent.session.id == parent
+        assert (lineage.parent.checkpoint_turn, lineage.parent.reason) == (2, "what if")
+        assert lineage.parent.intervention == {"kind": "reset-total", "value": -3}
+        assert [c.session.id for c in (await client.lineage(parent)).children] == [child]
+        diff = await client.compare(parent, child)
+        assert diff.turns_compared == [3, 4]
+        first = diff.differences[0]
+        assert (first.turn, first.kind) == (3, "outcome")
+        assert {s.metric: s.left != s.right for s in diff.scores} == {"total": True, "turns": False}
+        assert not diff.identical
+        with pytest.raises(ServiceError) as missing:
+            await client.compare(parent, "ses_nope")
+        assert missing.value.status == 404
+
+
+def test_the_blocking_client_reads_lineage_and_compares(branched: tuple[World, str, str]) -> None:
+    world, parent, child = branched
+    with Client(BASE, world.secrets["alice"], transport=httpx.ASGITransport(world.app)) as c:
+        parent_link = c.lineage(child).parent
+        assert parent_link is not None
+        assert parent_link.intervention is None  # a participant reads no session-level record
+        diff = c.compare(parent, child)
+        assert diff.scores == []
+        assert {d.participant for d in diff.differences} == {"alice"}

@@ -4,10 +4,12 @@ Nothing here measures anything. The agents are a few lines each and behave badly
 so that a first look at a store meets every common kind of record and every viewer page has
 data: an experiment (five scenarios x two trials, one roster), three standalone sessions with
 other rosters, blocked actions, a finding, a score that passed and one that did not, a session
-that failed with its reason, and an artifact (a plain-text board of the final state).
+that failed with its reason, an artifact (a plain-text board of the final state), and a
+checkpoint with a branch made from it under a declared intervention, both then continued, so
+that lineage and comparison have something to show.
 
-The plan is data (:data:`EXPERIMENT` and :data:`STANDALONE`): a later feature (checkpoints,
-branches) adds a step after :func:`write_quickstart`'s runs rather than a second demo.
+The plan is data (:data:`EXPERIMENT`, :data:`STANDALONE` and :data:`BRANCH`): a later feature
+adds a step after :func:`write_quickstart`'s runs rather than a second demo.
 """
 
 from __future__ import annotations
@@ -33,10 +35,13 @@ from envharness.scenario import Scenario
 from envharness.store import RecordFilter, read_store
 
 __all__ = [
+    "BRANCH",
     "EXPERIMENT",
     "SCENARIOS",
     "STANDALONE",
     "BoardEnvironment",
+    "BranchStep",
+    "Branched",
     "Plan",
     "QuickstartSummary",
     "write_quickstart",
@@ -152,6 +157,38 @@ EXPERIMENT_SEED = 42
 
 
 @dataclass(frozen=True, slots=True)
+class BranchStep:
+    """Checkpoint a standalone session where it ended, branch it with a declared intervention,
+    then continue the session and its branch for ``turns`` more turns each."""
+
+    plan: str
+    """The name of the standalone :class:`Plan` whose session is branched."""
+    intervention: Mapping[str, Any]
+    reason: str
+    turns: int = 2
+
+
+BRANCH = BranchStep(
+    "trio", {"kind": "reset-total", "value": 0}, "what if the total were reset", turns=2
+)
+"""The trio (blocked actions, a finding) is checkpointed and branched with its total reset."""
+
+
+@dataclass(frozen=True, slots=True)
+class Branched:
+    """What the branch step wrote: a checkpoint on ``parent`` and the branch ``child``."""
+
+    parent: str
+    child: str
+    checkpoint_seq: int
+    checkpoint_turn: int
+    intervention: Mapping[str, Any]
+    reason: str
+    turns: int
+    """Turns completed by the parent and by its branch once both were continued."""
+
+
+@dataclass(frozen=True, slots=True)
 class QuickstartSummary:
     """What was written, and which session is worth looking at first."""
 
@@ -168,6 +205,8 @@ class QuickstartSummary:
     artifacts: int
     showcase: str
     """A session with a blocked action and a finding, for the suggested ``show``."""
+    branch: Branched | None = None
+    """The branch made by :data:`BRANCH` (``None`` when the plan has no branch step)."""
 
 
 async def write_quickstart(
@@ -176,12 +215,16 @@ async def write_quickstart(
     turns: int,
     experiment: Plan = EXPERIMENT,
     standalone: tuple[Plan, ...] = STANDALONE,
+    branch: BranchStep | None = BRANCH,
     progress: Callable[[int, int], None] | None = None,
 ) -> QuickstartSummary:
-    """Run the experiment, then each standalone session, into ``store``; count what was
-    recorded. ``progress`` is called with (sessions started, sessions planned)."""
-    planned = len(experiment.scenarios) * experiment.trials + sum(
-        len(plan.scenarios) for plan in standalone
+    """Run the experiment, then each standalone session, then the branch step, into
+    ``store``; count what was recorded. ``progress`` is called with (sessions started,
+    sessions planned)."""
+    planned = (
+        len(experiment.scenarios) * experiment.trials
+        + sum(len(plan.scenarios) for plan in standalone)
+        + (branch is not None)
     )
     started: set[str] = set()
 
@@ -213,13 +256,53 @@ async def write_quickstart(
         )
         for member in result.sessions
     ]
+    ran: dict[str, Session] = {}
     for plan in standalone:
         harness = AsyncEnvironmentHarness(store, environment=environment, agents=plan.agents)
         for scenario in plan.scenarios:
-            sessions.append(
-                await harness.run(scenario, turns=turns, seed=len(sessions), progress=on_turn)
-            )
-    return await _summarise(store, result.id, result.name, len(result.sessions), sessions)
+            session = await harness.run(scenario, turns=turns, seed=len(sessions), progress=on_turn)
+            sessions.append(session)
+            ran.setdefault(plan.name, session)
+    branched = None
+    if branch is not None:
+        [plan] = [plan for plan in standalone if plan.name == branch.plan]
+        branched = await _branch(store, plan, ran[plan.name], branch, turns, sessions, on_turn)
+    summary = await _summarise(store, result.id, result.name, len(result.sessions), sessions)
+    return dataclasses.replace(summary, branch=branched)
+
+
+async def _branch(
+    store: Path,
+    plan: Plan,
+    parent: Session,
+    step: BranchStep,
+    turns: int,
+    sessions: list[Session],
+    on_turn: Callable[[str, int, int], None],
+) -> Branched:
+    """Checkpoint ``parent``, branch it, and continue both; the board moves to the new end."""
+
+    def environment() -> BoardEnvironment:
+        return BoardEnvironment(turns + step.turns)
+
+    harness = AsyncEnvironmentHarness(store, environment=environment, agents=plan.agents)
+    checkpoint = await harness.checkpoint(parent.id)
+    child = await harness.branch(
+        checkpoint, intervention=dict(step.intervention), reason=step.reason
+    )
+    continued = await harness.continue_(parent.id, turns=step.turns, progress=on_turn)
+    child = await harness.continue_(child.id, turns=step.turns, progress=on_turn)
+    sessions[sessions.index(parent)] = continued
+    sessions.append(child)
+    return Branched(
+        parent=parent.id,
+        child=child.id,
+        checkpoint_seq=checkpoint.seq,
+        checkpoint_turn=checkpoint.turn,
+        intervention=step.intervention,
+        reason=step.reason,
+        turns=child.turns_completed,
+    )
 
 
 async def _summarise(

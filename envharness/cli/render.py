@@ -113,10 +113,12 @@ def quickstart_lines(summary: QuickstartSummary) -> Iterator[str]:
     yield "These values measure nothing; they only show what envharness records."
     yield ""
     yield f"wrote {len(summary.sessions)} sessions, {summary.records} records to {where}"
-    standalone = len(summary.sessions) - summary.grouped
+    branch = summary.branch
+    branches = 0 if branch is None else 1
+    standalone = len(summary.sessions) - summary.grouped - branches
     yield (
         f"  {summary.grouped} in experiment {summary.experiment} ({summary.experiment_name!r}),"
-        f" {standalone} standalone"
+        f" {standalone} standalone" + (f", {branches} branch" if branches else "")
     )
     yield (
         "  "
@@ -124,6 +126,13 @@ def quickstart_lines(summary: QuickstartSummary) -> Iterator[str]:
         + f"; {summary.blocked} blocked actions, {summary.findings} findings,"
         + f" {summary.artifacts} artifacts"
     )
+    if branch is not None:
+        change = msgspec.json.encode(branch.intervention).decode()
+        yield (
+            f"  {branch.child} branched from {branch.parent} after turn"
+            f" {branch.checkpoint_turn}: {printable(branch.reason)}"
+        )
+        yield f"    intervention {change}; both continued to turn {branch.turns}"
     yield ""
     yield "next:"
     prefix = f"envharness --store {where}"

@@ -20,25 +20,46 @@ Experiments follow from sessions: a participant sees the experiments in which it
 and in them only its own sessions (the store applies the set of visible sessions in the SQL of
 each read); their configuration and the reasons and totals that speak of everyone are withheld.
 An experiment a participant may not see answers like one that does not exist.
+
+Lineage and comparisons follow the same rules. A participant sees a session's parent and
+branches only where it may see them, and not the checkpoint and ``branch`` records (they are
+session level). A comparison is ``compare_sessions`` reading through :class:`_NarrowedStore`,
+so for a participant its reads carry the participant filter in their SQL: it compares only
+that participant's observations and actions, and finds no scores.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from dataclasses import dataclass
+from typing import cast
 
 import msgspec
 
 from envharness.errors import NotFoundError
-from envharness.records import TERMINAL_STATUSES
+from envharness.records import TERMINAL_STATUSES, Branch, Checkpoint, Record, decode_record
+from envharness.runtime.compare import compare_sessions
 from envharness.service.auth import Principal
 from envharness.service.problems import not_found
 from envharness.service.schemas import (
+    BranchLink,
+    ComparisonOut,
     ExperimentSessionOut,
     ExperimentSummary,
+    LineageOut,
+    ScoreDifference,
     SessionSummary,
 )
 from envharness.service.state import Service
-from envharness.store import ExperimentInfo, ExperimentMember, RecordFilter, SessionInfo
+from envharness.store import (
+    BranchRef,
+    ExperimentInfo,
+    ExperimentMember,
+    RecordFilter,
+    SessionInfo,
+    Store,
+)
 
 __all__ = ["Access"]
 
@@ -125,6 +146,69 @@ class Access:
             records=info.records if full else None,
         )
 
+    # -- lineage and comparison ----------------------------------------------------------------
+
+    async def lineage(self, session_id: str) -> LineageOut:
+        """The session's parent and branches that this principal may see (404 for a session
+        it may not see)."""
+        info = await self.session(session_id)
+        found = await self.service.store.lineage(info.id)
+        visible = await self.visible_sessions()
+        parent = None
+        if found.parent is not None and (visible is None or found.parent.session_id in visible):
+            parent = await self._link(found.parent, parent=found.parent.session_id, child=info.id)
+        children = [
+            await self._link(ref, parent=info.id, child=ref.session_id)
+            for ref in found.children
+            if visible is None or ref.session_id in visible
+        ]
+        return LineageOut(session_id=info.id, parent=parent, children=children)
+
+    async def _link(self, ref: BranchRef, *, parent: str, child: str) -> BranchLink:
+        """``ref``'s end of a branch from ``parent`` to ``child``, with the checkpoint and the
+        declared intervention where this principal may read them."""
+        other = await self.service.store.session(ref.session_id)
+        checkpoint: Checkpoint | None = None
+        branch: Branch | None = None
+        if self.sees_everything:
+            at = await self._first(parent, RecordFilter(after=ref.checkpoint_seq - 1, limit=1))
+            if at is not None and at.seq == ref.checkpoint_seq:
+                checkpoint = at.payload if isinstance(at.payload, Checkpoint) else None
+            made = await self._first(child, RecordFilter(kinds=("branch",), limit=1))
+            branch = made.payload if made is not None and isinstance(made.payload, Branch) else None
+        return BranchLink(
+            session=self.summary(other),
+            checkpoint_seq=ref.checkpoint_seq,
+            checkpoint_turn=checkpoint.turn if checkpoint is not None else None,
+            checkpoint_label=checkpoint.label if checkpoint is not None else None,
+            intervention=branch.intervention if branch is not None else None,
+            reason=branch.reason if branch is not None else None,
+        )
+
+    async def _first(self, session_id: str, selection: RecordFilter) -> Record | None:
+        # Rows, closed here: leaving ``store.records`` early would strand its inner reader.
+        async with aclosing(self.service.store.rows(session_id, selection)) as rows:
+            async for row in rows:
+                return decode_record(row)
+        return None
+
+    async def compare(self, left: str, right: str) -> ComparisonOut:
+        """``compare_sessions`` over two sessions this principal may see, reading only the
+        records it may read (404 if it may not see either)."""
+        ours, theirs = await self.session(left), await self.session(right)
+        found = await compare_sessions(cast(Store, _NarrowedStore(self)), ours.id, theirs.id)
+        return ComparisonOut(
+            left=self.summary(ours),
+            right=self.summary(theirs),
+            turns_compared=list(found.turns_compared),
+            differences=list(found.differences),
+            scores=[
+                ScoreDifference(metric=metric, left=pair[0], right=pair[1])
+                for metric, pair in found.scores.items()
+            ],
+            identical=found.identical,
+        )
+
     # -- experiments ---------------------------------------------------------------------------
 
     async def experiments(self) -> list[ExperimentInfo]:
@@ -178,3 +262,20 @@ class Access:
             created_at=info.created_at,
             updated_at=info.updated_at,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _NarrowedStore:
+    """The two reads ``compare_sessions`` makes, as one principal may make them: sessions by
+    exact id that it may see, and records narrowed by :meth:`Access.records` (in the SQL)."""
+
+    access: Access
+
+    async def session(self, session_id: str) -> SessionInfo:
+        return await self.access.session(session_id)
+
+    def records(
+        self, session_id: str, selection: RecordFilter | None = None
+    ) -> AsyncGenerator[Record, None]:
+        narrowed = self.access.records(selection or RecordFilter())
+        return self.access.service.store.records(session_id, narrowed)

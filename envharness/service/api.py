@@ -1,4 +1,5 @@
-"""The JSON API: sessions, records, export, live events, verification, tokens, health.
+"""The JSON API: sessions, records, export, live events, lineage and comparison,
+verification, tokens, health.
 
 Every handler reads through :class:`~envharness.service.access.Access`, which applies the
 caller's policy in the query itself; the endpoint table at the bottom is what the router and
@@ -29,8 +30,10 @@ from envharness.service.routing import (
 )
 from envharness.service.schemas import (
     ChainBreakOut,
+    ComparisonOut,
     Health,
     Kind,
+    LineageOut,
     NewToken,
     RecordOut,
     RecordPage,
@@ -45,7 +48,7 @@ from envharness.store import RecordFilter
 from envharness.store.schema import SCHEMA_VERSION
 from envharness.store.tokens import TokenInfo
 
-__all__ = ["API_ENDPOINTS", "RecordsQuery", "SessionsQuery"]
+__all__ = ["API_ENDPOINTS", "CompareQuery", "RecordsQuery", "SessionsQuery"]
 
 MAX_BODY = 64 * 1024
 """Largest JSON request body accepted (token requests are a few hundred bytes)."""
@@ -83,6 +86,13 @@ class RecordsQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
         str | None, msgspec.Meta(description="Only this participant's records.")
     ] = None
     turn: Annotated[int, msgspec.Meta(ge=0, description="Only records of this turn.")] | None = None
+
+
+class CompareQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    left: Annotated[str, msgspec.Meta(description="A session id (ses_…), exact.")]
+    right: Annotated[
+        str, msgspec.Meta(description="Another session id, exact: a branch of `left`, say.")
+    ]
 
 
 async def health(call: Call[NoParameters]) -> Response:
@@ -171,6 +181,14 @@ async def export_session(call: Call[NoParameters]) -> Response:
                 yield encode_record(row) + b"\n"
 
     return ClosingStream(lines(), media_type="application/x-ndjson", filename=f"{info.id}.jsonl")
+
+
+async def get_lineage(call: Call[NoParameters]) -> Response:
+    return json_response(await call.access.lineage(call.path("session_id")))
+
+
+async def compare(call: Call[CompareQuery]) -> Response:
+    return json_response(await call.access.compare(call.query.left, call.query.right))
 
 
 async def verify(call: Call[NoParameters]) -> Response:
@@ -275,6 +293,32 @@ API_ENDPOINTS: tuple[Endpoint, ...] = (
         roles=ANYONE, query=EventsQuery, media_type="text/event-stream", errors=(404, 422),
         request_headers={"Last-Event-ID": "Resume after this seq (sent by EventSource)."},
         events={"record": RecordOut, "end": StreamEnd},
+    ),
+    Endpoint(
+        method="GET", path=f"{_SESSION}/lineage", handler=get_lineage,
+        operation="getLineage", tag="sessions",
+        summary="Where a session was branched from, and the branches made from it",
+        description=(
+            "`parent` names the session and the checkpoint (seq, turn, label) this one was "
+            "branched from, with the declared intervention and reason; `children` lists the "
+            "branches made from this session the same way, oldest first. A participant token "
+            "gets only the sessions it may see, and the checkpoint and intervention fields "
+            "null."
+        ),
+        roles=ANYONE, response=LineageOut, errors=(404,),
+    ),
+    Endpoint(
+        method="GET", path="/api/compare", handler=compare, operation="compareSessions",
+        tag="sessions",
+        summary="Two sessions aligned turn by turn: what differs, and their scores",
+        description=(
+            "Aligns the sessions by turn and participant (a branch numbers its turns from its "
+            "parent's start) and lists each observation, executed action and environment "
+            "outcome that differs in a turn both reached, then each metric of their score "
+            "reports. A participant token may compare only sessions it takes part in (404 for "
+            "any other, as for a missing one), and compares only its own records."
+        ),
+        roles=ANYONE, query=CompareQuery, response=ComparisonOut, errors=(404, 422),
     ),
     Endpoint(
         method="GET", path="/api/verify", handler=verify, operation="verify", tag="meta",

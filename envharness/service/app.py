@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from envharness.service.api import API_ENDPOINTS
+from envharness.service.compare_pages import COMPARE_PAGES
 from envharness.service.experiment_api import EXPERIMENT_API_ENDPOINTS
 from envharness.service.experiment_pages import EXPERIMENT_PAGES
 from envharness.service.guard import Guard
@@ -73,6 +74,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     *STORE_PAGES,
     *EXPERIMENT_PAGES,
     *SESSION_PAGES,
+    *COMPARE_PAGES,
     *LOGIN_ENDPOINTS,
     *META_ENDPOINTS,
     *ASSET_ENDPOINTS,

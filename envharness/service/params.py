@@ -21,6 +21,7 @@ __all__ = ["NoParameters", "parse_query", "repeated_fields"]
 _S = TypeVar("_S", bound=msgspec.Struct)
 _AT = re.compile(r" - at `\$\.([A-Za-z_]+)[^`]*`$")
 _UNKNOWN = re.compile(r"unknown field `([^`]*)`")
+_MISSING = re.compile(r"missing required field `([^`]*)`")
 
 
 class NoParameters(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -72,6 +73,9 @@ def _problem(message: str) -> HTTPProblem:
     if unknown := _UNKNOWN.search(message):
         name = unknown.group(1)
         return HTTPProblem(422, f"unknown query parameter {name!r}", parameter=name)
+    if missing := _MISSING.search(message):
+        name = missing.group(1)
+        return HTTPProblem(422, f"query parameter {name!r} is required", parameter=name)
     if at := _AT.search(message):
         name = at.group(1)
         detail = message[: at.start()]

@@ -17,10 +17,12 @@ from envharness.records import (
     ActionBlocked,
     ActionExecuted,
     Artifact,
+    Branch,
     Checkpoint,
     Cost,
     Finding,
     Hint,
+    Intervention,
     Log,
     Observation,
     OperationReceipt,
@@ -34,10 +36,22 @@ from envharness.records import (
 )
 from envharness.service.html import DASH, Html, html, join, number, value
 
-__all__ = ["TurnView", "cost_text", "describe", "group_turns", "record_link", "turn_section"]
+__all__ = [
+    "MARKER_KINDS",
+    "TurnView",
+    "cost_text",
+    "describe",
+    "group_turns",
+    "is_marker",
+    "marker",
+    "record_link",
+    "turn_section",
+]
 
 COLUMNS = ("observed", "attempted", "result")
 """The grid's columns; a cost is shown under the attempt it paid for."""
+MARKER_KINDS = ("checkpoint", "segment.started", "intervention", "branch")
+"""Session-level records shown between turns, where they happened (see :func:`marker`)."""
 
 
 @dataclass(slots=True)
@@ -48,8 +62,12 @@ class TurnView:
     cells: dict[str, dict[str, list[Record]]] = field(default_factory=dict)
     outcomes: list[Record] = field(default_factory=list)
     others: list[Record] = field(default_factory=list)
+    first_seq: int = -1
+    """The seq of its first record: where the turn begins in the chain."""
 
     def add(self, record: Record) -> None:
+        if self.first_seq < 0 or record.seq < self.first_seq:
+            self.first_seq = record.seq
         payload = record.payload
         column = _column(payload)
         if record.participant is not None and column is not None:
@@ -216,12 +234,29 @@ def describe(record: Record) -> Html:
             result=value(payload.result if payload.error is None else payload.error.message),
         )  # fmt: skip
     if isinstance(payload, Checkpoint):
-        return html("checkpoint {label}", label=payload.label)
+        return html("“{label}”: the state after turn {turn}", label=payload.label,
+                    turn=payload.turn)  # fmt: skip
+    if isinstance(payload, Branch):
+        return html(
+            "branched from {parent} at checkpoint #{seq}: {change}{reason}",
+            parent=payload.parent_session, seq=payload.checkpoint_seq,
+            change=value(payload.intervention), reason=_reason(payload.reason),
+        )  # fmt: skip
+    if isinstance(payload, Intervention):
+        refused = (
+            html(' <span class="tag tag-blocked">refused</span> {why}', why=payload.rejected)
+            if payload.rejected
+            else ""
+        )
+        return html("{change}{reason}{refused}", change=value(payload.intervention),
+                    reason=_reason(payload.reason), refused=refused)  # fmt: skip
     if isinstance(payload, SessionStatus):
         reason = f": {payload.reason}" if payload.reason else ""
         return html("status {status}{reason}", status=payload.status, reason=reason)
     if isinstance(payload, SegmentStarted):
-        return html("segment {n} started ({cause})", n=payload.segment, cause=payload.cause)
+        until = f", to turn {payload.until}" if payload.until is not None else ""
+        return html("segment {n} started ({cause}) after turn {turn}{until}", n=payload.segment,
+                    cause=payload.cause, turn=payload.turn, until=until)  # fmt: skip
     if isinstance(payload, SegmentEnded):
         return html("segment {n} ended: {status}", n=payload.segment, status=payload.status)
     if isinstance(payload, Score):
@@ -232,6 +267,65 @@ def describe(record: Record) -> Html:
     if isinstance(body, dict):
         body.pop("kind", None)
     return value(body)
+
+
+def _reason(reason: str) -> Html:
+    return html(' <span class="why">“{r}”</span>', r=reason) if reason else Html("")
+
+
+def is_marker(record: Record) -> bool:
+    """A session-level record the Turns view shows between turns: a checkpoint, a segment that
+    resumed or continued the session, an intervention, a branch."""
+    payload = record.payload
+    if isinstance(payload, SegmentStarted):
+        return payload.cause != "start"
+    return record.kind in MARKER_KINDS
+
+
+def marker(session_id: str, record: Record, extra: Html | None = None) -> Html:
+    """A line between turns for a record that :func:`is_marker` admits; ``extra`` follows it
+    (a checkpoint's branches, a branch's comparison link)."""
+    payload = record.payload
+    link = record_link(session_id, record.seq)
+    if isinstance(payload, Checkpoint):
+        icon, css, title = "⚑", "checkpoint", Html("Checkpoint")
+        text = html("after turn {t}: the state kept to branch from", t=payload.turn)
+        if payload.label != f"turn {payload.turn}":
+            text = html('<span class="why">“{l}”</span> {t}', l=payload.label, t=text)
+    elif isinstance(payload, SegmentStarted):
+        icon, css = "▸", "segment"
+        if payload.cause == "branch":
+            title = Html("Branch starts")
+            text = html("from the parent's state after turn {t}, with the intervention applied",
+                        t=payload.turn)  # fmt: skip
+        elif payload.until is not None:
+            title = Html("Continued")
+            text = html("after turn {t}, to turn {u}", t=payload.turn, u=payload.until)
+        else:
+            title = Html("Resumed")
+            text = html("after turn {t}", t=payload.turn)
+        if payload.changes:
+            text = html("{t} · declared changes: {c}", t=text, c="; ".join(payload.changes))
+    elif isinstance(payload, Intervention):
+        refused = payload.rejected is not None
+        icon, css = ("✕", "refused") if refused else ("✎", "intervention")
+        title = Html("Intervention refused") if refused else Html("Intervention")
+        text = html("{v}{r}", v=value(payload.intervention), r=_reason(payload.reason))
+        if refused:
+            text = html('{t} <span class="reason">{why} (no branch was made)</span>', t=text,
+                        why=payload.rejected)  # fmt: skip
+    elif isinstance(payload, Branch):
+        icon, css, title = "↳", "branch", Html("Branched")
+        text = describe(record)
+    else:  # pragma: no cover - is_marker admits only the kinds above
+        icon, css, title, text = "·", "other", html("{k}", k=record.kind), describe(record)
+    return html(
+        '<div class="marker marker-{css}" id="r{seq}"><span class="marker-icon" '
+        'aria-hidden="true">{icon}</span><div class="marker-body"><div class="marker-line">'
+        "{link}<b>{title}</b> {text}</div>{extra}</div></div>",
+        css=css, seq=record.seq, icon=icon, link=link, title=title, text=text,
+        extra=extra or Html(""),
+    )  # fmt: skip
 
 
 def cost_text(cost: Cost) -> str:

@@ -8,7 +8,7 @@ reader can recompute every digest from what it received.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 import msgspec
 
@@ -20,12 +20,15 @@ from envharness.records import (
     Status,
     encode_record,
 )
+from envharness.runtime.compare import TurnDifference
 from envharness.store import SessionCounts
 from envharness.store.tokens import Role, TokenInfo
 
 __all__ = [
     "KINDS",
+    "BranchLink",
     "ChainBreakOut",
+    "ComparisonOut",
     "ExperimentDetail",
     "ExperimentEnd",
     "ExperimentPage",
@@ -38,6 +41,7 @@ __all__ = [
     "Problem",
     "RecordOut",
     "RecordPage",
+    "ScoreDifference",
     "SessionCreatedEvent",
     "SessionDetail",
     "SessionPage",
@@ -45,6 +49,7 @@ __all__ = [
     "SessionSummary",
     "StreamEnd",
     "TokenRequest",
+    "TurnDifference",
     "VerifyOut",
     "record_page_bytes",
 ]
@@ -133,6 +138,65 @@ class SessionDetail(msgspec.Struct, frozen=True, kw_only=True):
     findings: list[RecordOut]
     lineage: list[RecordOut]
     """``branch`` records: where this session came from."""
+
+
+class BranchLink(msgspec.Struct, frozen=True, kw_only=True):
+    """One branch between two sessions, seen from one end: ``session`` is the other end (the
+    parent, or a child), ``checkpoint_seq`` the checkpoint record's seq in the parent's chain.
+
+    ``checkpoint_turn``, ``checkpoint_label``, ``intervention`` and ``reason`` come from the
+    checkpoint and ``branch`` records; for a participant token they are null (those records
+    are about the whole session, so it does not read them).
+    """
+
+    session: SessionSummary
+    checkpoint_seq: int
+    checkpoint_turn: Annotated[
+        int | None, msgspec.Meta(description="The last complete turn the checkpoint holds.")
+    ]
+    checkpoint_label: str | None
+    intervention: Annotated[
+        Any, msgspec.Meta(description="What the branch changed, as declared (any JSON).")
+    ]
+    reason: str | None
+
+
+class LineageOut(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a session came from and the branches made from it, oldest first.
+
+    A participant token gets only the sessions it may see: a parent or child it may not see
+    is left out, as if it did not exist.
+    """
+
+    session_id: SessionId
+    parent: BranchLink | None
+    """The session this one was branched from; null for an original session."""
+    children: list[BranchLink]
+
+
+class ScoreDifference(msgspec.Struct, frozen=True, kw_only=True):
+    """One metric of either session's last score report (null on a side without it)."""
+
+    metric: str
+    left: float | None
+    right: float | None
+
+
+class ComparisonOut(msgspec.Struct, frozen=True, kw_only=True):
+    """Two sessions aligned by turn and participant (``envharness.runtime.compare``).
+
+    ``differences`` lists each observation, executed action and environment outcome that
+    differs in a turn both sessions reached (``turns_compared``); a branch numbers its turns
+    from its parent's start, so it lines up with its parent. For a participant token only its
+    own observations and actions are compared, and ``scores`` is empty.
+    """
+
+    left: SessionSummary
+    right: SessionSummary
+    turns_compared: list[int]
+    differences: list[TurnDifference]
+    scores: list[ScoreDifference]
+    identical: bool
 
 
 class StreamEnd(msgspec.Struct, frozen=True, kw_only=True):

@@ -8,9 +8,10 @@ from __future__ import annotations
 import msgspec
 from starlette.responses import Response
 
-from envharness.records import Branch, ErrorInfo, Finding, Score
+from envharness.records import ErrorInfo, Finding, Score
 from envharness.service.html import DASH, Html, html, join, json_block, number, value
 from envharness.service.layout import page
+from envharness.service.lineage_view import lineage_section
 from envharness.service.params import NoParameters
 from envharness.service.problems import not_found
 from envharness.service.render import record_link
@@ -38,9 +39,11 @@ async def session_overview(call: Call[NoParameters]) -> Response:
     failure = _failure(session)
     if failure:
         parts.append(failure)
+    lineage = lineage_section(info.id, await session.access.lineage(info.id), always=False)
     if session.access.sees_everything:
         parts.append(_scores(session))
         parts.append(await _findings(call, session))
+        parts.append(lineage)
         parts.append(participants_table(session))
     else:
         parts.append(
@@ -53,6 +56,7 @@ async def session_overview(call: Call[NoParameters]) -> Response:
                 id=info.id,
             )
         )
+        parts.append(lineage)
     body = html(
         '<div class="session"{live}>{head}{parts}</div>',
         live=live_attributes(info, info.records - 1),
@@ -188,7 +192,12 @@ async def session_config(call: Call[NoParameters]) -> Response:
         ("Action type", environment.action_type or DASH),
         ("Observation type", environment.observation_type or DASH),
         ("Seed", str(config.seed)),
-        ("Turns planned", str(config.turns)),
+        (
+            "Turns planned",
+            str(config.turns)
+            if session.planned in (None, config.turns)
+            else f"{config.turns}, then continued to turn {session.planned}",
+        ),
         ("Action timeout", f"{config.action_timeout:g} s" if config.action_timeout else "none"),
         ("envharness", config.envharness_version),
         ("Harness version", config.harness_version or DASH),
@@ -215,23 +224,7 @@ async def session_config(call: Call[NoParameters]) -> Response:
         if config.operations
         else Html('<tr><td colspan="3" class="muted">No operations.</td></tr>')
     )
-    lineage = (
-        join(
-            html(
-                '<li>Branched from <a class="mono" href="/sessions/{p}">{p}</a> at '
-                '<a href="/sessions/{p}/records/{c}">checkpoint #{c}</a>, intervention {i} '
-                "{link}</li>",
-                p=branch.parent_session,
-                c=branch.checkpoint_seq,
-                i=value(branch.intervention),
-                link=record_link(info.id, record.seq),
-            )
-            for record in session.lineage
-            if isinstance(branch := record.payload, Branch)
-        )
-        if session.lineage
-        else Html('<li class="muted">An original session: not branched from another.</li>')
-    )
+    lineage = lineage_section(info.id, await session.access.lineage(info.id), always=True)
     scenario = config.scenario
     body = html(
         '<div class="session">{head}<div class="columns"><section class="card"><h2>Run</h2>'
@@ -241,7 +234,7 @@ async def session_config(call: Call[NoParameters]) -> Response:
         "</section></div>{participants}"
         '<section class="card"><h2>Operations</h2><table class="table"><thead><tr>'
         "<th>Name</th><th>Version</th><th>Configuration</th></tr></thead><tbody>{ops}</tbody>"
-        '</table></section><section class="card"><h2>Lineage</h2><ul>{lineage}</ul></section>'
+        "</table></section>{lineage}"
         '<details class="card raw"><summary>The frozen configuration as recorded (JSON)'
         "</summary>{raw}</details></div>",
         head=session_head(session, "config"),

@@ -13,8 +13,10 @@ from typing import Any
 from envharness.records import (
     Branch,
     Finding,
+    Intervention,
     Record,
     Score,
+    SegmentStarted,
     SessionConfig,
     SessionCreated,
     SessionStatus,
@@ -43,7 +45,10 @@ TABS: tuple[tuple[str, str, str, bool], ...] = (
 )
 """(key, label, path suffix, needs a token that sees everything)."""
 
-_SUMMARY_KINDS = ("session.created", "session.status", "score", "finding", "branch")
+_SUMMARY_KINDS = (
+    "session.created", "session.status", "score", "finding", "branch", "intervention",
+    "segment.started",
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +61,23 @@ class SessionView:
     scores: list[Record]
     findings: list[Record]
     lineage: list[Record]
+    """``branch`` records: where this session came from."""
+    interventions: list[Record]
+    """Interventions applied to start this branch, or refused when a branch was asked for."""
     last_status: SessionStatus | None
+    last_segment: SegmentStarted | None
+    branched_after: int | None
+    """For a branch, the parent's last complete turn it starts from."""
+
+    @property
+    def planned(self) -> int | None:
+        """The turn the session was planned to reach: its configuration's, or the target of
+        the last segment that changed it (a continued session, a branch)."""
+        if self.last_segment is not None and self.last_segment.until is not None:
+            return self.last_segment.until
+        if self.last_segment is not None and self.last_segment.cause == "branch":
+            return None  # a branch plans its turns when it is continued
+        return self.config.turns if self.config is not None else None
 
     @property
     def roster(self) -> list[str]:
@@ -74,7 +95,10 @@ async def load_session(call: Call[Any]) -> SessionView:
     scores: list[Record] = []
     findings: list[Record] = []
     lineage: list[Record] = []
+    interventions: list[Record] = []
     last_status: SessionStatus | None = None
+    last_segment: SegmentStarted | None = None
+    branched_after: int | None = None
     if access.sees_everything:
         selection = RecordFilter(kinds=_SUMMARY_KINDS)
         async with aclosing(call.service.store.records(info.id, selection)) as records:
@@ -90,13 +114,22 @@ async def load_session(call: Call[Any]) -> SessionView:
                     findings.append(record)
                 elif isinstance(payload, Branch):
                     lineage.append(record)
-    return SessionView(info, access, config, scores, findings, lineage, last_status)
+                elif isinstance(payload, Intervention):
+                    interventions.append(record)
+                elif isinstance(payload, SegmentStarted):
+                    last_segment = payload
+                    if payload.cause == "branch":
+                        branched_after = payload.turn
+    return SessionView(
+        info, access, config, scores, findings, lineage, interventions, last_status,
+        last_segment, branched_after,
+    )  # fmt: skip
 
 
 def session_head(session: SessionView, active: str) -> Html:
     info = session.info
     summary = session.access.summary(info)
-    planned = f" of {session.config.turns}" if session.config is not None else ""
+    planned = f" of {session.planned}" if session.planned is not None else ""
     facts = [
         html("scenario <b>{s}</b>", s=info.scenario_id),
         html("{n}{planned} turns", n=info.turns_completed, planned=planned),
@@ -105,6 +138,19 @@ def session_head(session: SessionView, active: str) -> Html:
     ]
     if summary.records is not None:
         facts.insert(2, html("{n} records", n=f"{summary.records:,}"))
+    for record in session.lineage:
+        if isinstance(branch := record.payload, Branch):
+            facts.insert(
+                0,
+                html(
+                    '<span class="tag tag-branch">branch</span> of <a class="mono" '
+                    'href="/sessions/{p}">{p}</a>{after}',
+                    p=branch.parent_session,
+                    after=f" after turn {session.branched_after}"
+                    if session.branched_after is not None
+                    else "",
+                ),
+            )
     if info.experiment_id:
         trial = session.config.trial if session.config is not None else None
         facts.insert(

@@ -3,6 +3,11 @@
 Each window is read with one short query from the first record of its first turn, so a session
 of 10,000 turns opens as fast as one of three. When the window is the live end of a running
 session, the page carries the last seq it shows and ``viewer.js`` streams what commits after it.
+
+Checkpoints, resumed or continued segments and interventions are session-level records: they
+show as markers between the turns where they happened (a checkpoint with the branches made
+from it). A branch's first window opens with where it came from; its turns are numbered from
+its parent's start, so they begin after the checkpoint's turn.
 """
 
 from __future__ import annotations
@@ -13,12 +18,14 @@ from typing import Annotated
 import msgspec
 from starlette.responses import Response
 
-from envharness.records import Record, decode_record
+from envharness.records import Branch, Checkpoint, Intervention, Record, decode_record
 from envharness.service.access import Access
-from envharness.service.html import Html, html, join
+from envharness.service.html import Html, html, join, value
 from envharness.service.layout import page
-from envharness.service.render import group_turns, turn_section
+from envharness.service.lineage_view import compare_link, intervention_text
+from envharness.service.render import group_turns, is_marker, marker, record_link, turn_section
 from envharness.service.routing import Call
+from envharness.service.schemas import BranchLink
 from envharness.service.session_view import (
     SessionView,
     live_attributes,
@@ -44,10 +51,17 @@ async def session_turns(call: Call[TurnsQuery]) -> Response:
     info = session.info
     query = call.query
     access = session.access
-    first, last = query.turn, query.turn + TURNS_PER_PAGE - 1
+    first = query.turn
     selection = access.records(RecordFilter(participant=query.participant))
     start = await _first_seq_of_turn(call, access, info.id, first, query.participant)
+    if start is None and first == 1:
+        # A branch's turns go on from its parent's: its first turn is not turn 1.
+        found = await _first_turn(call, access, info.id, query.participant)
+        if found is not None:
+            start, first = found
+    last = first + TURNS_PER_PAGE - 1
     records: list[Record] = []
+    markers: list[Record] = []
     after = info.records - 1 if access.sees_everything and query.participant is None else -1
     if start is not None:
         window = msgspec.structs.replace(selection, after=start - 1)
@@ -58,14 +72,34 @@ async def session_turns(call: Call[TurnsQuery]) -> Response:
                 after = max(after, row.seq)
                 if row.turn is not None:
                     records.append(decode_record(row))
+                elif row.kind in MARKED:
+                    record = decode_record(row)
+                    if is_marker(record):
+                        markers.append(record)
     views = group_turns(records)
     roster = session.roster
-    sections = join(turn_section(info.id, view, roster) for view in views)
+    timeline = [(view.first_seq, turn_section(info.id, view, roster)) for view in views]
+    branches: list[BranchLink] = []
+    if any(isinstance(record.payload, Checkpoint) for record in markers):
+        branches = (await access.lineage(info.id)).children
+    timeline += [(record.seq, _marker(session, record, branches)) for record in markers]
+    opening = Html("")
+    if session.branched_after is not None and first <= session.branched_after + 1:
+        opening = _branch_opening(session)
+    empty = Html("")
     if not views:
-        sections = html(
-            '<section class="card empty-turns"><p class="muted">{text}</p></section>',
-            text=f"No records for turn {first} yet." if first > 1 else "No turns recorded yet.",
+        text = f"No records for turn {first} yet." if first > 1 else "No turns recorded yet."
+        if info.status == "paused" and session.branched_after is not None:
+            text = "No turns yet: the branch is paused until it is continued."
+        empty = html(
+            '<section class="card empty-turns"><p class="muted">{text}</p></section>', text=text
         )
+    sections = html(
+        "{opening}{items}{empty}",
+        opening=opening,
+        items=join(item for _, item in sorted(timeline)),
+        empty=empty,
+    )
     tail = info.turns_completed <= last
     live = live_attributes(info, after, access.principal.participant or query.participant)
     body = html(
@@ -80,6 +114,86 @@ async def session_turns(call: Call[TurnsQuery]) -> Response:
     )
     return page(call.service, call.principal, title=f"{info.id} · turns", body=body,
                 active="sessions")  # fmt: skip
+
+
+MARKED = frozenset({"checkpoint", "segment.started", "intervention", "branch"})
+"""Kinds of the session-level records shown between turns (see ``render.is_marker``)."""
+
+
+def _marker(session: SessionView, record: Record, branches: list[BranchLink]) -> Html:
+    """A marker, with the branches made from it when it is a checkpoint."""
+    children = [c for c in branches if c.checkpoint_seq == record.seq]
+    if not isinstance(record.payload, Checkpoint) or not children:
+        return marker(session.info.id, record)
+    items = join(
+        html(
+            '<li><span class="tag tag-branch">branch</span> <a class="mono" '
+            'href="/sessions/{c}">{c}</a> {change} {compare}</li>',
+            c=child.session.id,
+            change=intervention_text(child),
+            compare=compare_link(session.info.id, child.session.id, "Compare"),
+        )
+        for child in children
+    )
+    return marker(session.info.id, record, html('<ul class="branches">{b}</ul>', b=items))
+
+
+def _branch_opening(session: SessionView) -> Html:
+    """Where a branch came from, above its first turn: parent, checkpoint, intervention."""
+    parts = []
+    for record in session.lineage:
+        branch = record.payload
+        assert isinstance(branch, Branch)
+        parts.append(
+            html(
+                '<div class="marker marker-branch" id="r{seq}"><span class="marker-icon" '
+                'aria-hidden="true">↳</span><div class="marker-body"><div class="marker-line">'
+                '{link}<b>Branched</b> from <a class="mono" href="/sessions/{p}">{p}</a> at '
+                '<a href="/sessions/{p}/records/{c}">checkpoint #{c}</a>, the state after turn '
+                "{turn}</div>{interventions}"
+                '<div class="marker-actions">{compare}</div></div></div>',
+                seq=record.seq,
+                link=record_link(session.info.id, record.seq),
+                p=branch.parent_session,
+                c=branch.checkpoint_seq,
+                turn=session.branched_after,
+                interventions=join(
+                    _applied(session.info.id, r)
+                    for r in session.interventions
+                    if isinstance(r.payload, Intervention) and r.payload.rejected is None
+                ),
+                compare=compare_link(branch.parent_session, session.info.id, "Compare with parent"),
+            )
+        )
+    return join(parts)
+
+
+def _applied(session_id: str, record: Record) -> Html:
+    payload = record.payload
+    assert isinstance(payload, Intervention)
+    return html(
+        '<div class="change">{link}<span class="muted">intervention</span> {v}{r}</div>',
+        link=record_link(session_id, record.seq),
+        v=value(payload.intervention),
+        r=html(' <span class="why">“{r}”</span>', r=payload.reason) if payload.reason else "",
+    )
+
+
+async def _first_turn(
+    call: Call[TurnsQuery], access: Access, session_id: str, participant: str | None
+) -> tuple[int, int] | None:
+    """(seq, turn) of the session's first record in a turn, for this reader: a branch's first
+    turn follows the turn of its checkpoint. Looks at the first few records only."""
+    selection = access.records(RecordFilter(participant=participant, limit=FIRST_TURN_SCAN))
+    async with aclosing(call.service.store.rows(session_id, selection)) as rows:
+        async for row in rows:
+            if row.turn is not None:
+                return row.seq, row.turn
+    return None
+
+
+FIRST_TURN_SCAN = 64
+"""Records read from a session's start to find its first turn (a branch has a handful)."""
 
 
 async def _first_seq_of_turn(

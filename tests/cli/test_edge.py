@@ -20,12 +20,16 @@ pytestmark = pytest.mark.anyio
 async def test_write_quickstart(store_path: Path) -> None:
     summary = await write_quickstart(store_path, turns=3)
 
-    assert len(summary.sessions) == 13
+    assert len(summary.sessions) == 14
     assert summary.grouped == 10
-    assert summary.records > 13 * 5
+    assert summary.records > 14 * 5
     assert summary.blocked > 0
     assert summary.findings > 0
     assert summary.showcase.startswith("ses_")
+    branch = summary.branch
+    assert branch is not None
+    assert [s.id for s in summary.sessions][-1] == branch.child
+    assert (branch.checkpoint_turn, branch.turns) == (3, 5)
 
 
 async def test_interruptible_returns_the_result_and_raises_errors_as_themselves() -> None:

@@ -57,14 +57,14 @@ def test_sessions_prints_a_table(invoke: Invoke, quickstart_master: Path) -> Non
     assert result.exit_code == 0
     header, *rows = result.stdout.splitlines()
     assert header.split() == ["id", "scenario", "status", "turns", "records", "created"]
-    assert len(rows) == 13
+    assert len(rows) == 14
     assert all(row.startswith("ses_") for row in rows)
 
 
 def test_sessions_json_is_one_object_per_line(invoke: Invoke, quickstart_master: Path) -> None:
     found = _sessions(invoke, quickstart_master)
 
-    assert len(found) == 13
+    assert len(found) == 14
     assert {"id", "scenario_id", "status", "turns_completed", "records", "created_at"} <= set(
         found[0]
     )
@@ -203,7 +203,7 @@ def test_verify_an_intact_store(invoke: Invoke, quickstart_master: Path) -> None
     result = invoke("--store", quickstart_master, "verify")
 
     assert result.exit_code == 0
-    assert result.stdout.startswith("verified 14 chains, ")  # 13 sessions and the experiment
+    assert result.stdout.startswith("verified 15 chains, ")  # 14 sessions and the experiment
     assert result.stdout.endswith(" records: OK\n")
 
 

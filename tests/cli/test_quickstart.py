@@ -8,8 +8,15 @@ from pathlib import Path
 
 import anyio
 
-from envharness.cli.quickstart import BOARD, SCENARIOS
-from envharness.records import Artifact, ExperimentCreated, Score, SessionCreated
+from envharness.cli.quickstart import BOARD, BRANCH, SCENARIOS
+from envharness.records import (
+    Artifact,
+    Branch,
+    Checkpoint,
+    ExperimentCreated,
+    Score,
+    SessionCreated,
+)
 from envharness.runtime.experiment import derive_seed
 from envharness.store import RecordFilter, read_store
 from envharness.store.artifacts import ArtifactFiles
@@ -29,6 +36,11 @@ class _Written:
     passed: set[bool | None] = field(default_factory=set)
     boards: list[str] = field(default_factory=list)
     """The sha256 of each board artifact."""
+    checkpoints: dict[str, list[tuple[int, Checkpoint]]] = field(default_factory=dict)
+    """session id → its checkpoints, with their seqs"""
+    branches: dict[str, Branch] = field(default_factory=dict)
+    """session id of a branch → where it came from"""
+    turns: dict[str, int] = field(default_factory=dict)
 
 
 async def _read(store: Path) -> _Written:
@@ -40,6 +52,7 @@ async def _read(store: Path) -> _Written:
                 written.experiments[experiment.id] = record.payload
     for info in await reader.sessions():
         written.statuses[info.status] += 1
+        written.turns[info.id] = info.turns_completed
         async for record in reader.records(info.id):
             written.kinds[record.kind] += 1
             payload = record.payload
@@ -57,6 +70,10 @@ async def _read(store: Path) -> _Written:
             elif isinstance(payload, Artifact):
                 assert payload.name == BOARD
                 written.boards.append(payload.sha256)
+            elif isinstance(payload, Checkpoint):
+                written.checkpoints.setdefault(info.id, []).append((record.seq, payload))
+            elif isinstance(payload, Branch):
+                written.branches[info.id] = payload
     return written
 
 
@@ -68,9 +85,13 @@ def test_quickstart_writes_an_experiment_and_standalone_sessions(
     assert result.exit_code == 0, result.output
     assert "measure nothing" in result.stdout
     assert str(store_path.resolve()) in result.stdout
-    assert "wrote 13 sessions" in result.stdout
+    assert "wrote 14 sessions" in result.stdout
     assert "10 in experiment exp_" in result.stdout
-    assert "'quickstart sweep'), 3 standalone" in result.stdout
+    assert "'quickstart sweep'), 3 standalone, 1 branch" in result.stdout
+    assert "after turn 4: what if the total were reset" in result.stdout
+    assert 'intervention {"kind":"reset-total","value":0}; both continued to turn 6' in (
+        result.stdout
+    )
     for command in ("serve --open", "sessions", "show ses_", "verify", "export ses_"):
         assert f"envharness --store {store_path.resolve()} {command}" in result.stdout
     written = anyio.run(_read, store_path)
@@ -87,19 +108,30 @@ def test_quickstart_writes_an_experiment_and_standalone_sessions(
         assert trial is not None
         assert seed == derive_seed(config.seed, scenario, trial)
     standalone = [sid for sid, p in written.placements.items() if p[0] is None]
-    assert len(standalone) == 3
+    assert len(standalone) == 4  # three, and a branch of one of them
     assert {written.rosters[sid] for sid in grouped} == {frozenset(config.participants)}
     assert len({written.rosters[sid] for sid in standalone} | {frozenset(config.participants)}) == 4
     assert {len(roster) for roster in written.rosters.values()} == {1, 2, 3}
 
     assert written.kinds["action.blocked"] > 0
     assert written.kinds["finding"] > 0
-    assert written.kinds["score"] == 12  # every session but the failed one
+    # Every session but the failed one, and again for the branched one once it was continued.
+    assert written.kinds["score"] == 14
     assert written.passed == {True, False, None}
-    assert written.statuses == {"completed": 12, "failed": 1}
-    assert len(written.boards) == written.kinds["artifact"] == 12
+    assert written.statuses == {"completed": 13, "failed": 1}
+    assert len(written.boards) == written.kinds["artifact"] == 14
     artifacts = ArtifactFiles(store_path / "artifacts")
     assert all(b"these numbers measure nothing" in artifacts.get(b) for b in written.boards)
+
+    # One checkpoint, one branch from it with the declared intervention; both continued.
+    [(child, branch)] = written.branches.items()
+    parent = branch.parent_session
+    [(seq, checkpoint)] = written.checkpoints[parent]
+    assert list(written.checkpoints) == [parent]
+    assert (branch.checkpoint_seq, checkpoint.turn) == (seq, 4)
+    assert (branch.intervention, branch.reason) == (dict(BRANCH.intervention), BRANCH.reason)
+    assert written.rosters[child] == written.rosters[parent] == {"alice", "bob", "carol"}
+    assert written.turns[parent] == written.turns[child] == 4 + BRANCH.turns
 
 
 def test_the_suggested_show_has_a_blocked_action_and_a_finding(
@@ -124,7 +156,7 @@ def test_quickstart_adds_to_an_existing_store(invoke: Invoke, store_path: Path) 
 
     listed = invoke("--store", store_path, "sessions", "--json")
 
-    assert len(listed.stdout.splitlines()) == 26
+    assert len(listed.stdout.splitlines()) == 28
 
 
 def test_quickstart_refuses_zero_turns(invoke: Invoke, store_path: Path) -> None:

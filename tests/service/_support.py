@@ -46,10 +46,11 @@ from envharness.store import Store, open_store, read_store
 from envharness.store.tokens import TokenStore
 
 BASE = "http://127.0.0.1:8765"
-TRIO, SOLO, FLAKY = 10, 11, 12
+TRIO, SOLO, FLAKY, BRANCH = 10, 11, 12, 13
 """Where the quickstart's standalone sessions are in the oldest-first listing: after the ten
 of its experiment. TRIO (alice, bob, carol) has blocked actions, a finding and a failed pass;
-SOLO (alice) passed; FLAKY (dana) failed."""
+it was checkpointed after turn 3 and continued. SOLO (alice) passed; FLAKY (dana) failed.
+BRANCH is the trio's branch from that checkpoint (same roster, total reset), continued too."""
 ROLES = ("admin", "viewer", "alice", "bob", "none", "revoked")
 """The principals every endpoint is tried with: alice and bob are participant tokens."""
 

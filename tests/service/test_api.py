@@ -42,7 +42,7 @@ async def test_health_needs_no_credential(world: World) -> None:
 
 async def test_sessions_page_through_every_session_once(world: World) -> None:
     everything = await _all_sessions(world)
-    assert len(everything) == 13
+    assert len(everything) == 14
     seen: list[str] = []
     after: str | None = None
     async with world.client("viewer") as client:
@@ -149,7 +149,7 @@ async def test_unknown_things_are_404s_in_the_api_format(world: World) -> None:
 
 
 async def test_a_session_detail_has_its_configuration_scores_and_findings(world: World) -> None:
-    session_id = (await _all_sessions(world))[TRIO]  # below zero: a finding
+    session_id = (await _all_sessions(world))[TRIO]  # below zero: a finding, then continued
     async with world.client("viewer") as client:
         detail = msgspec.json.decode(
             (await client.get(f"/api/sessions/{session_id}")).content, type=SessionDetail
@@ -162,8 +162,9 @@ async def test_a_session_detail_has_its_configuration_scores_and_findings(world:
         "bob",
         "carol",
     }
-    assert [score.kind for score in detail.scores] == ["score"]
-    assert [finding.kind for finding in detail.findings] == ["finding"]
+    # A report (and a finding) for the first three turns, and again once it was continued.
+    assert [score.kind for score in detail.scores] == ["score", "score"]
+    assert [finding.kind for finding in detail.findings] == ["finding", "finding"]
     assert detail.lineage == []
 
 
@@ -192,7 +193,7 @@ async def test_verify_reports_an_intact_store(world: World) -> None:
     async with world.client("viewer") as client:
         report = msgspec.json.decode((await client.get("/api/verify")).content, type=VerifyOut)
     assert report.ok
-    assert report.sessions == 14  # the 13 sessions' chains and the experiment's own
+    assert report.sessions == 15  # the 14 sessions' chains and the experiment's own
     assert report.breaks == []
 
 

@@ -3,7 +3,8 @@
 The table of expected statuses follows from each endpoint's declared roles, and the test
 walks :data:`envharness.service.app.ENDPOINTS` itself, so a new endpoint is covered the day it
 is added. Its path parameters name things every principal with a role may see: a quickstart
-session with alice, bob and carol, and the quickstart experiment (alice and bob are in it).
+session with alice, bob and carol, and the quickstart experiment (alice and bob are in it); an
+endpoint that compares two sessions is given that session and its branch (same roster).
 """
 
 from __future__ import annotations
@@ -19,14 +20,16 @@ from tests.service._support import ROLES, World
 pytestmark = pytest.mark.anyio
 
 
-async def _shared_session(world: World) -> str:
-    """A quickstart session with alice and bob in it (one of the trio cohort)."""
+async def _shared_session(world: World) -> tuple[str, str]:
+    """The quickstart's trio session (alice, bob and carol), and the branch made from it."""
     async with world.client("admin") as client:
         found = (await client.get("/api/sessions", params={"limit": 100})).json()["sessions"]
-        for summary in reversed(found):
+        for summary in found:
             detail = (await client.get(f"/api/sessions/{summary['id']}")).json()
             if {"alice", "bob", "carol"} <= set(detail["config"]["participants"]):
-                return str(summary["id"])
+                lineage = await client.get(f"/api/sessions/{summary['id']}/lineage")
+                [branch] = lineage.json()["children"]
+                return str(summary["id"]), str(branch["session"]["id"])
     raise AssertionError("the quickstart has no trio session")
 
 
@@ -36,14 +39,18 @@ async def _experiment(world: World) -> str:
     return str(experiment["id"])
 
 
-def _url(endpoint: Endpoint, session_id: str, token_id: str, experiment_id: str) -> str:
-    return (
+def _url(endpoint: Endpoint, sessions: tuple[str, str], token_id: str, experiment_id: str) -> str:
+    session_id, branch_id = sessions
+    path = (
         endpoint.path.replace("{session_id}", session_id)
         .replace("{experiment_id}", experiment_id)
         .replace("{token_id}", token_id)
         .replace("{seq:int}", "3")  # alice's first observation in a trio session
         .replace("{name}", "viewer.css")
     )
+    if {"left", "right"} <= set(endpoint.query.__struct_fields__):
+        path += f"?left={session_id}&right={branch_id}"
+    return path
 
 
 def expected(endpoint: Endpoint, role: str) -> int:
@@ -65,13 +72,13 @@ GETS = [endpoint for endpoint in ENDPOINTS if endpoint.method == "GET"]
 
 
 async def test_every_get_endpoint_answers_every_principal_as_its_policy_says(world: World) -> None:
-    session_id = await _shared_session(world)
+    sessions = await _shared_session(world)
     experiment_id = await _experiment(world)
     failures = []
     for role in ROLES:
         async with world.client(role) as client:
             for endpoint in GETS:
-                url = _url(endpoint, session_id, world.token_ids["viewer"], experiment_id)
+                url = _url(endpoint, sessions, world.token_ids["viewer"], experiment_id)
                 assert "{" not in url, url
                 response = await client.get(url)
                 if response.status_code != expected(endpoint, role):

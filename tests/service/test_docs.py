@@ -18,7 +18,9 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 def test_the_api_docs_python_examples_run(
     world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    sessions, experiments = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.DOTALL)
+    sessions, experiments, lineage = re.findall(
+        r"```python\n(.*?)```", DOC.read_text(), flags=re.DOTALL
+    )
     real = envharness.client.Client
 
     def over_the_app(base_url: str, token: str | None = None, **options: Any) -> Any:
@@ -35,3 +37,8 @@ def test_the_api_docs_python_examples_run(
     assert printed[0].startswith("quickstart sweep 10 of 10 {('warm-up', 0): 'completed', ")
     assert [line.split()[0] for line in printed[1:]].count("SessionCreatedEvent") == 10
     assert printed[-1].startswith("ExperimentStatusEvent  ")
+    exec(compile(lineage, str(DOC), "exec"), {"__name__": "docs"})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].endswith(" {'kind': 'reset-total', 'value': 0} what if the total were reset")
+    assert printed[1].split() == ["total", "-4.0", "->", "-2.0"]
+    assert "observation" in printed[-1]

@@ -78,11 +78,16 @@ async def test_a_participant_reads_only_its_own_records_everywhere(world: World)
             ]
             assert received
             assert {r.participant for r in received} == {"alice"}
+            lineage = (await client.get(f"/api/sessions/{session_id}/lineage")).text
+            compared = (
+                await client.get("/api/compare", params={"left": session_id, "right": session_id})
+            ).text
             detail = (await client.get(f"/api/sessions/{session_id}")).json()
             assert detail["config"] is None
             assert detail["scores"] == detail["findings"] == []
             assert detail["session"]["records"] is None
             bodies = [response.text for response in pages] + [events, "\n".join(export)]
+            bodies += [lineage, compared]
             bodies.append(msgspec.json.encode(detail).decode())
             for path in ("", "/turns", "/turns?turn=2"):
                 page = await client.get(f"/sessions/{session_id}{path}")
@@ -109,9 +114,14 @@ async def test_asking_for_another_participant_is_a_404_like_a_missing_one(world:
         for params in ({"participant": "bob"}, {"participant": "nobody"}):
             response = await client.get(f"/api/sessions/{shared}/records", params=params)
             assert response.status_code == 404
-        for path in ("/records", "/export", "/events", "", "/turns"):
+        for path in ("/records", "/export", "/events", "/lineage", "", "/turns"):
             for prefix in ("/api/sessions/", "/sessions/"):
-                if prefix == "/sessions/" and path in ("/records", "/export", "/events"):
+                if prefix == "/sessions/" and path in (
+                    "/records",
+                    "/export",
+                    "/events",
+                    "/lineage",
+                ):
                     continue
                 hidden = await client.get(f"{prefix}{without_alice}{path}")
                 missing = await client.get(f"{prefix}ses_00000000000000000000ff{path}")

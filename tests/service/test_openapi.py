@@ -40,7 +40,8 @@ async def test_the_document_lists_exactly_the_routes_of_the_app(world: World) ->
         "/api/sessions/{session_id}/export", "/api/sessions/{session_id}/events",
         "/api/verify", "/api/health", "/openapi.json", "/docs", "/api/experiments",
         "/api/experiments/{experiment_id}", "/api/experiments/{experiment_id}/events",
-        "/experiments", "/experiments/{experiment_id}",
+        "/experiments", "/experiments/{experiment_id}", "/api/sessions/{session_id}/lineage",
+        "/api/compare", "/compare",
     }  # fmt: skip
 
 
@@ -79,7 +80,8 @@ async def test_every_operation_is_complete_and_every_reference_resolves(world: W
             "TokenInfo", "Observation", "SessionConfig", "ExperimentPage", "ExperimentDetail",
             "ExperimentSummary", "ExperimentSessionOut", "ExperimentConfig", "SessionCounts",
             "SessionCreatedEvent", "SessionStatusEvent", "ExperimentStatusEvent",
-            "ExperimentEnd", "StreamEnd"} <= set(schemas)  # fmt: skip
+            "ExperimentEnd", "StreamEnd", "LineageOut", "BranchLink", "ComparisonOut",
+            "TurnDifference", "ScoreDifference"} <= set(schemas)  # fmt: skip
 
 
 async def test_query_parameters_come_from_the_endpoint_struct(world: World) -> None:
@@ -144,3 +146,40 @@ async def test_experiment_operations_are_described_from_their_wire_types(world: 
     assert records == {"record": {"$ref": ref("RecordOut")}, "end": {"$ref": ref("StreamEnd")}}
     for operation in (listing, one, stream):
         assert operation["x-roles"] == ["admin", "participant", "viewer"]
+
+
+async def test_lineage_and_compare_are_described_from_their_wire_types(world: World) -> None:
+    document = await _document(world)
+    paths = document["paths"]
+    schemas = document["components"]["schemas"]
+    ref = "#/components/schemas/{}".format
+    lineage = paths["/api/sessions/{session_id}/lineage"]["get"]
+    assert lineage["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": ref("LineageOut")
+    }
+    assert set(lineage["responses"]) == {"200", "401", "404"}
+    assert lineage["x-roles"] == ["admin", "participant", "viewer"]
+    compare = paths["/api/compare"]["get"]
+    assert compare["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": ref("ComparisonOut")
+    }
+    assert set(compare["responses"]) == {"200", "401", "404", "422"}
+    parameters = {p["name"]: p for p in compare["parameters"]}
+    assert set(parameters) == {"left", "right"}
+    assert all(p["required"] and p["in"] == "query" for p in parameters.values())
+    page = paths["/compare"]["get"]
+    assert {p["name"] for p in page["parameters"]} == {"left", "right", "turn"}
+    assert "text/html" in page["responses"]["200"]["content"]
+    comparison = schemas["ComparisonOut"]["properties"]
+    assert comparison["differences"]["items"] == {"$ref": ref("TurnDifference")}
+    assert comparison["scores"]["items"] == {"$ref": ref("ScoreDifference")}
+    assert comparison["left"] == {"$ref": ref("SessionSummary")}
+    assert set(schemas["TurnDifference"]["properties"]) == {
+        "turn", "participant", "kind", "left", "right"
+    }  # fmt: skip
+    link = schemas["BranchLink"]["properties"]
+    assert set(link) == {
+        "session", "checkpoint_seq", "checkpoint_turn", "checkpoint_label", "intervention",
+        "reason",
+    }  # fmt: skip
+    assert schemas["LineageOut"]["properties"]["children"]["items"] == {"$ref": ref("BranchLink")}

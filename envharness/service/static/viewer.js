@@ -208,6 +208,53 @@
     others.append(item);
   }
 
+  // Session-level records shown between turns (render.py: is_marker / marker): a checkpoint,
+  // a segment that resumed or continued the session, an intervention, a branch.
+  function markerParts(record) {
+    const payload = record.payload;
+    switch (record.kind) {
+      case "checkpoint":
+        return ["⚑", "checkpoint", "Checkpoint",
+                "after turn " + payload.turn + ": the state kept to branch from"];
+      case "segment.started":
+        if (payload.cause === "start") return null;
+        if (payload.cause === "branch") {
+          return ["▸", "segment", "Branch starts", "from the parent's state after turn " + payload.turn];
+        }
+        if (payload.until !== null && payload.until !== undefined) {
+          return ["▸", "segment", "Continued", "after turn " + payload.turn + ", to turn " + payload.until];
+        }
+        return ["▸", "segment", "Resumed", "after turn " + payload.turn];
+      case "intervention":
+        return payload.rejected
+          ? ["✕", "refused", "Intervention refused", payload.rejected + " (no branch was made)"]
+          : ["✎", "intervention", "Intervention", ""];
+      case "branch":
+        return ["↳", "branch", "Branched", "from " + payload.parent_session + " at checkpoint #" + payload.checkpoint_seq];
+      default:
+        return null;
+    }
+  }
+
+  function addMarker(timeline, record) {
+    const parts = markerParts(record);
+    if (!parts || document.getElementById("r" + record.seq)) return;
+    const [icon, css, title, text] = parts;
+    const box = el("div", "marker marker-" + css + " fresh");
+    box.id = "r" + record.seq;
+    const mark = el("span", "marker-icon", icon);
+    mark.setAttribute("aria-hidden", "true");
+    const line = el("div", "marker-line");
+    line.append(seqLink(record), el("b", "", title), " ", text);
+    if (record.kind === "intervention") line.append(" ", renderValue(record.payload.intervention));
+    const body = el("div", "marker-body");
+    body.append(line);
+    box.append(mark, body);
+    const empty = timeline.querySelector(".empty-turns");
+    if (empty) empty.remove();
+    timeline.append(box);
+  }
+
   function setStatus(status) {
     const holder = document.getElementById("session-status");
     if (!holder) return;
@@ -230,6 +277,7 @@
       const record = JSON.parse(event.data);
       if (record.kind === "session.status") setStatus(record.payload.status);
       if (timeline && record.turn !== null) addToTurn(timeline, record);
+      else if (timeline) addMarker(timeline, record);
     });
     source.addEventListener("end", (event) => {
       source.close();
