@@ -90,6 +90,12 @@ class Session:
     reason: str | None = None
     error: ErrorInfo | None = field(default=None, repr=False)
 
+    @classmethod
+    def of(cls, result: SessionResult, store: Path) -> Session:
+        return cls(
+            result.id, result.status, result.turns_completed, store, result.reason, result.error
+        )
+
 
 class AsyncEnvironmentHarness:
     """Runs sessions of one environment with one roster, recording into one store.
@@ -183,14 +189,7 @@ class AsyncEnvironmentHarness:
         plan = self._plan(scenario, turns=turns, seed=seed)
         async with self._writable_store() as store:
             result = await self._runner_class(store, plan, progress).run()
-        return Session(
-            id=result.id,
-            status=result.status,
-            turns_completed=result.turns_completed,
-            store=self.store,
-            reason=result.reason,
-            error=result.error,
-        )
+        return Session.of(result, self.store)
 
     async def resume(
         self,
@@ -208,14 +207,7 @@ class AsyncEnvironmentHarness:
         """
         async with self._writable_store() as store:
             result = await self._resume_in(store, session_id, declare_changes, progress)
-        return Session(
-            id=result.id,
-            status=result.status,
-            turns_completed=result.turns_completed,
-            store=self.store,
-            reason=result.reason,
-            error=result.error,
-        )
+        return Session.of(result, self.store)
 
     async def resume_experiment(
         self,

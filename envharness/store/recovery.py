@@ -102,42 +102,47 @@ async def recover(append: Append, directory: Path) -> int:
 
 def _sessions(connection: sqlite3.Connection) -> list[Orphan]:
     found = []
-    rows = connection.execute(
-        "SELECT id, head_seq, head_digest, owner FROM sessions"
-        " WHERE owner IS NOT NULL AND status NOT IN ('completed', 'failed', 'stopped',"
-        " 'interrupted')"
-    ).fetchall()
-    for chain_id, head_seq, head_digest, owner in rows:
-        runner = _runner.decode(owner)
-        if not is_gone(runner):
-            continue
-        last = connection.execute(
-            "SELECT payload FROM records WHERE session_id = ? AND kind = 'segment.started'"
-            " ORDER BY seq DESC LIMIT 1",
-            (chain_id,),
-        ).fetchone()
-        segment = _segment.decode(last[0]).segment if last else 0
+    for chain_id, head_seq, head_digest, runner in _owned_by_the_dead(
+        connection,
+        "SELECT id, head_seq, head_digest, owner FROM sessions WHERE owner IS NOT NULL"
+        " AND status NOT IN ('completed', 'failed', 'stopped', 'interrupted')",
+    ):
+        last = _last_payload(connection, chain_id, "segment.started")
+        segment = _segment.decode(last).segment if last else 0
         found.append(Orphan(chain_id, "session", head_seq, head_digest, runner, segment))
     return found
 
 
 def _experiments(connection: sqlite3.Connection) -> list[Orphan]:
     found = []
-    rows = connection.execute(
+    for chain_id, head_seq, head_digest, runner in _owned_by_the_dead(
+        connection,
         "SELECT id, head_seq, head_digest, owner FROM experiments"
-        " WHERE owner IS NOT NULL AND status = 'running'"
-    ).fetchall()
-    for chain_id, head_seq, head_digest, owner in rows:
-        runner = _runner.decode(owner)
-        if not is_gone(runner):
-            continue
-        last = connection.execute(
-            "SELECT payload FROM records WHERE session_id = ? AND kind = 'experiment.status'"
-            " ORDER BY seq DESC LIMIT 1",
-            (chain_id,),
-        ).fetchone()
-        status = _experiment_status.decode(last[0]) if last else None
+        " WHERE owner IS NOT NULL AND status = 'running'",
+    ):
+        last = _last_payload(connection, chain_id, "experiment.status")
+        status = _experiment_status.decode(last) if last else None
         found.append(
             Orphan(chain_id, "experiment", head_seq, head_digest, runner, 0, last_status=status)
         )
     return found
+
+
+def _owned_by_the_dead(
+    connection: sqlite3.Connection, query: str
+) -> list[tuple[str, int, str, RunnerRef]]:
+    """The index rows ``query`` selects whose recorded runner is certainly gone."""
+    found = []
+    for chain_id, head_seq, head_digest, owner in connection.execute(query).fetchall():
+        runner = _runner.decode(owner)
+        if is_gone(runner):
+            found.append((chain_id, head_seq, head_digest, runner))
+    return found
+
+
+def _last_payload(connection: sqlite3.Connection, chain_id: str, kind: str) -> bytes | None:
+    row = connection.execute(
+        "SELECT payload FROM records WHERE session_id = ? AND kind = ? ORDER BY seq DESC LIMIT 1",
+        (chain_id, kind),
+    ).fetchone()
+    return bytes(row[0]) if row else None
