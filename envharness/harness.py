@@ -302,14 +302,7 @@ class AsyncEnvironmentHarness:
             result = await self._resume_in(
                 store, session_id, declare_changes, progress, more_turns=turns
             )
-        return Session(
-            result.id,
-            result.status,
-            result.turns_completed,
-            self.store,
-            result.reason,
-            result.error,
-        )
+        return Session.of(result, self.store)
 
     async def lineage(self, session_id: str) -> Lineage:
         """Where a session came from (parent and checkpoint) and the branches made from it."""
