@@ -420,10 +420,7 @@ class SessionRunner:
             sha256 = await self._store.put_artifact(data)
             self._record(Artifact(name=name, sha256=sha256, size=len(data)), turn=turn)
         outcome_row = self._record(
-            _checked(
-                Outcome(state=digest, done=resolution.done, signals=dict(resolution.signals)),
-                "the environment's resolve() signals",
-            ),
+            Outcome(state=digest, done=resolution.done, signals=_checked_signals(resolution)),
             turn=turn, participant=acting[0] if self._sequential else None,
         )  # fmt: skip
         self._outcome_seqs.setdefault(turn, []).append(outcome_row.seq)
@@ -636,6 +633,20 @@ def _checked(payload: _P, source: str) -> _P:
     except (msgspec.ValidationError, TypeError, ValueError) as exc:
         raise _SessionFailure(f"{source} is not valid: {exc}", exc) from exc
     return payload
+
+
+def _checked_signals(resolution: Resolution) -> dict[str, float | None]:
+    """Signals are numbers by name (checked by hand: this runs every turn)."""
+    signals: dict[str, float | None] = dict(resolution.signals)
+    for name, value in signals.items():
+        if not isinstance(name, str) or (
+            value is not None and (isinstance(value, bool) or not isinstance(value, int | float))
+        ):
+            raise _SessionFailure(
+                f"the environment's resolve() signals is not valid: signal {name!r} is "
+                f"{type(value).__name__} {value!r:.80}; signals map names to numbers"
+            )
+    return signals
 
 
 def _checked_resolution(resolution: Any) -> Resolution:

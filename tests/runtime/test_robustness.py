@@ -116,7 +116,7 @@ async def test_an_agent_cannot_change_the_state_through_its_observation(store_pa
 @pytest.mark.parametrize(
     ("resolution", "message"),
     [
-        ({"signals": {"x": "high"}}, "signals is not valid: Expected `float | null`, got `str`"),
+        ({"signals": {"x": "high"}}, "signals is not valid: signal 'x' is str 'high'"),
         ({"done": "no"}, "done must be True or False, not 'no'"),
         ({"outcomes": [1]}, "outcomes must be a mapping, not list"),
         ({"signals": None}, "signals must be a mapping, not NoneType"),
