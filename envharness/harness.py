@@ -226,6 +226,16 @@ class AsyncEnvironmentHarness:
                     f"experiment {experiment_id} cannot be resumed: it is {recorded.status}"
                 )
             config = recorded.config
+            current = self._plan(
+                Scenario(id="check", input=config.scenarios[0].input), turns=1, seed=0
+            ).config()
+            changes = differences(config, current)
+            if changes and not declare_changes:
+                raise ConfigurationError(
+                    f"experiment {experiment_id} was recorded with different code: "
+                    f"{'; '.join(changes)}. Resume with the recorded code, or pass "
+                    "declare_changes='why' to go on anyway (each resumed session records it)"
+                )
             input_type = self._make_environment().spec.input_type
             scenarios = [
                 Scenario(
@@ -341,7 +351,7 @@ class AsyncEnvironmentHarness:
             roster=self._roster,
             scenario=scenario,
             input=scenario.input,
-            turns=config.turns if more_turns is None else point.turn + more_turns,
+            turns=(point.until or config.turns) if more_turns is None else point.turn + more_turns,
             seed=config.seed,
             action_timeout=self._action_timeout,
             experiment_id=config.experiment_id,
@@ -357,9 +367,9 @@ class AsyncEnvironmentHarness:
                 f"{'; '.join(changes)}. Resume with the recorded code, or pass "
                 "declare_changes='why' to go on anyway (the change is recorded)"
             )
-        declared = (*changes, f"declared: {declare_changes}") if changes else ()
+        declared = (*changes, f"declared: {declare_changes}") if declare_changes else ()
         state = restore_state(await store.blob(point.state_digest), environment.spec.state_type)
-        until = None if more_turns is None else plan.turns
+        until = plan.turns if (more_turns is not None or point.until) else None
         resumption = point.resumption(state, declared, until)
         runner = self._runner_class(store, plan, progress, resumption)
         try:
@@ -653,14 +663,17 @@ class EnvironmentHarness:
 
     def resume(
         self,
-        session_id: str,
+        session: Session | str,
         *,
         declare_changes: str | None = None,
         progress: ProgressCallback | None = None,
     ) -> Session:
         """See :meth:`AsyncEnvironmentHarness.resume`."""
         return self._blocking(
-            self.aio.resume, session_id, declare_changes=declare_changes, progress=progress
+            self.aio.resume,
+            _session_id(session),
+            declare_changes=declare_changes,
+            progress=progress,
         )
 
     def checkpoint(self, session: Session | str, label: str | None = None) -> CheckpointRef:

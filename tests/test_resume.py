@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -262,3 +263,106 @@ def test_resuming_an_unknown_or_completed_experiment_is_refused(tmp_path: Path) 
     done = harness.experiment("done", [START], turns=1).run()
     with pytest.raises(ConfigurationError, match="cannot be resumed: it is completed"):
         harness.resume_experiment(done.id)
+
+
+class Sequential(SyntheticEnvironment):
+    spec = dataclasses.replace(
+        SyntheticEnvironment.spec, name="synthetic-sequential", turn_order="sequential"
+    )
+
+
+def stop_during(store: Path, harness: Any, *, turns: int, at: tuple[int, str], resume: bool) -> str:
+    """Run (or resume) until participant ``at[1]`` is asked to act in turn ``at[0]``, then stop."""
+
+    async def main() -> str:
+        reached = anyio.Event()
+
+        class Stopping(SyntheticAgent):
+            implementation = "stepper@1"
+
+            async def act(self, observation: Any) -> dict[str, int]:
+                if len(observation.my_contributions) + 1 == at[0] and self.name == at[1]:
+                    reached.set()
+                    await anyio.sleep(10)
+                return SyntheticAgent.act(self, observation)
+
+        agents = {name: type(name, (Stopping,), {"name": name}) for name in ("a", "b", "c")}
+        aio = AsyncEnvironmentHarness(store, environment=Sequential, agents=agents)
+        ids: list[str] = []
+        async with anyio.create_task_group() as group:
+            if resume:
+                group.start_soon(aio.resume, harness)
+            else:
+                group.start_soon(
+                    lambda: aio.run(START, turns=turns, progress=lambda s, *_: ids.append(s))
+                )
+            await reached.wait()
+            group.cancel_scope.cancel()
+        return ids[0] if ids else harness
+
+    return anyio.run(main)
+
+
+def test_a_sequential_session_stopped_mid_turn_twice_resumes_where_it_was(tmp_path: Path) -> None:
+    session_id = stop_during(tmp_path, None, turns=6, at=(3, "b"), resume=False)
+    stop_during(tmp_path, session_id, turns=6, at=(5, "b"), resume=True)
+    harness = EnvironmentHarness(
+        tmp_path, environment=Sequential, agents={n: Stepper for n in ("a", "b", "c")}
+    )
+    assert harness.resume(session_id).turns_completed == 6
+    segments = [
+        r.payload for r in harness.records(session_id) if isinstance(r.payload, SegmentStarted)
+    ]
+    assert [s.turn for s in segments] == [0, 2, 4]  # never back to a turn already complete
+    assert harness.verify().ok
+
+
+def test_a_stopped_continuation_resumes_to_its_own_target(tmp_path: Path) -> None:
+    harness = harness_for(tmp_path)
+    session = harness.run(START, turns=3)
+
+    class Slow(Stepper):
+        async def act(self, observation: Any) -> dict[str, int]:
+            await anyio.sleep(0.01)
+            return SyntheticAgent.act(self, observation)
+
+    async def continue_and_stop() -> None:
+        aio = AsyncEnvironmentHarness(
+            tmp_path, environment=SyntheticEnvironment, agents={"a": Slow, "b": SyntheticAgent}
+        )
+        with anyio.move_on_after(0.2):
+            await aio.continue_(session.id, turns=100)
+
+    anyio.run(continue_and_stop)
+    assert harness_for(tmp_path).sessions()[0].status == "stopped"
+    resumed = harness.resume(session.id)
+    # Past the recorded plan of 3 turns, toward the continuation's 103, until the target.
+    assert (resumed.status, resumed.turns_completed) == ("completed", 52)
+    assert resumed.reason == "the environment reported done at turn 52"
+
+
+def test_declared_changes_are_recorded_even_when_none_is_detected(tmp_path: Path) -> None:
+    session_id = stopped_session(tmp_path, turns=4, stop_after=1)
+    harness_for(tmp_path).resume(session_id, declare_changes="fixed resolve() in place")
+    [_, segment] = [
+        r.payload
+        for r in harness_for(tmp_path).records(session_id)
+        if isinstance(r.payload, SegmentStarted)
+    ]
+    assert segment.changes == ("declared: fixed resolve() in place",)
+
+
+def test_an_experiment_resumed_with_different_code_is_refused(tmp_path: Path) -> None:
+    harness = harness_for(tmp_path, max_concurrency=1)
+    experiment = harness.experiment("sweep", [START], trials=3, turns=2_000)
+    experiment.start()
+    while experiment.progress.running < 1:
+        pass
+    experiment.stop()
+
+    class Changed(SyntheticAgent):
+        implementation = "stepper@2"
+
+    with pytest.raises(ConfigurationError, match="agent 'a' was 'stepper@1', is now 'stepper@2'"):
+        harness_for(tmp_path, Changed).resume_experiment(experiment.id)
+    assert harness.resume_experiment(experiment.id).completed == 3

@@ -117,10 +117,15 @@ async def branch(
         changed = environment.intervene(state, intervention)
         data = canonical(changed)
     except Exception as exc:
-        await _record_rejection(store, checkpoint.session_id, intervention, reason, exc)
+        recorded = await _record_rejection(store, checkpoint.session_id, intervention, reason, exc)
+        where = (
+            f"recorded on {checkpoint.session_id}"
+            if recorded
+            else f"not recorded: {checkpoint.session_id} is running"
+        )
         raise ConfigurationError(
             f"the environment rejected the intervention {intervention!r}: "
-            f"{type(exc).__name__}: {exc} (recorded on {checkpoint.session_id}; no branch made)"
+            f"{type(exc).__name__}: {exc} ({where}; no branch made)"
         ) from exc
     digest = hashlib.sha256(data).hexdigest()
     child = SessionChain(new_id("ses"))
@@ -151,8 +156,12 @@ async def branch(
 
 async def _record_rejection(
     store: Store, session_id: str, intervention: Any, reason: str, exc: Exception
-) -> None:
+) -> bool:
+    """Append the rejection to the parent's chain — unless a runner is extending that chain
+    right now: only one writer may ever extend a chain."""
     info = await store.session(session_id)
+    if info.status not in CHECKPOINTABLE:
+        return False
     head = [r async for r in store.rows(info.id, RecordFilter(after=info.records - 2))]
     chain = SessionChain(info.id, next_seq=head[-1].seq + 1, prev=head[-1].digest)
     try:
@@ -163,3 +172,4 @@ async def _record_rejection(
         intervention=shown, reason=reason, rejected=f"{type(exc).__name__}: {exc}"
     )
     await store.append([chain.seal(rejection)])
+    return True

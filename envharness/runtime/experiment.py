@@ -9,6 +9,7 @@ store's single writer, so concurrent sessions share commits.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import Any
 
 import anyio
 
+from envharness.errors import StoreError
 from envharness.records import (
     ExperimentConfig,
     ExperimentCreated,
@@ -172,6 +174,11 @@ class ExperimentRunner:
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await self._finish("stopped", "the experiment was stopped")
+            raise
+        except BaseException as exc:
+            # Whatever ended it, the experiment must not stay "running": it stops, resumable.
+            with anyio.CancelScope(shield=True), contextlib.suppress(StoreError):
+                await self._finish("stopped", f"stopped by {type(exc).__name__}: {exc}")
             raise
         return await self._finish("completed", None)
 

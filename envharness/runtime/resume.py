@@ -54,6 +54,8 @@ class ResumePoint:
     turn: int
     state_digest: str
     outcome_seqs: dict[int, list[int]] = field(default_factory=dict)
+    until: int | None = None
+    """The turn a continued segment was to reach (``None``: the recorded plan's turns)."""
 
     def resumption(
         self, state: Any, changes: tuple[str, ...], until: int | None = None
@@ -94,6 +96,7 @@ async def find_resume_point(
     participants = 0
     outcomes: dict[int, list[tuple[int, Outcome]]] = {}
     initial: tuple[int, str | None] | None = None
+    until: int | None = None
     head = (-1, "")
     kinds = ("session.created", "segment.started", "outcome")
     async for record in store.records(info.id):
@@ -106,6 +109,11 @@ async def find_resume_point(
             participants = len(config.participants)
         elif isinstance(payload, SegmentStarted):
             segment = payload.segment
+            until = payload.until
+            # A segment replays every turn after the one it starts from: what an earlier
+            # segment recorded of those turns (a stopped, half-played turn) no longer counts.
+            for replayed in [t for t in outcomes if t > payload.turn]:
+                del outcomes[replayed]
             if initial is None:  # a branch's first segment starts after its checkpoint's turn
                 initial = (payload.turn, payload.state)
         elif isinstance(payload, Outcome) and record.turn is not None:
@@ -128,6 +136,7 @@ async def find_resume_point(
         turn=turn,
         state_digest=state,
         outcome_seqs={t: [seq for seq, _ in outcomes[t]] for t in outcomes if t <= turn},
+        until=until,
     )
 
 
@@ -173,7 +182,7 @@ async def read_experiment(store: Store, experiment_id: str) -> RecordedExperimen
     return RecordedExperiment(config, status, head[0], head[1], sessions)
 
 
-def differences(recorded: SessionConfig, current: SessionConfig) -> list[str]:
+def differences(recorded: SessionConfig | ExperimentConfig, current: SessionConfig) -> list[str]:
     """How the code about to run differs from the code the evidence recorded."""
     found = []
     was, now = recorded.environment, current.environment

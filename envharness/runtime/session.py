@@ -549,6 +549,8 @@ class SessionRunner:
         submitted = await self._store.submit(self._pending, self._blobs)
         self._pending, self._blobs = [], {}
         self._in_flight.append(submitted)
+        while self._in_flight and self._in_flight[0].done:  # learn of a failure at once
+            await self._in_flight.popleft().committed()
         if durable:
             await self._settle()
         elif len(self._in_flight) > IN_FLIGHT:

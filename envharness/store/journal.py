@@ -74,6 +74,11 @@ class Pending:
     def done(self) -> bool:
         return self._request.done.is_set()
 
+    @property
+    def error(self) -> StoreError | None:
+        """The failure, once :attr:`done` (``None`` when the rows were committed)."""
+        return self._request.error
+
     async def committed(self) -> None:
         """Wait for the commit; raises :class:`StoreError` if it failed.
 
@@ -94,6 +99,7 @@ class Journal:
         self._directory = directory
         # Its own worker thread: commits never queue behind agents' threads.
         self._thread = anyio.CapacityLimiter(1)
+        self._broken: dict[str, StoreError] = {}
         send, receive = anyio.create_memory_object_stream[_Request](REQUEST_BUFFER)
         self._send: MemoryObjectSendStream[_Request] = send
         self._receive: MemoryObjectReceiveStream[_Request] = receive
@@ -164,21 +170,46 @@ class Journal:
     # -- runs in a worker thread ---------------------------------------------------------------
 
     def _commit(self, batch: list[_Request]) -> None:
+        live = [request for request in batch if not self._refused(request)]
+        if not live:
+            return
         try:
-            self._transaction(batch)
+            self._transaction(live)
         except StoreError as exc:
-            if len(batch) == 1 or isinstance(exc, StoreBusyError):
+            if len(live) == 1 or isinstance(exc, StoreBusyError):
                 # A lock another process kept past the busy timeout fails the whole batch:
                 # retrying request by request would wait out the timeout once per request.
-                for request in batch:
-                    request.error = exc
+                for request in live:
+                    self._fail(request, exc)
                 return
             # One bad request must not fail its neighbours: retry each on its own.
-            for request in batch:
+            for request in live:
+                if self._refused(request):
+                    continue
                 try:
                     self._transaction([request])
                 except StoreError as single:
-                    request.error = single
+                    self._fail(request, single)
+
+    def _fail(self, request: _Request, error: StoreError) -> None:
+        """A chain whose rows failed to commit has a gap from there on: nothing later of it
+        may be written (a producer may have submitted more before it learned of the error)."""
+        request.error = error
+        if isinstance(error, ChainConflictError):
+            return  # the chain is intact: another writer holds those positions
+        for row in request.rows:
+            self._broken.setdefault(row.session_id, error)
+
+    def _refused(self, request: _Request) -> bool:
+        for row in request.rows:
+            cause = self._broken.get(row.session_id)
+            if cause is not None:
+                request.error = StoreError(
+                    f"nothing more is written to {row.session_id}: an earlier commit of it "
+                    f"failed ({cause}); reopen the store to recover and resume it"
+                )
+                return True
+        return False
 
     def _transaction(self, batch: Iterable[_Request]) -> None:
         connection = self._connection

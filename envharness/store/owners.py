@@ -21,9 +21,14 @@ __all__ = ["is_gone", "this_process"]
 _BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
 
-@functools.cache
 def this_process() -> RunnerRef:
-    return RunnerRef(host=socket.gethostname(), pid=os.getpid(), started=_started(os.getpid()))
+    """This process as a runner (per pid: a forked child is a runner of its own)."""
+    return _runner(os.getpid())
+
+
+@functools.cache
+def _runner(pid: int) -> RunnerRef:
+    return RunnerRef(host=socket.gethostname(), pid=pid, started=_started(pid))
 
 
 def is_gone(runner: RunnerRef) -> bool:

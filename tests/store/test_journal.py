@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -17,7 +18,7 @@ from envharness.errors import ChainConflictError, StoreBusyError, StoreError
 from envharness.records import RecordRow, SessionChain
 from envharness.store import Store, open_store
 from envharness.store import journal as journal_module
-from envharness.store.journal import REQUEST_BUFFER
+from envharness.store.journal import REQUEST_BUFFER, Journal
 
 from ._support import (
     Transactions,
@@ -473,3 +474,32 @@ async def test_a_cancel_at_any_moment_of_opening_never_hangs(store_path: Path) -
             with anyio.move_on_after(step * 0.00005):
                 async with open_store(store_path) as store:
                     await store.append(session_rows(1))
+
+
+@pytest.mark.anyio
+async def test_after_a_failed_commit_nothing_later_of_that_chain_is_written(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = Journal._transaction
+    failures = iter([True])
+
+    def flaky(self: Journal, batch: Any) -> None:
+        if next(failures, False):
+            raise StoreError("disk full (simulated)")
+        original(self, batch)
+
+    chain, created = new_session()
+    async with open_store(store_path) as store:
+        await store.append([created])
+        monkeypatch.setattr(Journal, "_transaction", flaky)
+        first = await store.submit(logs(chain, 2))
+        second = await store.submit(logs(chain, 2))
+        with pytest.raises(StoreError, match="disk full"):
+            await first.committed()
+        with pytest.raises(StoreError, match="an earlier commit of it failed"):
+            await second.committed()
+        other = session_rows(2)  # other chains are not affected
+        await store.append(other)
+    assert count_rows(store_path) == 3
+    async with open_store(store_path) as store:
+        assert (await store.verify()).ok
