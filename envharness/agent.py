@@ -69,6 +69,8 @@ class AgentContext:
     environment: EnvironmentRef
     log: Callable[[str, LogLevel, str | None], None]
     """Add a ``log`` record (message, level, stream) to the session's evidence."""
+    first_turn: int = 1
+    """The turn this segment plays first (after a resume or for a branch, not 1)."""
 
 
 def implementation_of(agent: object, participant: str) -> str:

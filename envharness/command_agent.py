@@ -136,6 +136,7 @@ class CommandAgentProcess:
     @asynccontextmanager
     async def lifespan(self, context: AgentContext) -> AsyncIterator[None]:
         limits = self.agent.limits
+        self._next_turn = context.first_turn
         process = await spawn(self.agent.command)
         assert process.stdin is not None
         assert process.stdout is not None

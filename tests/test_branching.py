@@ -148,3 +148,12 @@ def test_checkpoints_every_n_turns_keep_agents_own_state(store_path: Path) -> No
     child = harness.branch(checkpoints[0], intervention={"kind": "reset-total", "value": 1})
     assert harness.continue_(child, turns=1).turns_completed == 3
     assert harness.verify().ok
+
+
+def test_sessions_of_different_lengths_are_not_identical(store_path: Path) -> None:
+    harness = harness_for(store_path)
+    short, long = harness.run(START, turns=2), harness.run(START, turns=4)
+    diff = harness.compare(short, long)
+    assert diff.unmatched_turns == (3, 4)
+    assert not diff.identical
+    assert harness.compare(short, harness.run(START, turns=2)).identical

@@ -239,3 +239,17 @@ async def test_a_program_without_snapshot_is_not_asked_for_one(store_path: Path)
         assert not agent.can_snapshot
         with pytest.raises(ProtocolError, match="snapshot"):
             await agent.snapshot()
+
+
+async def test_a_continued_program_is_told_the_real_turn_numbers(store_path: Path) -> None:
+    harness = AsyncEnvironmentHarness(
+        store_path, environment=SyntheticEnvironment, agents={"alice": scripted("good")}
+    )
+    session = await harness.run(START, turns=2)
+    await harness.continue_(session.id, turns=2)
+    thoughts = [
+        r.payload.message
+        async for r in harness.records(session.id)
+        if isinstance(r.payload, Log) and r.payload.message.startswith("thinking")
+    ]
+    assert thoughts == [f"thinking about turn {n}" for n in (1, 2, 3, 4)]

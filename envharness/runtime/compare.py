@@ -36,15 +36,23 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     scores: dict[str, tuple[float | None, float | None]]
     """Each metric in either score report: (left, right)."""
 
+    unmatched_turns: tuple[int, ...] = ()
+    """Turns only one of the two sessions played: they make the sessions differ too."""
+
     @property
     def identical(self) -> bool:
-        return not self.differences and all(a == b for a, b in self.scores.values())
+        return (
+            not self.differences
+            and not self.unmatched_turns
+            and all(a == b for a, b in self.scores.values())
+        )
 
 
 async def compare_sessions(store: Store, left: str, right: str) -> Comparison:
     left_info, right_info = await store.session(left), await store.session(right)
     ours, theirs = await _aligned(store, left_info.id), await _aligned(store, right_info.id)
-    turns = sorted({key[0] for key in ours} & {key[0] for key in theirs} - {0})
+    left_turns, right_turns = {key[0] for key in ours} - {0}, {key[0] for key in theirs} - {0}
+    turns = sorted(left_turns & right_turns)
     differences = [
         TurnDifference(
             turn=key[0], participant=key[1], kind=key[2], left=ours.get(key), right=theirs.get(key)
@@ -64,6 +72,7 @@ async def compare_sessions(store: Store, left: str, right: str) -> Comparison:
         turns_compared=tuple(turns),
         differences=tuple(differences),
         scores=scores,
+        unmatched_turns=tuple(sorted(left_turns ^ right_turns)),
     )
 
 

@@ -494,6 +494,7 @@ class SessionRunner:
                 seed=plan.seed,
                 turns=plan.turns,
                 environment=environment,
+                first_turn=self._turns_completed + 1,
                 log=logger(name),
             )
             for name in plan.agents
