@@ -102,6 +102,9 @@ class AsyncExperiment:
         if running and self._scope is not None and not self._scope.cancel_called:
             raise ConfigurationError(f"experiment {self.id} is still running")
         self._stop_requested = False
+        if self._runner is None or not self._runner.recorded:
+            self._runner = None  # stopped before anything was recorded: simply run it
+            return await self.run()
         return await self._resume()
 
     def stop(self) -> None:

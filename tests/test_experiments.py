@@ -207,3 +207,12 @@ def test_an_invalid_scenario_input_is_refused_up_front(store_path: Path) -> None
     bad = Scenario(id="bad", input={"starting_total": "three"})
     with pytest.raises(ScenarioInputError, match="scenario 'bad'"):
         harness_for(store_path).experiment("x", [SCENARIOS[0], bad], turns=2)
+
+
+def test_an_experiment_stopped_before_it_started_can_still_be_resumed(store_path: Path) -> None:
+    experiment = harness_for(store_path).experiment("early", SCENARIOS, turns=2)
+    experiment.aio.stop()
+    with pytest.raises(ConfigurationError, match="stopped before it started"):
+        experiment.run()
+    result = experiment.resume()
+    assert (result.completed, result.total) == (2, 2)

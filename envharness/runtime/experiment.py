@@ -134,6 +134,8 @@ class ExperimentRunner:
             )
         self._sessions: list[ExperimentSession] = []
         self._running = 0
+        self.recorded = False
+        """Whether the experiment's chain exists in the store (it can then be resumed)."""
         self.result: ExperimentResult | None = None
         """Set once the experiment's final status is recorded (completed or stopped)."""
 
@@ -165,6 +167,7 @@ class ExperimentRunner:
             [] if self._resumption else [self._chain.seal(ExperimentCreated(config=self._config))]
         )
         await self._store.append([*rows, self._chain.seal(running)])
+        self.recorded = True
         limiter = anyio.CapacityLimiter(self._config.max_concurrency)
         try:
             async with anyio.create_task_group() as group:
