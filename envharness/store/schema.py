@@ -12,6 +12,8 @@ import sqlite3
 import time
 from pathlib import Path
 
+import anyio
+
 from envharness.errors import StoreBusyError, StoreError, StoreLayoutError, StoreVersionError
 
 __all__ = [
@@ -176,6 +178,7 @@ def _prepare_patiently(connection: sqlite3.Connection, directory: Path) -> None:
     the same, or reading one while another recovers its WAL — so those are retried here. Every
     step is idempotent.
     """
+    _refuse_event_loop()
     deadline = time.monotonic() + BUSY_TIMEOUT_S
     pause = 0.002
     while True:
@@ -190,6 +193,17 @@ def _prepare_patiently(connection: sqlite3.Connection, directory: Path) -> None:
             connection.execute("ROLLBACK")
         time.sleep(pause)
         pause = min(pause * 2, 0.1)
+
+
+def _refuse_event_loop() -> None:
+    """Opening may wait (``time.sleep`` between retries): it belongs in a worker thread, as
+    every caller in envharness runs it (``anyio.to_thread``). Called on an event loop, it
+    would stall every session there — so that is an error, not a slowdown."""
+    try:
+        anyio.get_current_task()
+    except anyio.NoEventLoopError:
+        return
+    raise RuntimeError("connect() blocks; call it through anyio.to_thread, not on an event loop")
 
 
 def migrate(connection: sqlite3.Connection, directory: Path) -> None:

@@ -275,3 +275,11 @@ def test_a_permission_problem_is_named_in_the_open_error(
     assert message.startswith(f"cannot open the store at {str(store_path)!r}: ")
     assert "give this user write permission on it" in message
     assert "or pass another --store" in message
+
+
+@pytest.mark.anyio
+async def test_opening_refuses_to_block_an_event_loop(store_path: Path) -> None:
+    from envharness.store.schema import connect
+
+    with pytest.raises(RuntimeError, match=r"call it through anyio\.to_thread"):
+        connect(store_path, create=True)
