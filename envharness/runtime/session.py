@@ -11,21 +11,19 @@ committed. Only a store that cannot be written is raised to the caller.
 from __future__ import annotations
 
 import collections
-import hashlib
 import inspect
 import time
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from random import Random
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import anyio
 import msgspec
 
 from envharness._version import __version__
 from envharness.agent import Agent, AgentContext, LogLevel, implementation_of
-from envharness.environment import Environment, Resolution, ScoreReport
+from envharness.environment import Environment, ScoreReport
 from envharness.errors import StoreError
 from envharness.operations import EnvironmentOperation, OperationResult, operation_ref
 from envharness.records import (
@@ -54,6 +52,17 @@ from envharness.records import (
     Status,
     canonical,
 )
+from envharness.runtime.checks import (
+    SessionFailure,
+    as_evidence,
+    checked,
+    checked_resolution,
+    checked_signals,
+    error_info,
+    interruption,
+    private_copy,
+    sha256,
+)
 from envharness.runtime.participants import AgentFailure, ask_all, running, send_feedback
 from envharness.scenario import Scenario
 from envharness.store import Store
@@ -69,8 +78,6 @@ flight: a crash loses at most the last :data:`IN_FLIGHT` turns, which a resume r
 
 IN_FLIGHT = 32
 """Turns of one session whose commit may be pending while the next turns are played."""
-
-_TRACEBACK_LIMIT = 16_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,15 +131,6 @@ class SessionResult:
     turns_completed: int
     reason: str | None = None
     error: ErrorInfo | None = field(default=None, repr=False)
-
-
-class _SessionFailure(Exception):
-    """Something inside the session went wrong; recorded, never raised to the caller."""
-
-    def __init__(self, reason: str, cause: BaseException | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.error = _error_info(cause) if cause is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,14 +224,14 @@ class SessionRunner:
             return await self._finish("completed", reason)
         except AgentFailure as failure:
             await self._record_violation(failure)
-            return await self._finish("failed", failure.reason, _error_info(failure.cause))
-        except _SessionFailure as failure:
+            return await self._finish("failed", failure.reason, error_info(failure.cause))
+        except SessionFailure as failure:
             return await self._finish("failed", failure.reason, failure.error)
         except StoreError:
             raise
         except BaseException as exc:  # every way out leaves a terminal status
-            status, reason = _interruption(exc)
-            error = None if status == "stopped" else _error_info(exc)
+            status, reason = interruption(exc)
+            error = None if status == "stopped" else error_info(exc)
             with anyio.CancelScope(shield=True):
                 result = await self._finish(status, reason, error)
             if isinstance(exc, Exception) and not isinstance(exc, BaseExceptionGroup):
@@ -306,7 +304,7 @@ class SessionRunner:
         """
         operation = self._plan.operations.get(name)
         if operation is None:
-            raise _SessionFailure(
+            raise SessionFailure(
                 f"no operation {name!r} in this session; it has {sorted(self._plan.operations)}"
             )
         reference = operation_ref(operation)
@@ -321,13 +319,13 @@ class SessionRunner:
                 OperationReceipt(
                     operation=reference.name,
                     version=reference.version,
-                    request=_as_evidence(request),
-                    error=_error_info(exc),
+                    request=as_evidence(request),
+                    error=error_info(exc),
                     seconds=time.perf_counter() - started,
                 ),
                 turn=self._current_turn,
             )
-            raise _SessionFailure(
+            raise SessionFailure(
                 f"operation {name!r} raised {type(exc).__name__}: {exc}", exc
             ) from exc
         if not isinstance(outcome, OperationResult):
@@ -338,7 +336,7 @@ class SessionRunner:
             OperationReceipt(
                 operation=reference.name,
                 version=reference.version,
-                request=_as_evidence(request),
+                request=as_evidence(request),
                 result=self._encodable(outcome.result, f"result of operation {name!r}"),
                 state=digest,
                 seconds=time.perf_counter() - started,
@@ -377,7 +375,7 @@ class SessionRunner:
             shown = self._encodable(observation, f"observation for {participant!r}")
             self._record(Observation(observation=shown), turn=turn, participant=participant)
             # The agent gets its own copy: it can neither change the state nor what was recorded.
-            observations[participant] = _private_copy(observation, shown)
+            observations[participant] = private_copy(observation, shown)
         replies = await ask_all(
             self._plan.agents, observations, self._plan.action_timeout, self._threads
         )
@@ -386,33 +384,31 @@ class SessionRunner:
             reply = replies[participant]
             raw = reply.action
             self._record(
-                ActionAttempted(action=_as_evidence(raw), seconds=reply.seconds),
+                ActionAttempted(action=as_evidence(raw), seconds=reply.seconds),
                 turn=turn, participant=participant,
             )  # fmt: skip
             if reply.cost is not None:
-                cost = _checked(reply.cost, f"the cost reported by agent {participant!r}")
+                cost = checked(reply.cost, f"the cost reported by agent {participant!r}")
                 self._record(cost, turn=turn, participant=participant)
             problem, action = self._validate(raw)
             if problem is None:
                 actions[participant] = action
             elif self._plan.environment.spec.invalid_actions == "block":
                 self._record(
-                    ActionBlocked(action=_as_evidence(raw), reason=problem, by="validation"),
+                    ActionBlocked(action=as_evidence(raw), reason=problem, by="validation"),
                     turn=turn, participant=participant,
                 )  # fmt: skip
                 self._feedback[participant] = (None, problem)
             else:
-                raise _SessionFailure(
-                    f"agent {participant!r} returned an invalid action: {problem}"
-                )
-        resolution = _checked_resolution(self._call_environment("resolve", state, actions))
+                raise SessionFailure(f"agent {participant!r} returned an invalid action: {problem}")
+        resolution = checked_resolution(self._call_environment("resolve", state, actions))
         digest = self._keep_state(resolution.state)
         for participant, action in actions.items():
             outcome = self._encodable(
                 resolution.outcomes.get(participant), f"outcome for {participant!r}"
             )
             self._record(
-                ActionExecuted(action=_as_evidence(action), outcome=outcome),
+                ActionExecuted(action=as_evidence(action), outcome=outcome),
                 turn=turn, participant=participant,
             )  # fmt: skip
             self._feedback[participant] = (outcome, None)
@@ -420,7 +416,7 @@ class SessionRunner:
             sha256 = await self._store.put_artifact(data)
             self._record(Artifact(name=name, sha256=sha256, size=len(data)), turn=turn)
         outcome_row = self._record(
-            Outcome(state=digest, done=resolution.done, signals=_checked_signals(resolution)),
+            Outcome(state=digest, done=resolution.done, signals=checked_signals(resolution)),
             turn=turn, participant=acting[0] if self._sequential else None,
         )  # fmt: skip
         self._outcome_seqs.setdefault(turn, []).append(outcome_row.seq)
@@ -454,7 +450,7 @@ class SessionRunner:
         if isinstance(report, Mapping):
             report = ScoreReport(metrics=dict(report))
         if not isinstance(report, ScoreReport):
-            raise _SessionFailure(
+            raise SessionFailure(
                 f"environment score() returned {type(report).__name__}; return a ScoreReport "
                 "or a mapping of metric names to numbers"
             )
@@ -465,13 +461,13 @@ class SessionRunner:
             passed=report.passed,
             uncertainty=dict(report.uncertainty),
         )
-        self._record(_checked(score_payload, "the environment's score() report"))
+        self._record(checked(score_payload, "the environment's score() report"))
         for finding in report.findings:
             cites = tuple(seq for turn in finding.turns for seq in self._outcome_seqs.get(turn, ()))
             found = Finding(
                 title=finding.title, detail=finding.detail, severity=finding.severity, cites=cites
             )
-            self._record(_checked(found, "a finding from the environment's score()"))
+            self._record(checked(found, "a finding from the environment's score()"))
 
     def _agent_contexts(self) -> dict[str, AgentContext]:
         plan = self._plan
@@ -568,12 +564,12 @@ class SessionRunner:
         try:
             data = canonical(state)
         except (TypeError, msgspec.EncodeError) as exc:
-            raise _SessionFailure(
+            raise SessionFailure(
                 f"the environment state ({type(state).__name__}) is not encodable by msgspec: "
                 f"{exc}; use a msgspec Struct, a dataclass or plain JSON types",
                 exc,
             ) from exc
-        digest = _sha256(data)
+        digest = sha256(data)
         self._blobs[digest] = data
         return digest
 
@@ -581,7 +577,7 @@ class SessionRunner:
         try:
             return msgspec.to_builtins(value)
         except (TypeError, msgspec.EncodeError) as exc:
-            raise _SessionFailure(
+            raise SessionFailure(
                 f"the {what} ({type(value).__name__}) is not encodable by msgspec: {exc}", exc
             ) from exc
 
@@ -589,117 +585,6 @@ class SessionRunner:
         try:
             return getattr(self._plan.environment, method)(*args)
         except Exception as exc:
-            raise _SessionFailure(
+            raise SessionFailure(
                 f"environment {method}() raised {type(exc).__name__}: {exc}", exc
             ) from exc
-
-
-def _interruption(exc: BaseException) -> tuple[Status, str]:
-    """How a session ended that was left by an exception the runner does not expect."""
-    leaves = _leaves(exc)
-    if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves):
-        return "stopped", "interrupted by the user (Ctrl-C)"
-    cancelled = anyio.get_cancelled_exc_class()
-    if all(isinstance(leaf, cancelled) for leaf in leaves):
-        return "stopped", "the run was cancelled"
-    first = next(leaf for leaf in leaves if not isinstance(leaf, cancelled))
-    if isinstance(first, Exception):
-        return "failed", f"internal error: {first!r}"
-    return "failed", f"{type(first).__name__} raised inside the session: {first}"
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
-    return [exc]
-
-
-def _as_evidence(value: Any) -> Any:
-    """A JSON form of whatever an agent returned, so even garbage is recorded, not lost."""
-    try:
-        return msgspec.json.decode(msgspec.json.encode(value))
-    except (TypeError, ValueError, msgspec.MsgspecError, RecursionError):
-        return {"unencodable": repr(value)[:2000]}
-
-
-_P = TypeVar("_P", bound=Payload)
-
-
-def _checked(payload: _P, source: str) -> _P:
-    """``payload`` if its fields have the declared types; a named failure otherwise.
-
-    Struct constructors do not validate, and a record with a wrong type would be evidence
-    nobody can read back, forever: so what users' code supplied is checked before sealing.
-    """
-    try:
-        msgspec.convert(msgspec.to_builtins(payload), type(payload))
-    except (msgspec.ValidationError, TypeError, ValueError) as exc:
-        raise _SessionFailure(f"{source} is not valid: {exc}", exc) from exc
-    return payload
-
-
-def _checked_signals(resolution: Resolution) -> dict[str, float | None]:
-    """Signals are numbers by name (checked by hand: this runs every turn)."""
-    signals: dict[str, float | None] = dict(resolution.signals)
-    for name, value in signals.items():
-        if not isinstance(name, str) or (
-            value is not None and (isinstance(value, bool) or not isinstance(value, int | float))
-        ):
-            raise _SessionFailure(
-                f"the environment's resolve() signals is not valid: signal {name!r} is "
-                f"{type(value).__name__} {value!r:.80}; signals map names to numbers"
-            )
-    return signals
-
-
-def _checked_resolution(resolution: Any) -> Resolution:
-    if not isinstance(resolution, Resolution):
-        raise _SessionFailure(
-            f"environment resolve() returned {type(resolution).__name__}, expected a "
-            "Resolution(state=..., outcomes=..., done=...)"
-        )
-    problems = []
-    if not isinstance(resolution.done, bool):
-        problems.append(f"done must be True or False, not {resolution.done!r}")
-    for name in ("outcomes", "signals", "artifacts"):
-        if not isinstance(getattr(resolution, name), Mapping):
-            problems.append(
-                f"{name} must be a mapping, not {type(getattr(resolution, name)).__name__}"
-            )
-    if not problems:
-        problems += [
-            f"artifacts[{name!r}] must be bytes, not {type(data).__name__}"
-            for name, data in resolution.artifacts.items()
-            if not isinstance(data, bytes | bytearray)
-        ]
-    if problems:
-        raise _SessionFailure(
-            f"environment resolve() returned a bad Resolution: {'; '.join(problems)}"
-        )
-    return resolution
-
-
-def _private_copy(original: Any, shown: Any) -> Any:
-    """A fresh object equal to ``original`` (rebuilt from its recorded JSON form)."""
-    if original is None or isinstance(original, str | int | float | bool | dict | list | tuple):
-        return shown
-    try:
-        return msgspec.convert(shown, type(original))
-    except (msgspec.ValidationError, TypeError):
-        return shown
-
-
-def _error_info(exc: BaseException) -> ErrorInfo:
-    """The whole diagnosis: message, traceback and, for an external agent, its stderr tail."""
-    text = "".join(traceback.format_exception(exc))
-    stderr_tail = getattr(exc, "stderr_tail", None)
-    return ErrorInfo(
-        type=type(exc).__qualname__,
-        message=str(exc),
-        traceback=text[-_TRACEBACK_LIMIT:],
-        stderr_tail=stderr_tail if isinstance(stderr_tail, str) else None,
-    )
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()

@@ -1,0 +1,156 @@
+"""What the session runner checks and keeps of users' values before it seals them.
+
+Struct constructors do not validate, and a record with a wrong type would be evidence nobody
+can read back, forever; so every value from an environment or an agent is checked (naming the
+field) or turned into a JSON form here. A failure inside a session is a :class:`SessionFailure`
+— recorded, never raised to the caller.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import traceback
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import anyio
+import msgspec
+
+from envharness.environment import Resolution
+from envharness.records import ErrorInfo, Payload, Status
+
+__all__ = [
+    "SessionFailure",
+    "as_evidence",
+    "checked",
+    "checked_resolution",
+    "checked_signals",
+    "error_info",
+    "interruption",
+    "leaves",
+    "private_copy",
+    "sha256",
+]
+
+TRACEBACK_LIMIT = 16_000
+"""Characters of a traceback kept in evidence (its end: where it failed)."""
+
+
+class SessionFailure(Exception):
+    """Something inside the session went wrong; recorded, never raised to the caller."""
+
+    def __init__(self, reason: str, cause: BaseException | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.error = error_info(cause) if cause is not None else None
+
+
+def interruption(exc: BaseException) -> tuple[Status, str]:
+    """How a session ended that was left by an exception the runner does not expect."""
+    found = leaves(exc)
+    if any(isinstance(leaf, KeyboardInterrupt) for leaf in found):
+        return "stopped", "interrupted by the user (Ctrl-C)"
+    cancelled = anyio.get_cancelled_exc_class()
+    if all(isinstance(leaf, cancelled) for leaf in found):
+        return "stopped", "the run was cancelled"
+    first = next(leaf for leaf in found if not isinstance(leaf, cancelled))
+    if isinstance(first, Exception):
+        return "failed", f"internal error: {first!r}"
+    return "failed", f"{type(first).__name__} raised inside the session: {first}"
+
+
+def leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
+    return [exc]
+
+
+def as_evidence(value: Any) -> Any:
+    """A JSON form of whatever an agent returned, so even garbage is recorded, not lost."""
+    try:
+        return msgspec.json.decode(msgspec.json.encode(value))
+    except (TypeError, ValueError, msgspec.MsgspecError, RecursionError):
+        return {"unencodable": repr(value)[:2000]}
+
+
+_P = TypeVar("_P", bound=Payload)
+
+
+def checked(payload: _P, source: str) -> _P:
+    """``payload`` if its fields have the declared types; a named failure otherwise.
+
+    Struct constructors do not validate, and a record with a wrong type would be evidence
+    nobody can read back, forever: so what users' code supplied is checked before sealing.
+    """
+    try:
+        msgspec.convert(msgspec.to_builtins(payload), type(payload))
+    except (msgspec.ValidationError, TypeError, ValueError) as exc:
+        raise SessionFailure(f"{source} is not valid: {exc}", exc) from exc
+    return payload
+
+
+def checked_signals(resolution: Resolution) -> dict[str, float | None]:
+    """Signals are numbers by name (checked by hand: this runs every turn)."""
+    signals: dict[str, float | None] = dict(resolution.signals)
+    for name, value in signals.items():
+        if not isinstance(name, str) or (
+            value is not None and (isinstance(value, bool) or not isinstance(value, int | float))
+        ):
+            raise SessionFailure(
+                f"the environment's resolve() signals is not valid: signal {name!r} is "
+                f"{type(value).__name__} {value!r:.80}; signals map names to numbers"
+            )
+    return signals
+
+
+def checked_resolution(resolution: Any) -> Resolution:
+    if not isinstance(resolution, Resolution):
+        raise SessionFailure(
+            f"environment resolve() returned {type(resolution).__name__}, expected a "
+            "Resolution(state=..., outcomes=..., done=...)"
+        )
+    problems = []
+    if not isinstance(resolution.done, bool):
+        problems.append(f"done must be True or False, not {resolution.done!r}")
+    for name in ("outcomes", "signals", "artifacts"):
+        if not isinstance(getattr(resolution, name), Mapping):
+            problems.append(
+                f"{name} must be a mapping, not {type(getattr(resolution, name)).__name__}"
+            )
+    if not problems:
+        problems += [
+            f"artifacts[{name!r}] must be bytes, not {type(data).__name__}"
+            for name, data in resolution.artifacts.items()
+            if not isinstance(data, bytes | bytearray)
+        ]
+    if problems:
+        raise SessionFailure(
+            f"environment resolve() returned a bad Resolution: {'; '.join(problems)}"
+        )
+    return resolution
+
+
+def private_copy(original: Any, shown: Any) -> Any:
+    """A fresh object equal to ``original`` (rebuilt from its recorded JSON form)."""
+    if original is None or isinstance(original, str | int | float | bool | dict | list | tuple):
+        return shown
+    try:
+        return msgspec.convert(shown, type(original))
+    except (msgspec.ValidationError, TypeError):
+        return shown
+
+
+def error_info(exc: BaseException) -> ErrorInfo:
+    """The whole diagnosis: message, traceback and, for an external agent, its stderr tail."""
+    text = "".join(traceback.format_exception(exc))
+    stderr_tail = getattr(exc, "stderr_tail", None)
+    return ErrorInfo(
+        type=type(exc).__qualname__,
+        message=str(exc),
+        traceback=text[-TRACEBACK_LIMIT:],
+        stderr_tail=stderr_tail if isinstance(stderr_tail, str) else None,
+    )
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
