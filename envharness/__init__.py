@@ -5,6 +5,7 @@ The names here are the public API; ``tests/test_exports.py`` keeps this list hon
 
 from envharness._version import __version__
 from envharness.agent import Agent, AgentContext, AgentReply, Cost
+from envharness.blocking import EnvironmentHarness
 from envharness.command_agent import CommandAgent
 from envharness.environment import (
     Environment,
@@ -25,7 +26,7 @@ from envharness.errors import (
     StoreVersionError,
 )
 from envharness.experiments import AsyncExperiment, Experiment
-from envharness.harness import AsyncEnvironmentHarness, EnvironmentHarness, Session
+from envharness.harness import AsyncEnvironmentHarness, Session
 from envharness.records import Record
 from envharness.runtime.branching import CheckpointRef
 from envharness.runtime.compare import Comparison, TurnDifference

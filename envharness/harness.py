@@ -1,28 +1,24 @@
-"""The public entry points: :class:`AsyncEnvironmentHarness` and its blocking twin.
+"""The public entry point: :class:`AsyncEnvironmentHarness`, the one implementation.
 
-The async harness is the one implementation. :class:`EnvironmentHarness` runs each call on an
-event loop in a helper thread through an anyio blocking portal, so scripts and notebooks (whose
-own loop may already be running) get the same behaviour without a second code path.
+Its blocking twin, :class:`~envharness.blocking.EnvironmentHarness`, is a portal over it.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
-from typing import Any, ParamSpec, Self, TypeVar
+from typing import Any, Self, TypeVar
 
 import msgspec
-from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from envharness.agent import Agent, AgentFactory, implementation_of
 from envharness.environment import Environment, EnvironmentSpec
 from envharness.errors import ChainConflictError, ConfigurationError
-from envharness.experiments import AsyncExperiment, Experiment
+from envharness.experiments import AsyncExperiment
 from envharness.operations import EnvironmentOperation, operation_ref
 from envharness.records import ErrorInfo, ExperimentConfig, Record, Status, new_id
 from envharness.runtime import ProgressCallback, SessionPlan, SessionResult, SessionRunner
@@ -64,16 +60,18 @@ from envharness.store import (
     read_store,
 )
 
-__all__ = ["AsyncEnvironmentHarness", "EnvironmentHarness", "Session"]
+__all__ = [
+    "DEFAULT_ACTION_TIMEOUT",
+    "DEFAULT_MAX_CONCURRENCY",
+    "AsyncEnvironmentHarness",
+    "Session",
+]
 
-RECORDS_PAGE = 2000
-"""Records the blocking ``records()`` fetches per trip to the event loop."""
 DEFAULT_MAX_CONCURRENCY = 4
 """Sessions an experiment runs at once unless told otherwise."""
 DEFAULT_ACTION_TIMEOUT = 120.0
 """Seconds an agent may take for one action before its session fails (``None``: no limit)."""
 
-_P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 EnvironmentFactory = Callable[[], Environment[Any, Any]]
@@ -552,218 +550,6 @@ class AsyncEnvironmentHarness:
         return agent
 
 
-class EnvironmentHarness:
-    """The blocking face of :class:`AsyncEnvironmentHarness`, for scripts and notebooks."""
-
-    def __init__(
-        self,
-        store: str | PathLike[str],
-        *,
-        environment: EnvironmentFactory,
-        agents: Mapping[str, AgentFactory],
-        roles: Mapping[str, str] | None = None,
-        action_timeout: float | None = DEFAULT_ACTION_TIMEOUT,
-        harness_version: str | None = None,
-        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-        operations: Sequence[EnvironmentOperation] = (),
-        runner: type[SessionRunner] = SessionRunner,
-        checkpoint_every: int | None = None,
-    ) -> None:
-        self.aio = AsyncEnvironmentHarness(
-            store,
-            environment=environment,
-            agents=agents,
-            roles=roles,
-            action_timeout=action_timeout,
-            harness_version=harness_version,
-            max_concurrency=max_concurrency,
-            operations=operations,
-            runner=runner,
-            checkpoint_every=checkpoint_every,
-        )
-
-        self._portal: BlockingPortal | None = None
-        self._exit_stack: ExitStack | None = None
-
-    @property
-    def store(self) -> Path:
-        return self.aio.store
-
-    def __enter__(self) -> Self:
-        """Keep one event loop and the open store across calls (see the async harness)."""
-        if self._exit_stack is not None:
-            raise ConfigurationError("this harness is already open; enter it only once")
-        with ExitStack() as stack:
-            self._portal = stack.enter_context(start_blocking_portal())
-            stack.enter_context(self._portal.wrap_async_context_manager(self.aio))
-            self._exit_stack = stack.pop_all()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        stack, self._exit_stack, self._portal = self._exit_stack, None, None
-        if stack is not None:
-            stack.close()
-
-    def _blocking(
-        self, function: Callable[_P, Awaitable[_T]], *args: _P.args, **kwargs: _P.kwargs
-    ) -> _T:
-        with self._portal_for_call() as portal:
-
-            async def call() -> _T:
-                return await function(*args, **kwargs)
-
-            future = portal.start_task_soon(call)
-            try:
-                return future.result()
-            except KeyboardInterrupt:
-                # Cancel the call and wait while it records how it ended (``stopped``), also
-                # when the portal outlives this call (``with EnvironmentHarness(...)``).
-                future.cancel()
-                concurrent.futures.wait([future])
-                raise
-
-    @contextmanager
-    def _portal_for_call(self) -> Iterator[BlockingPortal]:
-        if self._portal is not None:
-            yield self._portal
-            return
-        with start_blocking_portal() as portal:
-            yield portal
-
-    def run(
-        self,
-        scenario: Scenario[Any],
-        *,
-        turns: int,
-        seed: int = 0,
-        progress: ProgressCallback | None = None,
-    ) -> Session:
-        return self._blocking(self.aio.run, scenario, turns=turns, seed=seed, progress=progress)
-
-    def experiment(
-        self,
-        name: str,
-        scenarios: Sequence[Scenario[Any]],
-        *,
-        turns: int,
-        trials: int = 1,
-        seed: int = 0,
-        max_concurrency: int | None = None,
-    ) -> Experiment:
-        """See :meth:`AsyncEnvironmentHarness.experiment`; ``run()`` it, or ``start()``."""
-        aio = self.aio.experiment(
-            name,
-            scenarios,
-            turns=turns,
-            trials=trials,
-            seed=seed,
-            max_concurrency=max_concurrency,
-        )
-        return Experiment(aio, self._portal)
-
-    def resume(
-        self,
-        session: Session | str,
-        *,
-        declare_changes: str | None = None,
-        progress: ProgressCallback | None = None,
-    ) -> Session:
-        """See :meth:`AsyncEnvironmentHarness.resume`."""
-        return self._blocking(
-            self.aio.resume,
-            _session_id(session),
-            declare_changes=declare_changes,
-            progress=progress,
-        )
-
-    def checkpoint(self, session: Session | str, label: str | None = None) -> CheckpointRef:
-        """See :meth:`AsyncEnvironmentHarness.checkpoint`."""
-        return self._blocking(self.aio.checkpoint, _session_id(session), label)
-
-    def checkpoints(self, session: Session | str) -> list[CheckpointRef]:
-        return self._blocking(self.aio.checkpoints, _session_id(session))
-
-    def branch(self, checkpoint: CheckpointRef, *, intervention: Any, reason: str = "") -> Session:
-        """See :meth:`AsyncEnvironmentHarness.branch`."""
-        return self._blocking(self.aio.branch, checkpoint, intervention=intervention, reason=reason)
-
-    def continue_(
-        self,
-        session: Session | str,
-        *,
-        turns: int,
-        declare_changes: str | None = None,
-        progress: ProgressCallback | None = None,
-    ) -> Session:
-        """See :meth:`AsyncEnvironmentHarness.continue_`."""
-        return self._blocking(
-            self.aio.continue_,
-            _session_id(session),
-            turns=turns,
-            declare_changes=declare_changes,
-            progress=progress,
-        )
-
-    def lineage(self, session: Session | str) -> Lineage:
-        return self._blocking(self.aio.lineage, _session_id(session))
-
-    def compare(self, left: Session | str, right: Session | str) -> Comparison:
-        return self._blocking(self.aio.compare, _session_id(left), _session_id(right))
-
-    def resume_experiment(
-        self,
-        experiment_id: str,
-        *,
-        declare_changes: str | None = None,
-        progress: ProgressCallback | None = None,
-    ) -> ExperimentResult:
-        """See :meth:`AsyncEnvironmentHarness.resume_experiment`."""
-        return self._blocking(
-            self.aio.resume_experiment,
-            experiment_id,
-            declare_changes=declare_changes,
-            progress=progress,
-        )
-
-    def sessions(self, *, status: str | None = None) -> list[SessionInfo]:
-        return self._blocking(self.aio.sessions, status=status)
-
-    def records(self, session_id: str, selection: RecordFilter | None = None) -> Iterator[Record]:
-        """The session's records in order, fetched a page at a time: constant memory."""
-        selection = selection or RecordFilter()
-        remaining = selection.limit
-        after = selection.after
-        while remaining is None or remaining > 0:
-            size = RECORDS_PAGE if remaining is None else min(RECORDS_PAGE, remaining)
-            page_filter = msgspec.structs.replace(selection, after=after, limit=size)
-
-            async def page(current: RecordFilter = page_filter) -> list[Record]:
-                return [record async for record in self.aio.records(session_id, current)]
-
-            records = self._blocking(page)
-            yield from records
-            if len(records) < size:
-                return
-            after = records[-1].seq
-            if remaining is not None:
-                remaining -= len(records)
-
-    def verify(self) -> VerifyReport:
-        return self._blocking(self.aio.verify)
-
-    def report(
-        self,
-        experiment_id: str,
-        *,
-        confidence: float = DEFAULT_CONFIDENCE,
-        resamples: int = DEFAULT_RESAMPLES,
-    ) -> ExperimentReport:
-        """See :meth:`AsyncEnvironmentHarness.report`: ``harness.report(result.id)``."""
-        return self._blocking(
-            self.aio.report, experiment_id, confidence=confidence, resamples=resamples
-        )
-
-
 def _check_factory(factory: Any, what: str) -> Any:
     if not callable(factory):
         hint = (
@@ -799,10 +585,6 @@ def _operations(operations: Sequence[EnvironmentOperation]) -> dict[str, Environ
             raise ConfigurationError(f"two operations are named {name!r}; names must differ")
         found[name] = operation
     return found
-
-
-def _session_id(session: Session | str) -> str:
-    return session.id if isinstance(session, Session) else session
 
 
 def _check_count(what: str, value: Any) -> None:

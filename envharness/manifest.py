@@ -47,6 +47,7 @@ from typing import Annotated, Any, TypeAlias, TypeVar
 
 import msgspec
 
+from envharness.blocking import EnvironmentHarness
 from envharness.command_agent import DEFAULT_INHERITED_ENV, CommandAgent
 from envharness.environment import EnvironmentSpec
 from envharness.errors import ConfigurationError
@@ -55,7 +56,6 @@ from envharness.harness import (
     DEFAULT_ACTION_TIMEOUT,
     DEFAULT_MAX_CONCURRENCY,
     AsyncEnvironmentHarness,
-    EnvironmentHarness,
 )
 from envharness.scenario import Scenario, validate_input
 
