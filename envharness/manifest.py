@@ -32,14 +32,12 @@ first.
 
 from __future__ import annotations
 
-import difflib
 import importlib
-import json
 import re
 import shlex
 import sys
 import tomllib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
@@ -57,6 +55,15 @@ from envharness.harness import (
     DEFAULT_MAX_CONCURRENCY,
     AsyncEnvironmentHarness,
 )
+from envharness.manifest_keys import (
+    KeyLines,
+    KeyPath,
+    did_you_mean,
+    dotted,
+    parse_validation,
+    toml_type,
+    unknown_key,
+)
 from envharness.scenario import Scenario, validate_input
 
 __all__ = ["PYTHON", "Manifest", "ManifestAgent", "ManifestError", "load_manifest"]
@@ -68,7 +75,6 @@ PYTHON = "{python}"
 _R = TypeVar("_R")
 _S = TypeVar("_S", bound=msgspec.Struct)
 
-KeyPath: TypeAlias = tuple[str | int, ...]
 """Where a value sits in the document: ``("agents", "alice", "command")``,
 ``("scenarios", "items", 1, "id")``."""
 
@@ -186,7 +192,7 @@ class Manifest:
     agents: tuple[ManifestAgent, ...]
     scenarios: tuple[Scenario[Any], ...]
     _inputs: _Places = field(repr=False)
-    _lines: _KeyLines = field(repr=False)
+    _lines: KeyLines = field(repr=False)
 
     @property
     def folder(self) -> Path:
@@ -277,7 +283,7 @@ class Manifest:
 
     def _error(self, path: KeyPath, problem: str) -> ManifestError:
         return ManifestError(
-            problem, file=self.path, line=self._lines.line_of(path), key=_dotted(path)
+            problem, file=self.path, line=self._lines.line_of(path), key=dotted(path)
         )
 
     def _load(self, reference: str, path: KeyPath) -> Any:
@@ -307,7 +313,7 @@ class Manifest:
                 raise self._error(
                     path,
                     f"{reference!r}: {getattr(value, '__name__', module_name)} has no attribute "
-                    f"{part!r}{_did_you_mean(part, public)}",
+                    f"{part!r}{did_you_mean(part, public)}",
                 )
             value = getattr(value, part)
         return value
@@ -355,23 +361,23 @@ class _Loader:
     def __init__(self, file: Path, text: str) -> None:
         self.file = file
         self.folder = file.resolve().parent
-        self.lines = _KeyLines(text)
+        self.lines = KeyLines(text)
 
     def error(self, path: KeyPath, problem: str) -> ManifestError:
         return ManifestError(
-            problem, file=self.file, line=self.lines.line_of(path), key=_dotted(path) or None
+            problem, file=self.file, line=self.lines.line_of(path), key=dotted(path) or None
         )
 
     def load(self, document: dict[str, Any]) -> Manifest:
-        unknown = _unknown_key(document, _Document, ())
+        unknown = unknown_key(document, _Document, ())
         if unknown is not None:
             path, known = unknown
             name = str(path[-1])
-            where = f"[{_dotted(path[:-1])}]" if path[:-1] else "the document"
+            where = f"[{dotted(path[:-1])}]" if path[:-1] else "the document"
             raise self.error(
                 path,
                 f"unknown key {name!r} in {where}"
-                + (_did_you_mean(name, known) or f"; the keys there are {', '.join(known)}"),
+                + (did_you_mean(name, known) or f"; the keys there are {', '.join(known)}"),
             )
         for table in _Document.__struct_fields__:
             if table not in document:
@@ -418,15 +424,15 @@ class _Loader:
         try:
             return msgspec.convert(value, schema)
         except msgspec.ValidationError as exc:
-            problem, relative, missing = _parse_validation(str(exc))
+            problem, relative, missing = parse_validation(str(exc))
             full = path + relative
             if missing is not None:
                 full = (*full, missing)
                 problem = "required key is missing" + (
-                    f" from [{_dotted(full[:-1])}]" if full[:-1] and file is None else ""
+                    f" from [{dotted(full[:-1])}]" if full[:-1] and file is None else ""
                 )
             if file is not None:
-                raise ManifestError(problem, file=file, line=line, key=_dotted(full)) from None
+                raise ManifestError(problem, file=file, line=line, key=dotted(full)) from None
             raise self.error(full, problem) from None
 
     def environment(self, value: Any) -> str:
@@ -448,7 +454,7 @@ class _Loader:
 
     def agents(self, value: Any) -> tuple[ManifestAgent, ...]:
         if not isinstance(value, dict):
-            raise self.error(("agents",), f"expected a table, got {_toml_type(value)}")
+            raise self.error(("agents",), f"expected a table, got {toml_type(value)}")
         if not value:
             raise self.error(
                 ("agents",), "no agents: add a table per participant, e.g. [agents.alice]"
@@ -575,7 +581,7 @@ class _Loader:
 
     def place(self, index: int, key: str) -> _Place:
         path: KeyPath = ("scenarios", "items", index, key)
-        return _Place(self.file, self.lines.line_of(path), _dotted(path))
+        return _Place(self.file, self.lines.line_of(path), dotted(path))
 
     def jsonl(self, name: str) -> Iterator[tuple[_ScenarioEntry, _Place, _Place]]:
         source = self.folder / name
@@ -597,202 +603,19 @@ class _Loader:
                 raise ManifestError(f"not valid JSON: {exc}", file=shown, line=number) from None
             if not isinstance(value, dict):
                 raise ManifestError(
-                    f"expected a JSON object with id and input, got {_toml_type(value)}",
+                    f"expected a JSON object with id and input, got {toml_type(value)}",
                     file=shown,
                     line=number,
                 )
-            unknown = _unknown_key(value, _ScenarioEntry, ())
+            unknown = unknown_key(value, _ScenarioEntry, ())
             if unknown is not None:
                 path, known = unknown
                 raise ManifestError(
                     f"unknown key {path[-1]!r}"
-                    + (_did_you_mean(str(path[-1]), known) or f"; the keys are {', '.join(known)}"),
+                    + (did_you_mean(str(path[-1]), known) or f"; the keys are {', '.join(known)}"),
                     file=shown,
                     line=number,
-                    key=_dotted(path),
+                    key=dotted(path),
                 )
             entry = self.convert(value, _ScenarioEntry, (), file=shown, line=number)
             yield entry, _Place(shown, number, "id"), _Place(shown, number, "input")
-
-
-# -- msgspec errors, unknown keys --------------------------------------------------------------
-
-_AT = re.compile(r"^(?P<problem>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
-_STEP = re.compile(r"\.(?P<name>[^.\[]+)|\[(?P<index>\d+)\]|\[\.\.\.\]")
-_MISSING = re.compile(r"^Object missing required field `(?P<name>[^`]+)`$")
-_TYPE_NAMES = {
-    "object": "table",
-    "str": "string",
-    "int": "integer",
-    "bool": "boolean",
-    "array": "array",
-    "float": "float",
-}
-
-
-def _parse_validation(message: str) -> tuple[str, KeyPath, str | None]:
-    """msgspec's ``"Expected `int`, got `str` - at `$.a[0].b`"`` as (problem, path, missing)."""
-    matched = _AT.match(message)
-    assert matched is not None  # the pattern matches any text
-    problem, path_text = matched["problem"], matched["path"] or ""
-    path: list[str | int] = []
-    for step in _STEP.finditer(path_text):
-        if step["name"] is not None:
-            path.append(step["name"])
-        elif step["index"] is not None:
-            path.append(int(step["index"]))
-        else:  # a dict key msgspec does not name: the enclosing key is as close as it gets
-            break
-    missing = _MISSING.match(problem)
-    if missing is not None:
-        return problem, tuple(path), missing["name"]
-    return _in_toml_words(problem), tuple(path), None
-
-
-def _in_toml_words(problem: str) -> str:
-    def word(found: re.Match[str]) -> str:
-        names = [_TYPE_NAMES.get(part.strip(), part.strip()) for part in found[1].split("|")]
-        return " or ".join(name for name in names if name != "null") or found[0]
-
-    text = re.sub(r"`([^`]+)`", word, problem)
-    return text[:1].lower() + text[1:]
-
-
-def _unknown_key(value: Any, schema: Any, path: KeyPath) -> tuple[KeyPath, list[str]] | None:
-    """The first key in ``value`` that ``schema`` does not define, with the keys it does."""
-    info = schema if isinstance(schema, msgspec.inspect.Type) else msgspec.inspect.type_info(schema)
-    if isinstance(info, msgspec.inspect.UnionType):
-        for member in info.types:
-            found = _unknown_key(value, member, path)
-            if found is not None:
-                return found
-        return None
-    if isinstance(info, msgspec.inspect.StructType) and isinstance(value, dict):
-        fields = {f.encode_name: f.type for f in info.fields}
-        for key in value:
-            if key not in fields:
-                return (*path, key), list(fields)
-        for key, inner in value.items():
-            found = _unknown_key(inner, fields[key], (*path, key))
-            if found is not None:
-                return found
-    elif isinstance(info, msgspec.inspect.DictType) and isinstance(value, dict):
-        for key, inner in value.items():
-            found = _unknown_key(inner, info.value_type, (*path, key))
-            if found is not None:
-                return found
-    elif isinstance(info, msgspec.inspect.ListType) and isinstance(value, list):
-        for index, inner in enumerate(value):
-            found = _unknown_key(inner, info.item_type, (*path, index))
-            if found is not None:
-                return found
-    return None
-
-
-def _did_you_mean(name: str, candidates: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
-def _toml_type(value: Any) -> str:
-    if isinstance(value, dict):
-        return "a table"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return type(value).__name__
-
-
-_BARE = re.compile(r"^[A-Za-z0-9_-]+$")
-
-
-def _dotted(path: KeyPath) -> str:
-    """``agents.alice.command``, ``scenarios.items[1].id``, quoting keys as TOML would."""
-    text = ""
-    for part in path:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        else:
-            name = part if _BARE.match(part) else json.dumps(part)
-            text += f".{name}" if text else name
-    return text
-
-
-# -- where keys are ----------------------------------------------------------------------------
-
-_KEY_PART = r"""(?:[A-Za-z0-9_-]+|"(?:[^"\\]|\\.)*"|'[^']*')"""
-_DOTTED_KEY = rf"{_KEY_PART}(?:\s*\.\s*{_KEY_PART})*"
-_HEADER = re.compile(rf"^\s*(\[\[?)\s*({_DOTTED_KEY})\s*\]")
-_ASSIGNMENT = re.compile(rf"^\s*({_DOTTED_KEY})\s*=")
-_PART = re.compile(_KEY_PART)
-
-
-class _KeyLines:
-    """The line on which each key of a TOML text is defined, found by scanning its table
-    headers and ``key =`` lines (arrays of tables are numbered as tomllib numbers them).
-
-    Good enough for the common layouts; a key it cannot place (inside a multi-line inline
-    array, say) is placed at its nearest enclosing key that it can.
-    """
-
-    def __init__(self, text: str) -> None:
-        self._lines: dict[KeyPath, int] = {}
-        arrays: dict[KeyPath, int] = {}
-        table: KeyPath = ()
-        open_string: str | None = None
-        for number, line in enumerate(text.splitlines(), 1):
-            if open_string is not None:
-                if line.count(open_string) % 2 == 1:
-                    open_string = None
-                continue
-            header = _HEADER.match(line)
-            assignment = None if header else _ASSIGNMENT.match(line)
-            if header is not None:
-                path = _key_parts(header[2])
-                placed: list[str | int] = []
-                for depth, part in enumerate(path):
-                    placed.append(part)
-                    prefix = path[: depth + 1]
-                    is_last = depth == len(path) - 1
-                    if prefix in arrays and not (is_last and header[1] == "[["):
-                        placed.append(arrays[prefix] - 1)
-                if header[1] == "[[":
-                    arrays[path] = arrays.get(path, 0) + 1
-                    placed.append(arrays[path] - 1)
-                table = tuple(placed)
-                self._note(table, number)
-            elif assignment is not None:
-                self._note((*table, *_key_parts(assignment[1])), number)
-            for quote in ('"""', "'''"):
-                if line.count(quote) % 2 == 1:
-                    open_string = quote
-                    break
-
-    def _note(self, path: KeyPath, number: int) -> None:
-        for depth in range(1, len(path) + 1):
-            self._lines.setdefault(path[:depth], number)
-
-    def line_of(self, path: KeyPath) -> int | None:
-        """The key's line, else its nearest placed enclosing key's, else ``None``."""
-        for depth in range(len(path), 0, -1):
-            line = self._lines.get(path[:depth])
-            if line is not None:
-                return line
-        return None
-
-
-def _key_parts(text: str) -> tuple[str, ...]:
-    parts = []
-    for part in _PART.findall(text):
-        if part.startswith('"'):
-            parts.append(json.loads(part))
-        elif part.startswith("'"):
-            parts.append(part[1:-1])
-        else:
-            parts.append(part)
-    return tuple(parts)

@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("trajectories",),
     ("optimizer",),
     ("llm",),
-    ("harness", "blocking", "experiments", "manifest", "advanced"),
+    ("harness", "blocking", "experiments", "manifest", "manifest_keys", "advanced"),
     ("service", "client"),
     ("cli",),
     ("__init__",),
