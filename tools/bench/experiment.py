@@ -37,13 +37,12 @@ import shutil
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterable
 from pathlib import Path
 from random import Random
-from typing import Any
 
 import anyio
 import msgspec
+from _counting import CommitCounter  # tools/bench/ is sys.path[0] when run as a script
 
 from envharness import AsyncEnvironmentHarness, Scenario
 from envharness.fixtures import (
@@ -52,31 +51,9 @@ from envharness.fixtures import (
     SyntheticEnvironment,
     SyntheticScenarioInput,
 )
-from envharness.store.journal import Journal
 from envharness.store.schema import DATABASE_NAME
 
 REFERENCE = "about 5-10 five-turn sessions/s on these machines (~17 fsynced commits per turn)"
-
-
-class CommitCounter:
-    """Counts the journal's transactions by wrapping its one method that runs them."""
-
-    def __init__(self) -> None:
-        self.commits = 0
-        self._original = Journal._transaction
-
-    def __enter__(self) -> CommitCounter:
-        original = self._original
-
-        def counted(journal: Journal, batch: Iterable[Any]) -> None:
-            original(journal, batch)
-            self.commits += 1
-
-        Journal._transaction = counted  # type: ignore[method-assign]
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        Journal._transaction = self._original  # type: ignore[method-assign]
 
 
 def scenarios_for(sessions: int, trials: int) -> list[Scenario[SyntheticScenarioInput]]:

@@ -32,11 +32,10 @@ import shutil
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import anyio
+from _counting import CommitCounter  # tools/bench/ is sys.path[0] when run as a script
 
 from envharness.records import (
     ActionAttempted,
@@ -54,7 +53,6 @@ from envharness.records import (
     SessionCreated,
 )
 from envharness.store import open_store
-from envharness.store.journal import Journal
 from envharness.store.schema import DATABASE_NAME, connect
 
 INSERT = (
@@ -106,27 +104,6 @@ def plan(records: int, sessions: int, turn_size: int) -> list[int]:
     """Turns per session so that the total is ``records`` (to within one turn's size)."""
     turns, extra = divmod(max(0, records - sessions) // turn_size, sessions)
     return [turns + (1 if index < extra else 0) for index in range(sessions)]
-
-
-class CommitCounter:
-    """Counts the journal's transactions by wrapping its one method that runs them."""
-
-    def __init__(self) -> None:
-        self.commits = 0
-        self.rows = 0
-        original = Journal._transaction
-
-        def counted(journal: Journal, batch: Iterable[Any]) -> None:
-            batch = list(batch)
-            original(journal, batch)
-            self.commits += 1
-            self.rows += sum(len(request.rows) for request in batch)
-
-        Journal._transaction = counted  # type: ignore[method-assign]
-        self._original = original
-
-    def restore(self) -> None:
-        Journal._transaction = self._original  # type: ignore[method-assign]
 
 
 async def journal_run(
@@ -214,14 +191,11 @@ def main() -> None:
     base = Path(tempfile.mkdtemp(prefix="envharness-bench-", dir=options.directory))
     try:
         turns = plan(options.records, options.sessions, options.turn_size)
-        counter = CommitCounter()
         gc.collect()
-        try:
+        with CommitCounter() as counter:
             journal_seconds, rows = anyio.run(
                 journal_run, base / "journal", turns, options.turn_size, backend=options.backend
             )
-        finally:
-            counter.restore()
         total = len(rows)
         journal_rate = total / journal_seconds
         average_batch = max(1, round(counter.rows / counter.commits))

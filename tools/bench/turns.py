@@ -31,17 +31,17 @@ import shutil
 import sqlite3
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from random import Random
 from typing import Any
 
 import anyio
 import msgspec
+from _counting import CommitCounter  # tools/bench/ is sys.path[0] when run as a script
 
 from envharness import AsyncEnvironmentHarness, Scenario
 from envharness.fixtures import SyntheticAction, SyntheticEnvironment, SyntheticScenarioInput
-from envharness.store.journal import Journal
 from envharness.store.schema import DATABASE_NAME, connect
 
 SCENARIO = Scenario(id="bench", input=SyntheticScenarioInput(starting_total=0))
@@ -59,27 +59,6 @@ class AsyncAgent:
 
     async def act(self, observation: Any) -> dict[str, int]:
         return {"value": 1 if observation.total <= 0 else -1}
-
-
-class CommitCounter:
-    """Counts the journal's transactions by wrapping its one method that runs them."""
-
-    def __init__(self) -> None:
-        self.commits = 0
-        self._original = Journal._transaction
-
-    def __enter__(self) -> CommitCounter:
-        original = self._original
-
-        def counted(journal: Journal, batch: Iterable[Any]) -> None:
-            original(journal, batch)
-            self.commits += 1
-
-        Journal._transaction = counted  # type: ignore[method-assign]
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        Journal._transaction = self._original  # type: ignore[method-assign]
 
 
 async def raw_session(agent: Any, turns: int) -> None:
