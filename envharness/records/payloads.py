@@ -29,6 +29,7 @@ __all__ = [
     "ExperimentStatus",
     "Finding",
     "Hint",
+    "HookCalled",
     "Intervention",
     "Log",
     "Observation",
@@ -255,6 +256,22 @@ class Hint(_Payload, tag="hint", frozen=True):
     source: str | None = None
 
 
+class HookCalled(_Payload, tag="hook", frozen=True):
+    """A harness hook that intervened or failed (a hook that returned no effect leaves none).
+
+    ``effect`` is the effect's name (``allow``, ``rewrite``, ``block_and_prompt``, ``hint``) and
+    ``detail`` its JSON; a hook that raised or overran its budget has ``error`` set and counted as
+    no intervention. ``harness_version`` says which patch ran.
+    """
+
+    hook: str
+    effect: str | None = None
+    detail: Any = None
+    error: ErrorInfo | None = None
+    seconds: float | None = None
+    harness_version: str | None = None
+
+
 class Cost(_Payload, tag="cost", frozen=True):
     """What a decision cost; every field is optional because providers report different things."""
 
@@ -371,6 +388,7 @@ Payload = (
     | ActionBlocked
     | Outcome
     | Hint
+    | HookCalled
     | Cost
     | Score
     | Finding
