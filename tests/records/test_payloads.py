@@ -26,6 +26,7 @@ from envharness.records import (
     ExperimentStatus,
     Finding,
     Hint,
+    HookCalled,
     Intervention,
     Log,
     Observation,
@@ -126,6 +127,9 @@ SAMPLES: list[Any] = [
     ActionBlocked(action={"value": 99}, reason="out of range", by="hook"),
     Outcome(state="cd" * 32, done=True, signals={"total": 4.0}),
     Hint(text="try smaller steps", source="make_pre_hint"),
+    HookCalled(
+        hook="on_before_action", effect="block_and_prompt", detail={"message": "look first"}
+    ),
     Cost(input_tokens=10, output_tokens=20, usd=0.5, seconds=1.5, model="m-1"),
     Score(version="score@1", metrics={"total": 4.0}, passed=True, uncertainty={"total": 0.1}),
     Finding(title="went negative", detail="at turn 3", severity="medium", cites=(4, 9)),
