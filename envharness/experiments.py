@@ -3,7 +3,9 @@
 ``harness.experiment(...)`` validates everything and returns a handle; nothing runs until
 ``run()`` (or, from blocking code, ``start()`` then ``wait()``). ``stop()`` cancels the sessions
 in flight — each records ``stopped`` with every committed record intact — and the experiment
-records ``stopped`` with its counts.
+records ``stopped`` with its counts. ``pause()`` is gentler: each running session finishes its
+turn and ends ``paused``, no new session starts, and the experiment records ``paused``.
+Either way, ``resume()`` finishes it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from envharness.runtime.experiment import (
     ExperimentRunner,
     PlanSession,
 )
-from envharness.runtime.session import ProgressCallback, SessionRunner
+from envharness.runtime.session import PauseRequest, ProgressCallback, SessionRunner
 from envharness.scenario import Scenario
 from envharness.store import Store
 
@@ -43,7 +45,7 @@ class AsyncExperiment:
         scenarios: Sequence[Scenario[Any]],
         plan_session: PlanSession,
         open_store: OpenStore,
-        resume: Callable[[], Awaitable[ExperimentResult]],
+        resume: Callable[[PauseRequest], Awaitable[ExperimentResult]],
         runner_class: type[SessionRunner] = SessionRunner,
     ) -> None:
         self.id = experiment_id
@@ -56,6 +58,7 @@ class AsyncExperiment:
         self._runner: ExperimentRunner | None = None
         self._scope: anyio.CancelScope | None = None
         self._stop_requested = False
+        self._pause = PauseRequest()
 
     @property
     def name(self) -> str:
@@ -85,6 +88,7 @@ class AsyncExperiment:
                 self._plan_session,
                 progress,
                 runner_class=self._runner_class,
+                pause=self._pause,
             )
             self._runner = runner
             with anyio.CancelScope() as scope:
@@ -97,15 +101,25 @@ class AsyncExperiment:
         return runner.result
 
     async def resume(self) -> ExperimentResult:
-        """Finish a stopped (or, after a crash, interrupted) run of this experiment."""
+        """Finish a stopped, paused (or, after a crash, interrupted) run of this experiment."""
         running = self._runner is not None and self._runner.result is None
         if running and self._scope is not None and not self._scope.cancel_called:
             raise ConfigurationError(f"experiment {self.id} is still running")
         self._stop_requested = False
+        self._pause = PauseRequest()
         if self._runner is None or not self._runner.recorded:
             self._runner = None  # stopped before anything was recorded: simply run it
             return await self.run()
-        return await self._resume()
+        return await self._resume(self._pause)
+
+    def pause(self) -> None:
+        """Pause at the next turn boundary: running sessions finish the turn they are playing
+        and end ``paused`` (agents' and hooks' state checkpointed), no other session starts,
+        and :meth:`run` returns the ``paused`` result; :meth:`resume` goes on from there.
+
+        Safe to call more than once, and before ``run`` (then nothing starts).
+        """
+        self._pause.request()
 
     def stop(self) -> None:
         """Cancel the sessions in flight; :meth:`run` then returns the ``stopped`` result.
@@ -169,6 +183,16 @@ class Experiment:
         self._close()
         return result
 
+    def pause(self) -> ExperimentResult | None:
+        """Pause at the next turn boundary (see :meth:`AsyncExperiment.pause`) and wait until
+        every running session has; returns the ``paused`` result (``None`` if not started)."""
+        self.aio.pause()  # only sets a flag: safe from this thread
+        if self._future is None:
+            return None
+        result = self._future.result()
+        self._close()
+        return result
+
     def stop(self) -> ExperimentResult | None:
         """Stop the sessions in flight and wait for them to record ``stopped``."""
         if self._future is None or self._portal is None:
@@ -181,7 +205,8 @@ class Experiment:
         return result
 
     def resume(self) -> ExperimentResult:
-        """Finish a stopped or interrupted run (blocking): see :meth:`AsyncExperiment.resume`."""
+        """Finish a stopped, paused or interrupted run (blocking): see
+        :meth:`AsyncExperiment.resume`."""
         if self._future is not None and not self._future.done():
             raise ConfigurationError(f"experiment {self.id} is still running; stop() it first")
         self._close()

@@ -40,6 +40,11 @@ class HarnessHooks(Protocol):
     ``version`` is recorded in each session's frozen configuration (``harness_version``), so the
     evidence of every run says which hooks ran. ``call`` returns the effect (or ``None``) and
     the notebook as the hook left it; it raises :class:`HookFailure` for any failure.
+
+    The runtime hands ``call`` a fresh copy of the notebook every time (an implementation may
+    change it in place), runs it under a per-call time budget (``hook_budget``), and checks
+    the effect and the notebook that come back; anything wrong is recorded and treated as no
+    intervention. It calls only the hooks named in ``defined``.
     """
 
     @property
@@ -59,7 +64,10 @@ class Hooks:
     """Hooks written as ordinary Python functions (trusted code: no sandbox).
 
     ``Hooks("support-desk-v1", on_before_action=check_order)``. Each function gets the frozen
-    context and a private copy of the notebook it may change.
+    context and a private copy of the notebook it may change, and returns an effect, its JSON
+    form or ``None``. A plain function runs on the event loop (like environment code: keep it
+    quick — the budget cannot interrupt it, only refuse its late answer); an ``async`` one can
+    be cut off at its budget.
     """
 
     def __init__(self, version: str, **hooks: HookFunction | None) -> None:

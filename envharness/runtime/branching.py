@@ -57,7 +57,15 @@ async def take_checkpoint(store: Store, session_id: str, label: str | None) -> C
     info = await store.session(session_id)
     chain = SessionChain(info.id, next_seq=point.head_seq + 1, prev=point.head_digest)
     name = label or f"turn {point.turn}"
-    row = chain.seal(Checkpoint(label=name, state=point.state_digest, turn=point.turn))
+    hooked = point.config.harness_version is not None or point.memory.notebook_digest is not None
+    row = chain.seal(
+        Checkpoint(
+            label=name,
+            state=point.state_digest,
+            notebook=point.notebook if hooked else None,
+            turn=point.turn,
+        )
+    )
     await store.append([row])
     return CheckpointRef(store.directory, info.id, row.seq, row.digest, point.turn, name)
 

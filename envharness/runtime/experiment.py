@@ -10,6 +10,7 @@ store's single writer, so concurrent sessions share commits.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +26,13 @@ from envharness.records import (
     SessionChain,
     Status,
 )
-from envharness.runtime.session import ProgressCallback, SessionPlan, SessionResult, SessionRunner
+from envharness.runtime.session import (
+    PauseRequest,
+    ProgressCallback,
+    SessionPlan,
+    SessionResult,
+    SessionRunner,
+)
 from envharness.scenario import Scenario
 from envharness.store import Store
 from envharness.store.owners import this_process
@@ -53,8 +60,9 @@ def derive_seed(seed: int, scenario_id: str, trial: int) -> int:
 PlanSession = Callable[[Scenario[Any], int, int], SessionPlan]
 """Makes a fresh session plan (new environment, new agents) for (scenario, trial, seed)."""
 
-ResumeSession = Callable[[str], Awaitable[SessionResult]]
-"""Resumes one of the experiment's sessions by id (with the open store)."""
+ResumeSession = Callable[[str, Callable[[], None]], Awaitable[SessionResult]]
+"""Resumes one of the experiment's sessions by id (with the open store); the callable is the
+session's ``settling`` (see :class:`SessionPlan`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +124,12 @@ class ExperimentRunner:
         progress: ProgressCallback | None = None,
         resumption: ExperimentResumption | None = None,
         runner_class: type[SessionRunner] = SessionRunner,
+        pause: PauseRequest | None = None,
     ) -> None:
         self.id = experiment_id
+        self.pause_request = pause or PauseRequest()
+        """Requested, running sessions pause at their next turn boundary and no new one
+        starts; the experiment then records ``paused`` (resumable)."""
         self._runner_class = runner_class
         self._store = store
         self._config = config
@@ -183,6 +195,9 @@ class ExperimentRunner:
             with anyio.CancelScope(shield=True), contextlib.suppress(StoreError):
                 await self._finish("stopped", f"stopped by {type(exc).__name__}: {exc}")
             raise
+        progress = self.progress
+        if self.pause_request.requested and progress.completed + progress.failed < self.total:
+            return await self._finish("paused", "paused on request; resume it to go on")
         return await self._finish("completed", None)
 
     async def _one(
@@ -193,17 +208,32 @@ class ExperimentRunner:
         if earlier is not None and earlier.status in ("completed", "failed"):
             self._sessions.append(ExperimentSession(scenario.id, trial, seed, earlier))
             return
-        async with limiter:
-            self._running += 1
-            try:
-                if earlier is not None and self._resumption is not None:
-                    result = await self._resumption.resume_session(earlier.id)
-                else:
-                    plan = self._plan_session(scenario, trial, seed)
-                    runner = self._runner_class(self._store, plan, self._session_progress)
-                    result = await runner.run()
-            finally:
+        await limiter.acquire()
+        slot = True
+
+        def free() -> None:
+            """The session runs no more (it waits for its last commit, or it ended)."""
+            nonlocal slot
+            if slot:
+                slot = False
                 self._running -= 1
+                limiter.release()
+
+        try:
+            self._running += 1
+            if self.pause_request.requested:
+                if earlier is not None:
+                    self._sessions.append(ExperimentSession(scenario.id, trial, seed, earlier))
+                return  # paused before this session (re)started: the resume starts it
+            if earlier is not None and self._resumption is not None:
+                result = await self._resumption.resume_session(earlier.id, free)
+            else:
+                plan = self._plan_session(scenario, trial, seed)
+                plan = dataclasses.replace(plan, pause=self.pause_request, settling=free)
+                runner = self._runner_class(self._store, plan, self._session_progress)
+                result = await runner.run()
+        finally:
+            free()
         self._sessions.append(ExperimentSession(scenario.id, trial, seed, result))
 
     async def _finish(self, status: Status, reason: str | None) -> ExperimentResult:

@@ -62,19 +62,22 @@ async def ask(
     """
     started = time.perf_counter()
     reply: Any = None
+    is_async = is_async_agent(agent)
+    inline = not is_async and getattr(agent, "runs_inline", False)
     try:
-        with anyio.move_on_after(action_timeout) as deadline:
-            if is_async_agent(agent):
-                reply = await agent.act(observation)  # type: ignore[misc]
-            elif getattr(agent, "runs_inline", False):
-                reply = agent.act(observation)  # pure computation: no thread hop needed
-            else:
-                reply = await anyio.to_thread.run_sync(
-                    agent.act, observation, abandon_on_cancel=True, limiter=threads
-                )
+        if inline:  # pure computation: no thread hop, and no timeout could interrupt it
+            reply = agent.act(observation)
+        else:
+            with anyio.move_on_after(action_timeout) as deadline:
+                if is_async:
+                    reply = await agent.act(observation)  # type: ignore[misc]
+                else:
+                    reply = await anyio.to_thread.run_sync(
+                        agent.act, observation, abandon_on_cancel=True, limiter=threads
+                    )
     except Exception as exc:  # including the agent's own TimeoutError: that is its failure
         raise _failure(participant, "acting", exc) from exc
-    if deadline.cancelled_caught:
+    if not inline and deadline.cancelled_caught:
         raise AgentFailure(
             participant,
             f"agent {participant!r} did not answer within {action_timeout}s (action_timeout)",

@@ -14,15 +14,21 @@ from typing import Any
 import msgspec
 
 from envharness.errors import ConfigurationError, NotFoundError
+from envharness.hooks.notebook import encoded_notebook
 from envharness.records import (
+    Branch,
+    Checkpoint,
     ExperimentConfig,
     ExperimentCreated,
     ExperimentStatus,
+    Intervention,
+    OperationReceipt,
     Outcome,
     SegmentStarted,
     SessionConfig,
     SessionCreated,
 )
+from envharness.runtime.hook_memory import MEMORY_KINDS, HookMemory, MemoryReader
 from envharness.runtime.session import Resumption, SessionResult
 from envharness.store import RecordFilter, Store
 from envharness.store.owners import is_gone
@@ -56,6 +62,15 @@ class ResumePoint:
     outcome_seqs: dict[int, list[int]] = field(default_factory=dict)
     until: int | None = None
     """The turn a continued segment was to reach (``None``: the recorded plan's turns)."""
+    memory: HookMemory = field(default_factory=HookMemory)
+    """What the session's hooks remembered after ``turn``."""
+    agent_states: dict[str, Any] = field(default_factory=dict)
+    """Agents' own states to restore, from the checkpoint a branch started at."""
+
+    @property
+    def notebook(self) -> dict[str, Any]:
+        value: dict[str, Any] = msgspec.json.decode(self.memory.notebook)
+        return value
 
     def resumption(
         self, state: Any, changes: tuple[str, ...], until: int | None = None
@@ -69,6 +84,8 @@ class ResumePoint:
             state=state,
             outcome_seqs=self.outcome_seqs,
             changes=changes,
+            memory=self.memory,
+            agent_states=self.agent_states,
         )
 
 
@@ -98,13 +115,31 @@ async def find_resume_point(
     initial: tuple[int, str | None] | None = None
     until: int | None = None
     head = (-1, "")
-    kinds = ("session.created", "segment.started", "outcome")
+    kinds = {
+        "session.created",
+        "segment.started",
+        "outcome",
+        "branch",
+        "checkpoint",
+        "operation.receipt",
+        "intervention",
+        *MEMORY_KINDS,
+    }
+    reader = MemoryReader()
+    branched: Branch | None = None
+    changed: dict[int, list[tuple[int, str]]] = {}
+    """States named after a turn's outcome (by ``after_turn``: a receipt, an intervention)."""
+    checkpoints: dict[int, dict[str, Any]] = {}
+    """The agents' own states each turn's latest checkpoint recorded."""
     async for record in store.records(info.id):
         head = (record.seq, record.digest)
         if record.kind not in kinds:
             continue
         payload = record.payload
-        if isinstance(payload, SessionCreated):
+        reader.feed(record)
+        if isinstance(payload, Branch):
+            branched = payload
+        elif isinstance(payload, SessionCreated):
             config = payload.config
             participants = len(config.participants)
         elif isinstance(payload, SegmentStarted):
@@ -114,10 +149,17 @@ async def find_resume_point(
             # segment recorded of those turns (a stopped, half-played turn) no longer counts.
             for replayed in [t for t in outcomes if t > payload.turn]:
                 del outcomes[replayed]
+            changed = {t: v for t, v in changed.items() if t <= payload.turn}
+            checkpoints = {t: v for t, v in checkpoints.items() if t <= payload.turn}
             if initial is None:  # a branch's first segment starts after its checkpoint's turn
                 initial = (payload.turn, payload.state)
         elif isinstance(payload, Outcome) and record.turn is not None:
             outcomes.setdefault(record.turn, []).append((record.seq, payload))
+        elif isinstance(payload, OperationReceipt | Intervention) and record.turn is not None:
+            if payload.state is not None:
+                changed.setdefault(record.turn, []).append((record.seq, payload.state))
+        elif isinstance(payload, Checkpoint) and record.turn is not None:
+            checkpoints[record.turn] = dict(payload.agents)
     if config is None or initial is None or initial[1] is None:
         raise ConfigurationError(f"session {info.id} has no session.created record to resume")
     sequential = config.environment.turn_order == "sequential"
@@ -128,6 +170,20 @@ async def find_resume_point(
         if number != turn + 1 or not complete:
             break
         turn, state = number, steps[-1][1].state
+    if turn in outcomes:  # what after_turn changed once the turn had resolved
+        last_outcome = outcomes[turn][-1][0]
+        later = [digest for seq, digest in changed.get(turn, ()) if seq > last_outcome]
+        state = later[-1] if later else state
+    memory = reader.memory(turn)
+    agent_states: dict[str, Any] = checkpoints.get(turn, {})
+    if branched is not None:
+        taken = await _checkpoint_of(store, branched)
+        if memory.notebook_digest is None and taken.notebook is not None:
+            memory.notebook = encoded_notebook(taken.notebook)
+        if turn == initial[0]:  # agents start from the checkpoint until the branch has played
+            agent_states = dict(taken.agents)
+    if memory.notebook_digest is not None:
+        memory.notebook = await store.blob(memory.notebook_digest)
     return ResumePoint(
         config=config,
         head_seq=head[0],
@@ -137,7 +193,25 @@ async def find_resume_point(
         state_digest=state,
         outcome_seqs={t: [seq for seq, _ in outcomes[t]] for t in outcomes if t <= turn},
         until=until,
+        memory=memory,
+        agent_states=agent_states,
     )
+
+
+async def _checkpoint_of(store: Store, branched: Branch) -> Checkpoint:
+    """The checkpoint a branch started from (in its parent's chain, bound by its digest)."""
+    found = [
+        record
+        async for record in store.records(
+            branched.parent_session, RecordFilter(after=branched.checkpoint_seq - 1, limit=1)
+        )
+    ]
+    if not found or not isinstance(found[0].payload, Checkpoint):
+        raise ConfigurationError(
+            f"the checkpoint {branched.parent_session}#{branched.checkpoint_seq} this branch "
+            "started from is not in the store"
+        )
+    return found[0].payload
 
 
 @dataclass(frozen=True, slots=True)

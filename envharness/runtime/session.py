@@ -19,12 +19,14 @@ from random import Random
 from typing import Any, Literal
 
 import anyio
+import anyio.lowlevel
 import msgspec
 
 from envharness._version import __version__
 from envharness.agent import Agent, AgentContext, LogLevel, implementation_of
 from envharness.environment import Environment, ScoreReport
 from envharness.errors import StoreError
+from envharness.hooks import BlockAndPrompt, HarnessHooks, Rewrite
 from envharness.operations import EnvironmentOperation, OperationResult, operation_ref
 from envharness.records import (
     ActionAttempted,
@@ -34,6 +36,7 @@ from envharness.records import (
     Checkpoint,
     ErrorInfo,
     Finding,
+    Intervention,
     Log,
     Observation,
     OperationReceipt,
@@ -63,21 +66,69 @@ from envharness.runtime.checks import (
     private_copy,
     sha256,
 )
-from envharness.runtime.participants import AgentFailure, ask_all, running, send_feedback
+from envharness.runtime.hook_memory import HookMemory
+from envharness.runtime.hooking import (
+    DEFAULT_HOOK_BUDGET,
+    DEFAULT_MAX_BLOCKS,
+    HookRunner,
+    with_hints,
+)
+from envharness.runtime.participants import (
+    AgentFailure,
+    Reply,
+    ask,
+    ask_all,
+    running,
+    send_feedback,
+)
 from envharness.scenario import Scenario
 from envharness.store import Store
 from envharness.store.journal import Pending
 from envharness.store.owners import this_process
 
-__all__ = ["ProgressCallback", "SessionPlan", "SessionResult", "SessionRunner"]
+__all__ = ["PauseRequest", "ProgressCallback", "SessionPlan", "SessionResult", "SessionRunner"]
+
+_json = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
 
 ProgressCallback = Callable[[str, int, int], None]
 """Called with (session id, turns completed, turns planned): once when the session's start is
 committed (so a caller learns its id), then after each turn — whose commit may still be in
-flight: a crash loses at most the last :data:`IN_FLIGHT` turns, which a resume replays."""
+flight: a crash loses at most the turns of the last :data:`HOLD_SECONDS` and the last
+:data:`IN_FLIGHT` commits, which a resume replays."""
 
 IN_FLIGHT = 32
-"""Turns of one session whose commit may be pending while the next turns are played."""
+"""Commits of one session that may be pending while the next turns are played."""
+HOLD_SECONDS = 0.05
+"""How long a session may hold its finished turns' records before handing them to the journal:
+a fast session then commits many turns at once (one fsync instead of one per turn), and a slow
+one — whose turns take longer than this — still hands over every turn as it ends."""
+HOLD_ROWS = 512
+"""Records a session holds at most before handing them over, whatever the time."""
+
+
+class PauseRequest:
+    """Asks the sessions that hold it to pause at their next turn boundary.
+
+    A paused session finishes the turn it is playing, commits it, and ends its segment
+    ``paused`` (no score yet); ``resume`` continues it from there. One request can serve many
+    sessions (an experiment's).
+    """
+
+    __slots__ = ("_requested",)
+
+    def __init__(self) -> None:
+        self._requested = False
+
+    @property
+    def requested(self) -> bool:
+        return self._requested
+
+    def request(self) -> None:
+        self._requested = True
+
+
+PAUSED_REASON = "paused on request; resume it to go on"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +146,23 @@ class SessionPlan:
     action_timeout: float | None = None
     experiment_id: str | None = None
     trial: int | None = None
-    harness_version: str | None = None
     operations: Mapping[str, EnvironmentOperation] = field(default_factory=dict)
     checkpoint_every: int | None = None
+    hooks: HarnessHooks | None = None
+    """The harness hooks around the participants' policies; their ``version`` is the
+    session's ``harness_version``."""
+    hook_budget: float | None = DEFAULT_HOOK_BUDGET
+    max_blocks: int = DEFAULT_MAX_BLOCKS
+    pause: PauseRequest | None = None
+    """When given, the session pauses at the next turn boundary after it is requested."""
+    settling: Callable[[], None] | None = None
+    """Called once the session has handed its last records to the journal and only waits for
+    their commit: an experiment frees the session's concurrency slot there, so the next
+    session plays while this one's commit is written (its result still counts only after)."""
+
+    @property
+    def harness_version(self) -> str | None:
+        return self.hooks.version if self.hooks is not None else None
 
     def config(self) -> SessionConfig:
         spec = self.environment.spec
@@ -147,6 +212,10 @@ class Resumption:
     changes: tuple[str, ...] = ()
     until: int | None = None
     cause: Literal["resume", "branch"] = "resume"
+    memory: HookMemory | None = None
+    """What the hooks remembered after ``turn`` (notebook, pending hints, recent steps)."""
+    agent_states: Mapping[str, Any] = field(default_factory=dict)
+    """Agents' own states to restore before the first turn (a branch's checkpoint)."""
 
 
 class SessionRunner:
@@ -166,6 +235,7 @@ class SessionRunner:
         self._pending: list[RecordRow] = []
         self._blobs: dict[str, bytes] = {}
         self._in_flight: collections.deque[Pending] = collections.deque()
+        self._flush_due = time.monotonic() + HOLD_SECONDS
         self._outcome_seqs: dict[int, list[int]] = {}
         self._turns_completed = 0
         self._segment = 0
@@ -183,8 +253,31 @@ class SessionRunner:
         # journal, so a slow agent elsewhere cannot eat into this session's action timeout.
         self._threads = anyio.CapacityLimiter(max(1, len(plan.agents)))
         self._feedback: dict[str, tuple[Any, str | None]] = {}
+        self._listening = frozenset(
+            name for name, agent in plan.agents.items() if getattr(agent, "feedback", None)
+        )
+        """The participants whose agents want ``feedback``."""
         self._current_turn: int | None = None
         """The turn being played; logs from an agent outside any turn carry no turn."""
+        self._last_state: str | None = None
+        self._checkpointed = 0
+        """The last turn this segment checkpointed."""
+        self._first_turn = self._turns_completed + 1
+        """The digest of the state the evidence last named (an outcome or a receipt)."""
+        self._hooking: HookRunner | None = None
+        if plan.hooks is not None:
+            self._hooking = HookRunner(
+                plan.hooks,
+                session_id=plan.session_id,
+                roster={name: plan.roster[name] for name in plan.agents},
+                environment=plan.environment,
+                budget=plan.hook_budget,
+                max_blocks=plan.max_blocks,
+                memory=(resumption.memory if resumption is not None else None) or HookMemory(),
+                record=self._record,
+                keep_blob=self._keep_blob,
+                validate=self._validate,
+            )
 
     async def run(self) -> SessionResult:
         plan = self._plan
@@ -215,11 +308,21 @@ class SessionRunner:
                     changes=resumption.changes,
                 )
             self._record(segment)
-            await self._flush()
+            if self._hooking is not None and resumption is None:
+                await self._hooking.on_init(state, lambda p: self._observe(state, p))
+            # A caller told the session's id (progress), or an agent process about to start,
+            # may act on the session existing: commit the start first. Otherwise it goes out
+            # with the first turns, in one commit.
+            external = any(getattr(a, "lifespan", None) for a in plan.agents.values())
+            await self._flush(durable=self._progress is not None or external)
             if self._progress is not None:
                 self._progress(plan.session_id, self._turns_completed, plan.turns)
             async with running(plan.agents, self._agent_contexts()):
+                if resumption is not None and resumption.agent_states:
+                    await self._restore_agents(resumption.agent_states)
                 state, reason = await self._turns(state)
+            if reason == PAUSED_REASON:
+                return await self._finish("paused", reason)
             self._score(state)
             return await self._finish("completed", reason)
         except AgentFailure as failure:
@@ -243,11 +346,20 @@ class SessionRunner:
     async def _turns(self, state: Any) -> tuple[Any, str | None]:
         """Run the planned turns; returns the final state and why it stopped early, if it did."""
         plan = self._plan
+        pause = plan.pause
         for turn in range(self._turns_completed + 1, plan.turns + 1):
+            if pause is not None and pause.requested:
+                # Keep what the agents and hooks know now, so the resume goes on from it.
+                if self._turns_completed > max(self._checkpointed, self._first_turn - 1):
+                    await self._checkpoint(self._turns_completed, state, "paused")
+                return state, PAUSED_REASON
             self._current_turn = turn
             state = await self.before_turn(turn, state)
             state, done = await self._turn(turn, state)
+            resolved = state
             state = await self.after_turn(turn, state)
+            if state is not resolved:
+                self._record_state_change(turn, state)
             await self._flush(durable=False)
             self._turns_completed = turn
             await self._send_feedback(turn)
@@ -261,7 +373,22 @@ class SessionRunner:
                 return state, f"the environment reported done at turn {turn}"
         return state, None
 
-    async def _checkpoint(self, turn: int, state: Any) -> None:
+    def _record_state_change(self, turn: int, state: Any) -> None:
+        """``after_turn`` left another state than the evidence last named: record it (as an
+        ``intervention``), so that a resume restores exactly what the turn ended with."""
+        digest = self._keep_state(state)
+        if digest != self._last_state:
+            self._record(
+                Intervention(
+                    intervention={"kind": "after_turn"},
+                    reason=f"{type(self).__name__}.after_turn changed the state",
+                    state=digest,
+                ),
+                turn=turn,
+            )
+            self._last_state = digest
+
+    async def _checkpoint(self, turn: int, state: Any, label: str | None = None) -> None:
         """A checkpoint at this turn boundary, with each agent's own state where it can give
         one (an external agent that declared ``snapshot``)."""
         snapshots: dict[str, Any] = {}
@@ -275,15 +402,50 @@ class SessionRunner:
                         f"agent {participant!r} failed to give its state for a checkpoint: {exc}",
                         exc,
                     ) from exc
+        self._checkpointed = turn
         self._record(
             Checkpoint(
-                label=f"turn {turn}",
+                label=label or f"turn {turn}",
                 state=self._keep_state(state),
                 agents=snapshots,
+                notebook=self._hooking.notebook if self._hooking is not None else None,
                 turn=turn,
             ),
             turn=turn,
         )
+
+    async def _restore_agents(self, states: Mapping[str, Any]) -> None:
+        """Give each agent the state a checkpoint recorded for it (a branch's first turn), when
+        it can take one; an agent that cannot is told in a ``log`` record, and starts afresh."""
+        for participant, agent_state in states.items():
+            agent = self._plan.agents.get(participant)
+            if agent is None:
+                continue
+            restore = getattr(agent, "restore", None)
+            if restore is None or not getattr(agent, "can_snapshot", False):
+                self._record(
+                    Log(
+                        message=f"agent {participant!r} cannot restore the state its checkpoint "
+                        "recorded (no snapshot capability); it starts afresh",
+                        level="warning",
+                    ),
+                    participant=participant,
+                )
+                continue
+            try:
+                restored = restore(agent_state)
+                if inspect.isawaitable(restored):
+                    await restored
+            except Exception as exc:
+                raise AgentFailure(
+                    participant,
+                    f"agent {participant!r} failed to restore its checkpointed state: {exc}",
+                    exc,
+                ) from exc
+            self._record(
+                Log(message="restored the agent's state from the checkpoint", level="info"),
+                participant=participant,
+            )
 
     # -- the seam: subclass SessionRunner to interleave operations with turns ------------------
 
@@ -332,6 +494,8 @@ class SessionRunner:
             outcome = OperationResult(result=outcome)
         new_state = outcome.state if outcome.changed_state else state
         digest = self._keep_state(new_state) if outcome.changed_state else None
+        if digest is not None:
+            self._last_state = digest
         self._record(
             OperationReceipt(
                 operation=reference.name,
@@ -348,12 +512,14 @@ class SessionRunner:
     async def _send_feedback(self, turn: int) -> None:
         """After the turn is committed — an agent learns nothing the evidence lacks."""
         feedback, self._feedback = self._feedback, {}
-        agents = self._plan.agents
-        if any(getattr(agents[p], "feedback", None) is not None for p in feedback):
-            await self._settle()  # feedback is an effect outside the store: commit first
+        listening = self._listening
+        if not listening or listening.isdisjoint(feedback):
+            return
+        await self._settle()  # feedback is an effect outside the store: commit first
         for participant, (outcome, blocked) in feedback.items():
-            agent = self._plan.agents[participant]
-            await send_feedback(participant, agent, turn, outcome, blocked)
+            if participant in listening:
+                agent = self._plan.agents[participant]
+                await send_feedback(participant, agent, turn, outcome, blocked)
 
     async def _turn(self, turn: int, state: Any) -> tuple[Any, bool]:
         roster = list(self._plan.agents)
@@ -368,7 +534,10 @@ class SessionRunner:
 
     async def _step(self, turn: int, state: Any, acting: list[str]) -> tuple[Any, bool]:
         """Observe, act and resolve for the ``acting`` participants (all of them, or one)."""
+        hooking = self._hooking
         observations = {}
+        seen: dict[str, tuple[Any, bytes]] = {}
+        """With hooks: each observation as produced, and its JSON (for contexts and re-asks)."""
         for participant in acting:
             observation = self._call_environment("observe", state, participant)
             observations[participant] = observation
@@ -376,42 +545,61 @@ class SessionRunner:
             self._record(Observation(observation=shown), turn=turn, participant=participant)
             # The agent gets its own copy: it can neither change the state nor what was recorded.
             observations[participant] = private_copy(observation, shown)
+            if hooking is not None:
+                data = _json(shown)
+                seen[participant] = (observation, data)
+                hints = await hooking.before_ask(turn, participant, state, msgspec.Raw(data))
+                observations[participant] = with_hints(observations[participant], hints)
         replies = await ask_all(
             self._plan.agents, observations, self._plan.action_timeout, self._threads
         )
         actions: dict[str, Any] = {}
         for participant in acting:
-            reply = replies[participant]
+            reply: Reply | None = replies[participant]
+            rewritten = None
+            if hooking is None:
+                self._attempted(turn, participant, replies[participant])
+            else:
+                reply, rewritten = await self._vetted(
+                    turn, participant, state, replies[participant], seen
+                )
+                if reply is None:
+                    continue  # blocked max_blocks times in a row: the turn is skipped
+            assert reply is not None
             raw = reply.action
-            self._record(
-                ActionAttempted(action=as_evidence(raw), seconds=reply.seconds),
-                turn=turn, participant=participant,
-            )  # fmt: skip
-            if reply.cost is not None:
-                cost = checked(reply.cost, f"the cost reported by agent {participant!r}")
-                self._record(cost, turn=turn, participant=participant)
+            if rewritten is not None:
+                actions[participant] = rewritten
+                continue
             problem, action = self._validate(raw)
             if problem is None:
                 actions[participant] = action
             elif self._plan.environment.spec.invalid_actions == "block":
+                shown_raw = as_evidence(raw)
                 self._record(
-                    ActionBlocked(action=as_evidence(raw), reason=problem, by="validation"),
+                    ActionBlocked(action=shown_raw, reason=problem, by="validation"),
                     turn=turn, participant=participant,
                 )  # fmt: skip
                 self._feedback[participant] = (None, problem)
+                if hooking is not None:
+                    hooking.blocked(turn, participant, shown_raw, problem, prompt=False)
             else:
                 raise SessionFailure(f"agent {participant!r} returned an invalid action: {problem}")
         resolution = checked_resolution(self._call_environment("resolve", state, actions))
-        digest = self._keep_state(resolution.state)
+        digest = self._last_state = self._keep_state(resolution.state)
+        executed: dict[str, Any] = {}
         for participant, action in actions.items():
             outcome = self._encodable(
                 resolution.outcomes.get(participant), f"outcome for {participant!r}"
             )
+            shown_action = as_evidence(action)
             self._record(
-                ActionExecuted(action=as_evidence(action), outcome=outcome),
+                ActionExecuted(action=shown_action, outcome=outcome),
                 turn=turn, participant=participant,
             )  # fmt: skip
             self._feedback[participant] = (outcome, None)
+            if hooking is not None:
+                hooking.executed(turn, participant, shown_action, outcome)
+                executed[participant] = shown_action
         for name, data in resolution.artifacts.items():
             sha256 = await self._store.put_artifact(data)
             self._record(Artifact(name=name, sha256=sha256, size=len(data)), turn=turn)
@@ -420,7 +608,81 @@ class SessionRunner:
             turn=turn, participant=acting[0] if self._sequential else None,
         )  # fmt: skip
         self._outcome_seqs.setdefault(turn, []).append(outcome_row.seq)
+        if hooking is not None:
+            for participant in acting:
+                await hooking.after_step(
+                    turn,
+                    participant,
+                    resolution.state,
+                    msgspec.Raw(seen[participant][1]),
+                    executed.get(participant),
+                )
         return resolution.state, resolution.done
+
+    def _attempted(self, turn: int, participant: str, reply: Reply) -> Any:
+        """Record what the participant answered (and what it said it cost); its JSON form."""
+        attempted = as_evidence(reply.action)
+        self._record(
+            ActionAttempted(action=attempted, seconds=reply.seconds),
+            turn=turn, participant=participant,
+        )  # fmt: skip
+        if reply.cost is not None:
+            cost = checked(reply.cost, f"the cost reported by agent {participant!r}")
+            self._record(cost, turn=turn, participant=participant)
+        return attempted
+
+    async def _vetted(
+        self,
+        turn: int,
+        participant: str,
+        state: Any,
+        reply: Reply,
+        seen: Mapping[str, tuple[Any, bytes]],
+    ) -> tuple[Reply | None, Any]:
+        """Record the answer and put it before ``on_before_action``.
+
+        Returns the reply that stands and the action a rewrite validated to (or ``None``). A
+        ``block_and_prompt`` records ``action.blocked`` and asks the agent again, showing it the
+        message; after ``max_blocks`` blocks in a row the participant's turn is skipped
+        (``None``): a blocked action never runs.
+        """
+        hooking = self._hooking
+        assert hooking is not None
+        original, data = seen[participant]
+        blocks = 0
+        while True:
+            attempted = self._attempted(turn, participant, reply)
+            effect, rewritten = await hooking.before_action(
+                turn, participant, state, msgspec.Raw(data), attempted
+            )
+            if not isinstance(effect, BlockAndPrompt):
+                return reply, (rewritten if isinstance(effect, Rewrite) else None)
+            blocks += 1
+            final = blocks >= hooking.max_blocks
+            reason = effect.message
+            if final:
+                reason = (
+                    f"{effect.message} [blocked {blocks} time(s) in a row: this turn is skipped "
+                    f"(max_blocks={hooking.max_blocks})]"
+                )
+            self._record(
+                ActionBlocked(action=attempted, reason=reason, by="hook"),
+                turn=turn, participant=participant,
+            )  # fmt: skip
+            hooking.blocked(turn, participant, attempted, reason, prompt=not final)
+            if final:
+                self._feedback[participant] = (None, reason)
+                return None, None
+            observation = with_hints(
+                private_copy(original, _decode(data)), hooking.take_hints(turn, participant)
+            )
+            reply = await ask(
+                participant,
+                self._plan.agents[participant],
+                observation,
+                self._plan.action_timeout,
+                self._threads,
+            )
 
     def _validate(self, raw: Any) -> tuple[str | None, Any]:
         if not isinstance(raw, dict):
@@ -518,6 +780,10 @@ class SessionRunner:
     ) -> SessionResult:
         self._record(SessionStatus(status=status, reason=reason, error=error))
         self._record(SegmentEnded(segment=self._segment, status=status))
+        settling = self._plan.settling
+        if settling is not None:
+            await self._flush(durable=False, hold=False)
+            settling()
         await self._flush()
         return SessionResult(
             id=self._plan.session_id,
@@ -536,13 +802,28 @@ class SessionRunner:
         self._pending.append(row)
         return row
 
-    async def _flush(self, *, durable: bool = True) -> None:
+    async def _flush(self, *, durable: bool = True, hold: bool = True) -> None:
         """Hand what is pending to the journal; ``durable`` waits for every commit so far.
 
         Cancelled before the journal took the rows, they stay pending and go out with the
-        final status — a chain never has a gap. Not ``durable``, the session goes on while up
-        to :data:`IN_FLIGHT` turns are being committed, and consecutive turns share commits.
+        final status — a chain never has a gap. Not ``durable``, the rows may be held up to
+        :data:`HOLD_SECONDS` (or :data:`HOLD_ROWS`) so that consecutive turns share a commit,
+        and the session goes on while up to :data:`IN_FLIGHT` commits are pending. Nothing is
+        acknowledged by that: only a durable flush (the end of a run, feedback to an agent)
+        says the records are stored. Flushes happen at turn boundaries only, so a commit never
+        holds part of a turn.
         """
+        if not durable and hold:
+            now = time.monotonic()
+            if now < self._flush_due and len(self._pending) < HOLD_ROWS:
+                # Still yield once a turn: other sessions get their turn, and a stop is heard.
+                await anyio.lowlevel.checkpoint()
+                return
+            self._flush_due = now + HOLD_SECONDS
+        if not self._pending and not self._blobs:
+            if durable:
+                await self._settle()
+            return
         submitted = await self._store.submit(self._pending, self._blobs)
         self._pending, self._blobs = [], {}
         self._in_flight.append(submitted)
@@ -554,10 +835,24 @@ class SessionRunner:
             await self._in_flight.popleft().committed()
 
     async def _settle(self) -> None:
-        """Wait until everything handed to the journal is committed."""
+        """Wait until everything recorded so far is committed."""
+        if self._pending or self._blobs:
+            await self._flush()
+            return
         while self._in_flight:
             await self._in_flight[0].committed()
             self._in_flight.popleft()
+
+    def _keep_blob(self, data: bytes) -> str:
+        """Store ``data`` once, content-addressed (the notebook a hook left, say)."""
+        digest = sha256(data)
+        self._blobs[digest] = data
+        return digest
+
+    def _observe(self, state: Any, participant: str) -> Any:
+        """What ``participant`` sees of ``state``, as JSON (for an ``on_init`` context)."""
+        observation = self._call_environment("observe", state, participant)
+        return self._encodable(observation, f"observation for {participant!r}")
 
     def _keep_state(self, state: Any) -> str:
         """Encode the state once; the blob is stored content-addressed and shared."""
