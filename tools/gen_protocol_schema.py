@@ -1,10 +1,11 @@
-"""Write protocol/schema/*.json from the protocol's msgspec types, or check they are current.
+"""Write protocol/schema/*.json from the msgspec types, or check they are current.
 
     python tools/gen_protocol_schema.py           # (re)write the schema files
     python tools/gen_protocol_schema.py --check   # exit 1 and name the stale files, write nothing
 
-The schema is generated, never edited by hand: the message types in envharness.protocol are the
-single source, and tests/protocol/test_schema.py runs the check so a stale file fails the suite.
+The schema is generated, never edited by hand: the message types in envharness.protocol and the
+trajectory types in envharness.trajectories are the single source, and
+tests/protocol/test_schema.py runs the check so a stale file fails the suite.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ import sys
 from pathlib import Path
 
 from envharness.protocol import render_schemas
+from envharness.trajectories.schema import render_trajectory_schemas
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "protocol" / "schema"
 
 
 def stale_files(directory: Path = SCHEMA_DIR) -> list[str]:
     """Names of schema files that are missing, different, or no longer generated."""
-    wanted = render_schemas()
+    wanted = _wanted()
     stale = [
         name
         for name, text in wanted.items()
@@ -30,11 +32,16 @@ def stale_files(directory: Path = SCHEMA_DIR) -> list[str]:
     return sorted(stale)
 
 
+def _wanted() -> dict[str, str]:
+    """Every schema file: the agent protocol's and the trajectory contract's."""
+    return {**render_schemas(), **render_trajectory_schemas()}
+
+
 def write(directory: Path = SCHEMA_DIR) -> list[str]:
     """Bring ``directory`` up to date; returns the names of the files it changed."""
     changed = stale_files(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    wanted = render_schemas()
+    wanted = _wanted()
     for name in changed:
         path = directory / name
         if name in wanted:

@@ -1,0 +1,223 @@
+"""Evidence in and out of a store: ``harness.sources()``.
+
+:class:`AsyncSources` (from ``AsyncEnvironmentHarness.sources()``) and its blocking face
+:class:`Sources` (from ``EnvironmentHarness.sources()``) stream a snapshot out as JSON lines —
+``export_snapshot`` — in constant memory. Imports of external sources are added here too
+(``docs/trajectories.md``); each method is a thin call into ``envharness.trajectories``, the
+same function the command line calls.
+
+The blocking face runs the async stream in an anyio blocking portal (the harness's own when it
+is open, or one for the duration of the iteration) and hands lines over in bounded batches, so
+a slow consumer slows the export instead of growing a buffer.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Generator,
+    Iterable,
+    Sequence,
+)
+from contextlib import ExitStack, aclosing
+from os import PathLike
+from pathlib import Path
+from typing import TypeVar
+
+import anyio
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from envharness.store import read_store
+from envharness.store.sources import SourceStore
+from envharness.trajectories.model import Trajectory
+from envharness.trajectories.snapshots import export_snapshot
+from envharness.trajectories.sources import (
+    ImportReceipt,
+    SourceHealth,
+    SourceRow,
+    import_file,
+    import_lines,
+    import_records,
+    source_trajectories,
+)
+
+__all__ = ["BATCH", "AsyncSources", "Sources", "call_blocking", "iterate_blocking"]
+
+BATCH = 1000
+"""Items the blocking face takes from the event loop per trip."""
+
+_T = TypeVar("_T")
+
+
+class AsyncSources:
+    """Streams evidence out of (and imports it into) the store at ``store``."""
+
+    def __init__(self, store: str | PathLike[str]) -> None:
+        self.store = Path(store)
+
+    async def export_snapshot(self, snapshot_id: str) -> AsyncGenerator[str, None]:
+        """The snapshot as JSON lines (without their newline), checked before the first.
+
+        The same lines as ``envharness export snapshot ID``: the snapshot, then each
+        trajectory followed by its records. A snapshot whose evidence was altered is refused
+        with the record named (:class:`~envharness.trajectories.EvidenceMismatchError`).
+        """
+        store = await read_store(self.store)
+        async with aclosing(export_snapshot(store, snapshot_id)) as lines:
+            async for line in lines:
+                yield line[:-1].decode()
+
+    # -- imports (docs/imports.md) ------------------------------------------------------------
+
+    async def import_file(
+        self,
+        source: str,
+        path: str | PathLike[str],
+        *,
+        format: str = "envharness",
+        training: bool = False,
+    ) -> ImportReceipt:
+        """Import a file into ``source`` (``NAMESPACE/NAME``) as one all-or-nothing batch.
+
+        ``format`` is ``envharness`` (hash-chained import lines) or ``otel-genai``
+        (OpenTelemetry GenAI spans in OTLP JSON); ``training`` declares the records may be
+        used to train models. An identical retry stores nothing; a bad or conflicting record
+        raises :class:`~envharness.trajectories.sources.SourceImportError` and stores nothing.
+        """
+        return await import_file(self.store, source, path, format=format, training=training)
+
+    async def import_lines(
+        self,
+        source: str,
+        lines: Iterable[bytes],
+        *,
+        format: str = "envharness",
+        origin: str = "input",
+        training: bool = False,
+    ) -> ImportReceipt:
+        """Like :meth:`import_file`, from lines already open (a pipe, a download)."""
+        return await import_lines(
+            self.store, source, lines, format=format, origin=origin, training=training
+        )
+
+    async def import_records(
+        self, source: str, records: Sequence[SourceRow], *, training: bool = False
+    ) -> ImportReceipt:
+        """Import records sealed in Python (by a
+        :class:`~envharness.trajectories.sources.SourceChain`) as one batch."""
+        return await import_records(self.store, source, records, training=training)
+
+    async def health(self, source: str | None = None) -> list[SourceHealth]:
+        """Where each source stands: acknowledged position and hash, backlog, gaps, capture
+        failures and refused imports (``envharness sources``)."""
+        return await SourceStore(self.store).health(source)
+
+    async def trajectories(self, source: str | None = None) -> list[Trajectory]:
+        """The trajectory of every imported episode (of ``source``, or of all sources)."""
+        return [trajectory async for trajectory in source_trajectories(self.store, source)]
+
+
+class Sources:
+    """The blocking face of :class:`AsyncSources`, for scripts and notebooks."""
+
+    def __init__(self, aio: AsyncSources, portal: BlockingPortal | None = None) -> None:
+        self.aio = aio
+        self._portal = portal
+
+    def export_snapshot(self, snapshot_id: str) -> Generator[str, None, None]:
+        """See :meth:`AsyncSources.export_snapshot`; lines arrive in batches of :data:`BATCH`."""
+        with ExitStack() as stack:
+            portal = self._portal or stack.enter_context(start_blocking_portal())
+            yield from iterate_blocking(portal, lambda: self.aio.export_snapshot(snapshot_id))
+
+    def import_file(
+        self,
+        source: str,
+        path: str | PathLike[str],
+        *,
+        format: str = "envharness",
+        training: bool = False,
+    ) -> ImportReceipt:
+        """See :meth:`AsyncSources.import_file`."""
+        return self._call(
+            lambda: self.aio.import_file(source, path, format=format, training=training)
+        )
+
+    def import_records(
+        self, source: str, records: Sequence[SourceRow], *, training: bool = False
+    ) -> ImportReceipt:
+        """See :meth:`AsyncSources.import_records`."""
+        return self._call(lambda: self.aio.import_records(source, records, training=training))
+
+    def health(self, source: str | None = None) -> list[SourceHealth]:
+        """See :meth:`AsyncSources.health`."""
+        return self._call(lambda: self.aio.health(source))
+
+    def trajectories(self, source: str | None = None) -> list[Trajectory]:
+        """See :meth:`AsyncSources.trajectories`."""
+        return self._call(lambda: self.aio.trajectories(source))
+
+    def _call(self, work: Callable[[], Awaitable[_T]]) -> _T:
+        return self._portal.call(work) if self._portal is not None else call_blocking(work)
+
+
+def iterate_blocking(
+    portal: BlockingPortal, make: Callable[[], AsyncIterator[_T]], batch: int = BATCH
+) -> Generator[_T, None, None]:
+    """Iterate an async iterator from blocking code through ``portal``, ``batch`` at a time.
+
+    A producer task in the portal fills a stream of one batch; stopping early cancels it.
+    """
+    send, receive = anyio.create_memory_object_stream[list[_T]](1)
+
+    async def produce() -> None:
+        async with send:
+            iterator = make()
+            items: list[_T] = []
+            try:
+                async for item in iterator:
+                    items.append(item)
+                    if len(items) >= batch:
+                        await send.send(items)
+                        items = []
+            except Exception:
+                if items:  # what came before the failure still arrives, then the failure
+                    await send.send(items)
+                raise
+            else:
+                if items:
+                    await send.send(items)
+            finally:
+                aclose = getattr(iterator, "aclose", None)
+                if aclose is not None:
+                    with anyio.CancelScope(shield=True):
+                        await aclose()
+
+    future = portal.start_task_soon(produce)
+    try:
+        while True:
+            try:
+                items = portal.call(receive.receive)
+            except anyio.EndOfStream:
+                break
+            yield from items
+        future.result()  # the producer's error, if it failed
+    finally:
+        if not future.done():
+            future.cancel()
+            concurrent.futures.wait([future])
+        portal.call(receive.aclose)
+
+
+def call_blocking(work: Callable[[], Awaitable[_T]]) -> _T:
+    """Run ``work`` to completion from blocking code, on an event loop in a helper thread.
+
+    Like the blocking harness, this works in scripts and in notebooks whose own loop is
+    running; from async code, await the harness's method instead of blocking its loop.
+    """
+    with start_blocking_portal() as portal:
+        return portal.call(work)

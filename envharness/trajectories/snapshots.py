@@ -1,0 +1,331 @@
+"""Project sessions, freeze them into snapshots, and stream a snapshot out as JSON lines.
+
+A snapshot is named by the sha256 of its content (:func:`envharness.store.snapshots.
+content_address`): its header (:class:`SnapshotContent`: schema version, label, counts,
+entitlement) and each trajectory's canonical bytes, in order. Trajectories are ordered by
+session id and each session appears once, so the same selection frozen twice gets the same id.
+
+The export is a stream of lines (``docs/trajectories.md``)::
+
+    {"type":"snapshot","id":...,"created_at":...,"content":{...the hashed header...}}
+    {"type":"trajectory","position":0,"trajectory":{...its hashed bytes...}}
+    {"type":"record","record":{...the envelope, payload verbatim...}}
+    ...
+
+Header and trajectories are embedded as the exact bytes that were hashed, and records with
+their payload bytes as digested, so a reader can recompute the snapshot id and every record's
+digest from the file alone. Before the first line is written the whole snapshot is checked —
+its content address and every trajectory's digest binding — so a tampered snapshot is refused
+with the record named, and nothing is written; memory stays constant (pages of rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Iterable
+from contextlib import aclosing
+
+import msgspec
+
+from envharness.errors import ConfigurationError
+from envharness.records import utc_now_text
+from envharness.store import Store
+from envharness.store.snapshots import (
+    SNAPSHOT_PREFIX,
+    ContentAddress,
+    SnapshotStore,
+    content_address,
+)
+from envharness.trajectories.binding import (
+    EvidenceReader,
+    EvidenceRow,
+    check_evidence,
+    evidence_for,
+)
+from envharness.trajectories.codec import (
+    SnapshotContent,
+    decode_content,
+    decode_trajectory,
+    encode,
+    metadata_of,
+)
+from envharness.trajectories.errors import EvidenceMismatchError
+from envharness.trajectories.model import (
+    Entitlement,
+    Snapshot,
+    SnapshotMetadata,
+    Trajectory,
+)
+from envharness.trajectories.projection import project_stream
+
+__all__ = [
+    "ExportLine",
+    "ExportedRecord",
+    "RecordLine",
+    "SnapshotLine",
+    "TrajectoryLine",
+    "export_snapshot",
+    "freeze",
+    "freeze_trajectories",
+    "list_snapshots",
+    "load_snapshot",
+    "project",
+    "project_session",
+    "snapshot_trajectories",
+    "verify_snapshot",
+]
+
+
+# -- the export lines, as types (for the JSON Schema and for readers) ----------------------------
+
+
+class ExportedRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A record as exported (docs/evidence.md): recompute ``digest`` from the other fields."""
+
+    session_id: str
+    seq: int
+    kind: str
+    turn: int | None
+    participant: str | None
+    at: str
+    payload: msgspec.Raw
+    prev: str | None
+    digest: str
+
+
+class SnapshotLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="snapshot"):
+    id: str
+    created_at: str
+    content: SnapshotContent
+
+
+class TrajectoryLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="trajectory"):
+    position: int
+    trajectory: Trajectory
+
+
+class RecordLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="record"):
+    record: ExportedRecord
+
+
+ExportLine = SnapshotLine | TrajectoryLine | RecordLine
+
+_plain = msgspec.json.Encoder()
+
+
+# -- projecting and freezing ---------------------------------------------------------------------
+
+
+async def project_session(store: Store, session_id: str) -> Trajectory:
+    """The trajectory of a session (``session_id`` may be a unique prefix), up to its head now."""
+    info = await store.session(session_id)
+    rows = store.rows(info.id)
+    try:
+        return await project_stream(info.id, rows)
+    finally:
+        await rows.aclose()
+
+
+async def project(store: Store, trajectory_id: str) -> Trajectory:
+    """The trajectory of a session (id or unique prefix) or of an imported episode
+    (``SOURCE:EPISODE``), up to its head now."""
+    # Imported here, not at the top: the sources package builds on this module's neighbours.
+    from envharness.trajectories.sources.projection import project_episode, split_trajectory_id
+
+    if (imported := split_trajectory_id(trajectory_id)) is not None:
+        return await project_episode(store.directory, *imported)
+    return await project_session(store, trajectory_id)
+
+
+async def freeze(
+    store: Store,
+    selection: Iterable[str | Trajectory],
+    *,
+    label: str = "",
+    entitlement: Entitlement | None = None,
+) -> Snapshot:
+    """Project the selected trajectories now and keep them as one snapshot (or find it kept).
+
+    ``selection`` holds session ids (or unique prefixes), imported trajectory ids
+    (``SOURCE:EPISODE``) and already projected :class:`Trajectory` values. Each appears once,
+    ordered by id; a session still running is frozen as it is now (``partial``/``running``).
+    """
+    trajectories: dict[str, Trajectory] = {}
+    for item in selection:
+        trajectory = item if isinstance(item, Trajectory) else await project(store, item)
+        trajectories[trajectory.session_id] = trajectory
+    if not trajectories:
+        raise ConfigurationError(
+            "a snapshot needs at least one session (give session ids, or --experiment)"
+        )
+    return await freeze_trajectories(
+        store, trajectories.values(), label=label, entitlement=entitlement
+    )
+
+
+async def freeze_trajectories(
+    store: Store,
+    trajectories: Iterable[Trajectory],
+    *,
+    label: str = "",
+    entitlement: Entitlement | None = None,
+) -> Snapshot:
+    """Keep already projected trajectories (native or imported) as one snapshot.
+
+    Ordered by session id, one per session; an importer freezes its projections through this.
+    """
+    by_session: dict[str, Trajectory] = {}
+    for trajectory in trajectories:
+        if trajectory.session_id in by_session:
+            raise ConfigurationError(
+                f"trajectory {trajectory.session_id} is given twice; a snapshot holds each once"
+            )
+        by_session[trajectory.session_id] = trajectory
+    if not by_session:
+        raise ConfigurationError("a snapshot needs at least one trajectory")
+    if not isinstance(label, str) or not label.isprintable() or len(label) > 200:
+        raise ConfigurationError(
+            f"snapshot label {label!r} must be printable text of at most 200 characters"
+        )
+    ordered = [by_session[key] for key in sorted(by_session)]
+    members = [(trajectory.session_id, encode(trajectory)) for trajectory in ordered]
+    content = SnapshotContent(
+        label=label,
+        trajectories=len(ordered),
+        records=sum(trajectory.journal.records for trajectory in ordered),
+        entitlement=entitlement,
+    )
+    header = encode(content)
+    snapshot_id = content_address(SNAPSHOT_PREFIX, header, (data for _, data in members))
+    stored = await SnapshotStore(store.directory).put_snapshot(
+        snapshot_id, header, members, utc_now_text()
+    )
+    return Snapshot(
+        metadata=metadata_of(snapshot_id, content, stored.created_at),
+        trajectories=tuple(ordered),
+    )
+
+
+# -- reading -------------------------------------------------------------------------------------
+
+
+async def load_snapshot(store: Store, snapshot_id: str) -> SnapshotMetadata:
+    """A snapshot's metadata (``snapshot_id`` may be a unique prefix); not yet verified."""
+    row = await SnapshotStore(store.directory).snapshot(snapshot_id)
+    content = decode_content(row.header, what=f"snapshot {row.id}")
+    return metadata_of(row.id, content, row.created_at)
+
+
+async def list_snapshots(store: Store) -> list[SnapshotMetadata]:
+    rows = await SnapshotStore(store.directory).snapshots()
+    return [
+        metadata_of(row.id, decode_content(row.header, what=f"snapshot {row.id}"), row.created_at)
+        for row in rows
+    ]
+
+
+async def snapshot_trajectories(store: Store, snapshot_id: str) -> AsyncGenerator[Trajectory, None]:
+    """The snapshot's trajectories in order, decoded a page at a time (not verified)."""
+    snapshots = SnapshotStore(store.directory)
+    row = await snapshots.snapshot(snapshot_id)
+    members = snapshots.members(row.id)
+    try:
+        async for member in members:
+            yield decode_trajectory(
+                member.trajectory, what=f"trajectory {member.session_id} of snapshot {row.id}"
+            )
+    finally:
+        await members.aclose()
+
+
+async def verify_snapshot(
+    store: Store, snapshot_id: str, reader: EvidenceReader | None = None
+) -> SnapshotMetadata:
+    """Check a snapshot: its id is the address of its stored bytes, each trajectory decodes,
+    and each trajectory's journal range still matches its digest binding.
+
+    Raises :class:`EvidenceMismatchError` naming the trajectory and record at fault.
+    """
+    reader = reader or evidence_for(store)
+    snapshots = SnapshotStore(store.directory)
+    row = await snapshots.snapshot(snapshot_id)
+    content = decode_content(row.header, what=f"snapshot {row.id}")
+    # First the content address (cheap: the trajectories' bytes), so an altered snapshot is
+    # named as such; then each trajectory's evidence.
+    hasher = ContentAddress(SNAPSHOT_PREFIX, row.header)
+    count = 0
+    async with aclosing(snapshots.members(row.id)) as members:
+        async for member in members:
+            count += 1
+            hasher.add(member.trajectory)
+    _check_address(row.id, hasher, count, content.trajectories)
+    async with aclosing(snapshots.members(row.id)) as members:
+        async for member in members:
+            trajectory = decode_trajectory(
+                member.trajectory, what=f"trajectory {member.session_id} of snapshot {row.id}"
+            )
+            await check_evidence(reader, trajectory)
+    return metadata_of(row.id, content, row.created_at)
+
+
+def _check_address(snapshot_id: str, hasher: ContentAddress, count: int, expected: int) -> None:
+    if hasher.address() != snapshot_id or count != expected:
+        raise EvidenceMismatchError(
+            f"snapshot {snapshot_id}: its stored content no longer has its id (sha256 "
+            f"{hasher.address()}, {count} of {expected} trajectories): it was altered",
+            session_id="",
+            seq=None,
+        )
+
+
+async def export_snapshot(
+    store: Store, snapshot_id: str, reader: EvidenceReader | None = None
+) -> AsyncGenerator[bytes, None]:
+    """The snapshot as JSON lines (each ending in ``\\n``), after :func:`verify_snapshot`.
+
+    Records are checked again as they are written, so evidence altered while the export runs
+    stops it at that record.
+    """
+    reader = reader or evidence_for(store)
+    metadata = await verify_snapshot(store, snapshot_id, reader)
+    snapshots = SnapshotStore(store.directory)
+    row = await snapshots.snapshot(metadata.id)
+    yield (
+        b'{"type":"snapshot","id":'
+        + _plain.encode(row.id)
+        + b',"created_at":'
+        + _plain.encode(row.created_at)
+        + b',"content":'
+        + row.header
+        + b"}\n"
+    )
+    hasher = ContentAddress(SNAPSHOT_PREFIX, row.header)
+    count = 0
+    async with aclosing(snapshots.members(row.id)) as members:
+        async for member in members:
+            count += 1
+            hasher.add(member.trajectory)
+            trajectory = decode_trajectory(
+                member.trajectory, what=f"trajectory {member.session_id}"
+            )
+            yield (
+                b'{"type":"trajectory","position":%d,"trajectory":' % member.position
+                + member.trajectory
+                + b"}\n"
+            )
+            async with aclosing(_generator(reader, trajectory)) as rows:
+                async for record in rows:
+                    yield record.line + b"\n"
+    _check_address(row.id, hasher, count, metadata.trajectories)  # altered while streaming
+
+
+async def _generator(
+    reader: EvidenceReader, trajectory: Trajectory
+) -> AsyncGenerator[EvidenceRow, None]:
+    rows = reader.rows(trajectory)
+    try:
+        async for row in rows:
+            yield row
+    finally:
+        aclose = getattr(rows, "aclose", None)
+        if aclose is not None:
+            await aclose()

@@ -1,0 +1,170 @@
+"""Import a file (or records) into a source: read it in the format named, store it whole.
+
+An :class:`Importer` turns the bytes of one format into records of a source's chain; the
+store checks the chain again and keeps the batch whole or refuses it whole. Two importers ship:
+``envharness`` (import lines, docs/imports.md) and ``otel-genai`` (OpenTelemetry GenAI spans
+in OTLP JSON). Others plug in through :func:`importer_for`'s table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from os import PathLike
+from pathlib import Path
+from typing import Protocol
+
+import anyio
+
+from envharness.errors import ConfigurationError
+from envharness.store.sources import (
+    ImportBatch,
+    ImportReceipt,
+    SourceImportError,
+    SourceRow,
+    SourceStore,
+    check_source_id,
+)
+from envharness.trajectories.sources.format import read_source_lines
+from envharness.trajectories.sources.otel import OtelGenAIImporter
+
+__all__ = [
+    "FORMATS",
+    "EnvharnessLinesImporter",
+    "Importer",
+    "import_file",
+    "import_lines",
+    "import_records",
+    "importer_for",
+]
+
+
+class Importer(Protocol):
+    """Reads one format into records of a source, in chain order.
+
+    ``records`` raises :class:`~envharness.store.sources.SourceImportError` (naming ``origin``,
+    the line and the position) for input it cannot read.
+    """
+
+    format: str
+    """The format's name, as ``--format`` takes it and provenance records it."""
+    importer: str
+    """The importer's name and version, recorded with every import."""
+
+    def records(
+        self, source: str, lines: Iterable[bytes], *, origin: str
+    ) -> Iterator[SourceRow]: ...
+
+
+class EnvharnessLinesImporter:
+    """Our own format: lines the source already hash-chained (docs/imports.md)."""
+
+    format = "envharness"
+    importer = "envharness.lines/1"
+
+    def records(self, source: str, lines: Iterable[bytes], *, origin: str) -> Iterator[SourceRow]:
+        return read_source_lines(source, lines, origin=origin)
+
+
+_IMPORTERS: dict[str, Importer] = {
+    importer.format: importer for importer in (EnvharnessLinesImporter(), OtelGenAIImporter())
+}
+FORMATS: tuple[str, ...] = tuple(_IMPORTERS)
+
+
+def importer_for(format: str) -> Importer:
+    """The importer of ``format``; :class:`ConfigurationError` naming the known ones."""
+    try:
+        return _IMPORTERS[format]
+    except KeyError:
+        raise ConfigurationError(
+            f"unknown import format {format!r}; choose one of: {', '.join(FORMATS)}"
+        ) from None
+
+
+async def import_records(
+    store: str | PathLike[str],
+    source: str,
+    records: Sequence[SourceRow],
+    *,
+    format: str = "envharness",
+    importer: str = "envharness.records/1",
+    origin: str = "",
+    training: bool = False,
+) -> ImportReceipt:
+    """Store ``records`` (sealed by :class:`~envharness.trajectories.sources.SourceChain`, or
+    read from lines) as one batch of ``source``: all of them, or none.
+
+    ``training`` declares that the records may be used to train models.
+    """
+    batch = ImportBatch(
+        source=check_source_id(source),
+        format=format,
+        importer=importer,
+        origin=origin,
+        training=training,
+    )
+    return await SourceStore(Path(store)).append(batch, records)
+
+
+async def import_lines(
+    store: str | PathLike[str],
+    source: str,
+    lines: Iterable[bytes],
+    *,
+    format: str = "envharness",
+    origin: str = "input",
+    training: bool = False,
+) -> ImportReceipt:
+    """Read ``lines`` in ``format`` and store them as one batch of ``source``.
+
+    Reading runs in a worker thread (a large file must not stall the event loop). A refusal
+    raises :class:`~envharness.store.sources.SourceImportError` and is noted in the import log.
+    """
+    reader = importer_for(format)
+    batch = ImportBatch(
+        source=check_source_id(source),
+        format=reader.format,
+        importer=reader.importer,
+        origin=origin,
+        training=training,
+    )
+    sources = SourceStore(Path(store))
+    read: list[SourceRow] = []
+
+    def read_all() -> None:
+        read.extend(reader.records(batch.source, lines, origin=origin))
+
+    try:
+        await anyio.to_thread.run_sync(read_all)
+    except SourceImportError as refused:
+        await sources.note_refusal(batch, read, refused)
+        raise
+    if not read:
+        raise ConfigurationError(f"{origin} holds no records to import into {source!r}")
+    return await sources.append(batch, read)
+
+
+async def import_file(
+    store: str | PathLike[str],
+    source: str,
+    path: str | PathLike[str],
+    *,
+    format: str = "envharness",
+    training: bool = False,
+) -> ImportReceipt:
+    """Import the file at ``path`` (in ``format``) into ``source`` as one batch."""
+    file = Path(path)
+    check_source_id(source)  # a bad name or format is refused before the file is opened
+    importer_for(format)
+    try:
+        handle = await anyio.to_thread.run_sync(file.open, "rb")
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot read {str(file)!r}: {exc.strerror or exc}; give the path of a file to import"
+        ) from None
+    try:
+        return await import_lines(
+            store, source, handle, format=format, origin=file.name, training=training
+        )
+    finally:
+        handle.close()

@@ -1,0 +1,206 @@
+"""``trajectories``, ``snapshot …``, ``export snapshot ID`` and ``dataset …`` from the shell."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+import msgspec
+
+from envharness import EnvironmentHarness
+from envharness.fixtures import SyntheticAgent, SyntheticEnvironment
+from tests.cli._support import Invoke
+from tests.trajectories._support import MISS, REACH, flip_payload_byte
+
+
+def synthetic_store(store: Path) -> list[str]:
+    runner = EnvironmentHarness(
+        store, environment=SyntheticEnvironment, agents={"a": SyntheticAgent}
+    )
+    return [runner.run(REACH, turns=5).id, runner.run(MISS, turns=2).id]
+
+
+def snapshot_of(invoke: Invoke, store: Path, *arguments: str) -> str:
+    result = invoke("--store", store, "snapshot", "create", *arguments)
+    assert result.exit_code == 0, result.output
+    snapshot_id = result.stdout.strip()
+    assert snapshot_id.startswith("snp_")
+    return snapshot_id
+
+
+def test_trajectories_lists_every_session_with_its_states(
+    invoke: Invoke, quickstart_master: Path
+) -> None:
+    result = invoke("--store", quickstart_master, "trajectories")
+    assert result.exit_code == 0, result.output
+    header, *rows = result.stdout.splitlines()
+    assert header.split() == [
+        "session", "execution", "collection", "termination", "outcome", "segs", "records",
+    ]  # fmt: skip
+    assert len(rows) == 14
+    assert any("finished (completed)" in row and "complete" in row for row in rows)
+    as_json = invoke("--store", quickstart_master, "trajectories", "--json")
+    trajectories = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert len(trajectories) == 14
+    first = trajectories[0]["session_id"]
+    one = invoke("--store", quickstart_master, "trajectories", first, "--json")
+    assert json.loads(one.stdout) == trajectories[0]
+
+
+def test_snapshot_create_is_content_addressed(invoke: Invoke, tmp_path: Path) -> None:
+    first, second = synthetic_store(tmp_path)
+    snapshot_id = snapshot_of(invoke, tmp_path, first, second, "--label", "pair")
+    assert snapshot_of(invoke, tmp_path, second, first, "--label", "pair") == snapshot_id
+    assert snapshot_of(invoke, tmp_path, first) != snapshot_id
+    listed = invoke("--store", tmp_path, "snapshot", "list")
+    assert listed.exit_code == 0
+    assert snapshot_id in listed.stdout
+    assert "pair" in listed.stdout
+    shown = invoke("--store", tmp_path, "snapshot", "show", snapshot_id[:12])
+    assert shown.exit_code == 0, shown.output
+    assert f"snapshot {snapshot_id}  (verified)" in shown.stdout
+    assert first in shown.stdout
+    as_json = invoke("--store", tmp_path, "snapshot", "list", "--json")
+    assert {json.loads(line)["id"] for line in as_json.stdout.splitlines()} >= {snapshot_id}
+
+
+def test_snapshot_create_takes_an_experiment(invoke: Invoke, quickstart_store: Path) -> None:
+    experiments = invoke("--store", quickstart_store, "experiments", "--json")
+    experiment = json.loads(experiments.stdout.splitlines()[0])
+    result = invoke(
+        "--store", quickstart_store, "snapshot", "create", "--experiment", experiment["id"]
+    )
+    assert result.exit_code == 0, result.output
+    assert f"{sum(experiment['sessions'].values())} trajectories" in result.stderr
+
+
+def test_export_snapshot_streams_checked_lines(invoke: Invoke, tmp_path: Path) -> None:
+    sessions = synthetic_store(tmp_path)
+    snapshot_id = snapshot_of(invoke, tmp_path, *sessions)
+    result = invoke("--store", tmp_path, "export", "snapshot", snapshot_id)
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert lines[0]["type"] == "snapshot"
+    assert lines[0]["id"] == snapshot_id
+    assert [line["trajectory"]["session_id"] for line in lines if line["type"] == "trajectory"] == (
+        sorted(sessions)
+    )
+    records = [line["record"] for line in lines if line["type"] == "record"]
+    assert len(records) == lines[0]["content"]["records"]
+    # `export SESSION` still exports a session.
+    session = invoke("--store", tmp_path, "export", sessions[0])
+    assert session.exit_code == 0
+    assert json.loads(session.stdout.splitlines()[0])["session_id"] == sessions[0]
+
+
+def test_export_of_a_tampered_snapshot_is_refused_naming_the_record(
+    invoke: Invoke, tmp_path: Path
+) -> None:
+    sessions = synthetic_store(tmp_path)
+    snapshot_id = snapshot_of(invoke, tmp_path, *sessions)
+    flip_payload_byte(tmp_path, sessions[1], 4)
+    result = invoke("--store", tmp_path, "export", "snapshot", snapshot_id)
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert f"trajectory {sessions[1]}: record seq 4" in result.stderr
+    shown = invoke("--store", tmp_path, "snapshot", "show", snapshot_id)
+    assert shown.exit_code == 2
+    assert "record seq 4" in shown.stderr
+
+
+def test_dataset_create_and_export(invoke: Invoke, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    sessions = synthetic_store(store)
+    snapshot_id = snapshot_of(invoke, store, *sessions, "--entitle-training", "own data")
+    created = invoke("--store", store, "dataset", "create", "sft", snapshot_id)
+    assert created.exit_code == 0, created.output
+    assert created.stdout.strip().startswith("dst_")
+    assert "2 trajectories" in created.stderr
+    listed = invoke("--store", store, "dataset", "list")
+    assert listed.stdout.startswith("sft  dst_")
+    exported = invoke("--store", store, "dataset", "export", "sft")
+    assert exported.exit_code == 0, exported.output
+    rows = [json.loads(line) for line in exported.stdout.splitlines()]
+    assert sorted(row["reward"] for row in rows) == [0.0, 1.0]
+    assert rows[0]["messages"][0]["role"] == "user"
+    jsonl = tmp_path / "sft.jsonl"
+    assert invoke("--store", store, "dataset", "export", "sft", "-o", jsonl).exit_code == 0
+    assert [json.loads(line) for line in jsonl.read_text().splitlines()] == rows
+    parquet = tmp_path / "sft.parquet"
+    result = invoke(
+        "--store", store, "dataset", "export", "sft", "--format", "parquet", "--output", parquet
+    )
+    assert result.exit_code == 0, result.output
+    assert "wrote 2 rows" in result.stderr
+    table = importlib.import_module("pyarrow.parquet").read_table(parquet)
+    assert table.to_pylist() == rows
+
+
+def test_dataset_refusals_are_named(invoke: Invoke, tmp_path: Path) -> None:
+    sessions = synthetic_store(tmp_path)
+    snapshot_id = snapshot_of(invoke, tmp_path, *sessions)
+    result = invoke("--store", tmp_path, "dataset", "create", "sft", snapshot_id)
+    assert result.exit_code == 2
+    for session_id in sessions:
+        assert f"{session_id} (snapshot {snapshot_id}): not training-entitled" in result.stderr
+    assert invoke("--store", tmp_path, "dataset", "list").stdout == ""
+
+
+def test_bad_input_gets_a_clear_error(invoke: Invoke, tmp_path: Path) -> None:
+    sessions = synthetic_store(tmp_path)
+    snapshot_id = snapshot_of(invoke, tmp_path, sessions[0])
+    cases = [
+        (("export", "snapshot"), "export snapshot needs the snapshot's id"),
+        (("export", sessions[0], "extra"), "export takes one SESSION"),
+        (("export", "snapshot", "nope"), "'nope' is not a snapshot id"),
+        (("export", "snapshot", "snp_00000000"), "no snapshot 'snp_00000000'"),
+        (("snapshot", "create"), "needs SESSION ids or --experiment"),
+        (("snapshot", "create", "ses_nope"), "no session 'ses_nope'"),
+        (("snapshot", "create", sessions[0], "--entitle-training", " "), "needs the basis"),
+        (("snapshot", "create", sessions[0], "--declared-by", "me"), "goes with --entitle"),
+        (("snapshot", "create", "--experiment", "exp_nope"), "no experiment 'exp_nope'"),
+        (("trajectories", "ses_nope"), "no session 'ses_nope'"),
+        (("dataset", "create", "d", "snp_nope1234"), "no snapshot 'snp_nope1234'"),
+        (("dataset", "export", "nope"), "no dataset 'nope'"),
+        (
+            ("dataset", "export", "d", "--format", "csv"),
+            "--format 'csv' is not one of: jsonl, parquet",
+        ),
+        (("dataset", "export", "d", "--format", "parquet"), "give --output PATH"),
+        (("dataset", "export", "d", "-o", tmp_path), "is a directory"),
+    ]
+    for arguments, expected in cases:
+        result = invoke("--store", tmp_path, *arguments)
+        assert result.exit_code == 2, (arguments, result.output)
+        assert expected in result.stderr, (arguments, result.stderr)
+        assert "Traceback" not in result.output
+    missing = invoke("--store", tmp_path / "absent", "trajectories")
+    assert missing.exit_code == 2
+    assert "no evidence store" in missing.stderr
+    assert not (tmp_path / "absent").exists()
+    assert snapshot_id in invoke("--store", tmp_path, "snapshot", "list").stdout
+    assert (
+        msgspec.json.decode(
+            invoke("--store", tmp_path, "export", "snapshot", snapshot_id).stdout.splitlines()[0]
+        )["id"]
+        == snapshot_id
+    )
+
+
+def test_imported_episodes_are_trajectories_too(invoke: Invoke, tmp_path: Path) -> None:
+    from tests.trajectories.test_datasets import imported_episode
+
+    synthetic_store(tmp_path)
+    episode = imported_episode(tmp_path, "acme/history", training=True)
+    result = invoke("--store", tmp_path, "trajectories", episode, "--json")
+    assert result.exit_code == 0, result.output
+    trajectory = json.loads(result.stdout)
+    assert trajectory["provenance"]["origin"] == "imported"
+    assert trajectory["provenance"]["source"] == "acme/history"
+    snapshot_id = snapshot_of(invoke, tmp_path, episode, "--entitle-training", "licensed")
+    exported = invoke("--store", tmp_path, "export", "snapshot", snapshot_id)
+    assert exported.exit_code == 0, exported.output
+    types = [json.loads(line)["type"] for line in exported.stdout.splitlines()]
+    assert types[:2] == ["snapshot", "trajectory"]
+    assert set(types[2:]) == {"source_record"}
