@@ -1,0 +1,117 @@
+"""``LocalSandbox``: hook code in this process, in a worker thread, under the runtime's budgets.
+
+Fast (no process, no serialisation) and good for patches that already passed validation, for
+tests and for loading an accepted patch in production. Its limits are those the runtime can
+enforce from Python: the line budget and the wall-clock deadline (checked on every line by a
+per-thread trace function, so they work off the main thread and cannot be caught by the hook),
+the arithmetic and ``range`` guards, the restricted builtins and read-only helpers. It **cannot**
+stop time or memory spent inside one call into C code (a catastrophic regex, a huge ``join``):
+after ``timeout_s + abandon_grace_s`` the caller gets a ``PatchFailure`` and the thread is
+abandoned, still running until that C call returns. Use ``SubprocessSandbox`` for untrusted code.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from functools import partial
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from envharness.hooks import HookName
+from envharness.optimizer.errors import PatchFailure
+from envharness.optimizer.sandbox import _hookrt
+from envharness.optimizer.sandbox.contract import HookOutcome, HookProgram, SandboxLimits, failure
+
+__all__ = ["ABANDON_GRACE_S", "LocalSandbox"]
+
+ABANDON_GRACE_S = 1.0
+"""Seconds past the timeout before a caller stops waiting for a thread stuck in C code."""
+_CACHED_PROGRAMS = 64
+
+
+class LocalSandbox:
+    """Runs hook code in-process; ``async with`` is accepted (and does nothing) for symmetry
+    with :class:`~envharness.optimizer.sandbox.SubprocessSandbox`."""
+
+    def __init__(
+        self, limits: SandboxLimits | None = None, *, abandon_grace_s: float = ABANDON_GRACE_S
+    ) -> None:
+        self._limits = limits or SandboxLimits()
+        self._grace = abandon_grace_s
+        self._programs: OrderedDict[str, _hookrt.Program] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return "local"
+
+    @property
+    def limits(self) -> SandboxLimits:
+        return self._limits
+
+    async def __aenter__(self) -> LocalSandbox:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        return None
+
+    async def run(
+        self,
+        program: HookProgram,
+        hook: HookName,
+        ctx: Mapping[str, Any],
+        notebook: Mapping[str, Any],
+    ) -> HookOutcome:
+        call = partial(self.run_sync, program, hook, ctx, notebook)
+        with anyio.move_on_after(self._limits.timeout_s + self._grace):
+            return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+        raise PatchFailure(
+            hook,
+            f"ran past its {self._limits.timeout_s:g}s wall-clock timeout inside one call the "
+            "line budget cannot interrupt (C code such as a regex); LocalSandbox abandoned the "
+            "thread, which runs on until that call returns — use SubprocessSandbox for untrusted "
+            "patches",
+            kind="timeout",
+        )
+
+    def run_sync(
+        self,
+        program: HookProgram,
+        hook: HookName,
+        ctx: Mapping[str, Any],
+        notebook: Mapping[str, Any],
+    ) -> HookOutcome:
+        """The same call, blocking, in whatever thread calls it (the budgets are per thread)."""
+        started = time.perf_counter()
+        try:
+            compiled = self._compiled(program)
+            effect, result, lines = _hookrt.run_call(
+                compiled, hook, ctx, notebook, self._limits.runtime()
+            )
+        except _hookrt.HookError as exc:
+            raise failure(hook, exc.kind, exc.message) from None
+        return HookOutcome(effect, result, lines, time.perf_counter() - started)
+
+    def _compiled(self, program: HookProgram) -> _hookrt.Program:
+        with self._lock:
+            found = self._programs.get(program.digest)
+            if found is not None:
+                self._programs.move_to_end(program.digest)
+                return found
+        compiled = _hookrt.compile_program(program.hooks)
+        with self._lock:
+            self._programs[program.digest] = compiled
+            while len(self._programs) > _CACHED_PROGRAMS:
+                self._programs.popitem(last=False)
+        return compiled
