@@ -1,0 +1,470 @@
+"""Any OpenAI-compatible ``chat/completions`` endpoint, over httpx (asyncio or trio).
+
+Hosted APIs, vLLM, llama.cpp's server, Ollama and most gateways speak this wire format, so one
+client covers them. What it adds to a bare POST is what an unattended optimizer run needs:
+
+- **retries** on 429, 408, 409, 5xx, connection errors, timeouts and garbage answers, with
+  exponential backoff and jitter, honouring ``Retry-After``; a refusal (any other 4xx) fails at
+  once with the status and an excerpt of the answer, since asking again cannot help;
+- **a deadline per attempt** (``timeout``) that covers connecting, waiting and reading the body,
+  and a cap on the body's size, so a stuck or babbling endpoint cannot hang a run;
+- **cost accounting**: the endpoint's token counts, and a price from the endpoint or from an
+  optional price table;
+- **the key stays secret**: read once from an environment variable, sent only as the
+  ``Authorization`` header, never stored in evidence, never in a message or ``repr`` (any text
+  that might echo it is redacted).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import math
+import os
+import random
+import ssl
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Self
+
+import anyio
+import httpx
+import msgspec
+
+from envharness.errors import ConfigurationError
+from envharness.llm.provider import Completion, Message, Price, ProviderError
+
+__all__ = [
+    "BASE_URL_ENV",
+    "DEFAULT_BASE_URL",
+    "MAX_BODY_BYTES",
+    "OpenAICompatibleProvider",
+    "RetryNotice",
+    "retry_after_seconds",
+]
+
+logger = logging.getLogger("envharness.llm")
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+BASE_URL_ENV = "OPENAI_BASE_URL"
+"""The variable :meth:`OpenAICompatibleProvider.from_env` reads the API root from (the same one
+the official OpenAI SDK reads)."""
+MAX_BODY_BYTES = 8 * 1024 * 1024
+"""Answers larger than this are garbage for a chat completion; reading stops there."""
+EXCERPT_CHARS = 400
+"""How much of a refused or malformed answer an error message quotes."""
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+"""Statuses worth asking again for (besides any other 5xx)."""
+
+
+class RetryNotice(msgspec.Struct, frozen=True, kw_only=True):
+    """One retry about to happen: after ``attempt`` failed, wait ``delay`` seconds."""
+
+    attempt: int
+    delay: float
+    reason: str
+    status: int | None = None
+
+
+class _ResponseMessage(msgspec.Struct, frozen=True):
+    content: str | None = None
+
+
+class _Choice(msgspec.Struct, frozen=True):
+    message: _ResponseMessage
+    finish_reason: str | None = None
+
+
+class _Usage(msgspec.Struct, frozen=True):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost: float | None = None  # some gateways (OpenRouter, LiteLLM) report the price
+
+
+class _ChatResponse(msgspec.Struct, frozen=True):
+    choices: list[_Choice]
+    model: str | None = None
+    usage: _Usage | None = None
+
+
+_decode_response = msgspec.json.Decoder(_ChatResponse)
+
+
+class _Retryable(Exception):
+    """Internal: this attempt failed in a way worth another; never escapes ``complete``."""
+
+    def __init__(self, reason: str, status: int | None = None, wait: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.status = status
+        self.wait = wait
+
+
+def retry_after_seconds(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta seconds or an HTTP date), if valid."""
+    if value is None:
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - (now or datetime.now(UTC))).total_seconds()
+    if not math.isfinite(seconds):
+        return None
+    return max(0.0, seconds)
+
+
+class OpenAICompatibleProvider:
+    """A chat model behind an OpenAI-compatible endpoint.
+
+    ``base_url`` is the API root (``https://api.openai.com/v1``, ``http://127.0.0.1:8000/v1``);
+    the key is read from the environment variable ``api_key_env`` (``None`` for a local server
+    that needs none). ``timeout`` bounds each attempt; ``retries`` more attempts follow a
+    retryable failure, waiting ``backoff * 2**n`` seconds (capped at ``max_backoff``, with
+    jitter) or what ``Retry-After`` asks, up to ``max_retry_after``. ``prices`` maps model names
+    to :class:`Price` for endpoints that report no price. ``extra_body`` is merged into every
+    request (e.g. ``{"chat_template_kwargs": {"enable_thinking": False}}`` for a vLLM server).
+
+    Used as ``async with provider:`` it keeps one connection pool for its calls; otherwise each
+    call opens and closes its own connection.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key_env: str | None = "OPENAI_API_KEY",
+        timeout: float = 120.0,
+        retries: int = 3,
+        backoff: float = 1.0,
+        max_backoff: float = 30.0,
+        max_retry_after: float = 120.0,
+        prices: Mapping[str, Price] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        max_tokens_field: str = "max_tokens",
+        on_retry: Callable[[RetryNotice], None] | None = None,
+        name: str = "openai",
+    ) -> None:
+        self._url = _chat_url(base_url)
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigurationError("model must name the model to ask for, e.g. 'gpt-4o-mini'")
+        for label, value, minimum in (
+            ("timeout", timeout, 0.0),
+            ("backoff", backoff, 0.0),
+            ("max_backoff", max_backoff, 0.0),
+            ("max_retry_after", max_retry_after, 0.0),
+        ):
+            if not isinstance(value, int | float) or not value >= minimum or value == math.inf:
+                raise ConfigurationError(f"{label} must be a finite number >= 0, not {value!r}")
+        if timeout <= 0:
+            raise ConfigurationError(f"timeout must be more than 0 seconds, not {timeout!r}")
+        if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+            raise ConfigurationError(f"retries must be an integer >= 0, not {retries!r}")
+        self._key = _read_key(api_key_env)
+        self._key_env = api_key_env
+        self._model = model
+        self._name = name
+        self._timeout = float(timeout)
+        self._retries = retries
+        self._backoff = float(backoff)
+        self._max_backoff = float(max_backoff)
+        self._max_retry_after = float(max_retry_after)
+        self._prices = dict(prices or {})
+        self._extra_body = dict(extra_body or {})
+        self._max_tokens_field = max_tokens_field
+        self._on_retry = on_retry
+        self._random = random.Random()
+        # Built once: creating an SSL context reads the CA bundle, which would block the loop.
+        self._ssl = httpx.create_ssl_context() if self._url.startswith("https:") else None
+        self._client: httpx.AsyncClient | None = None
+
+    @classmethod
+    def from_env(cls, model: str, *, base_url: str | None = None, **options: Any) -> Self:
+        """A provider for ``model`` at ``base_url``, else ``$OPENAI_BASE_URL``, else OpenAI's API.
+
+        ``options`` are the constructor's keyword arguments (``api_key_env``, ``timeout``, …).
+        """
+        root = base_url or os.environ.get(BASE_URL_ENV, "").strip() or DEFAULT_BASE_URL
+        return cls(root, model, **options)
+
+    def __repr__(self) -> str:
+        key = f"${self._key_env}" if self._key_env else "no key"
+        return f"OpenAICompatibleProvider({self._url!r}, model={self._model!r}, key={key})"
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def url(self) -> str:
+        """The ``chat/completions`` URL requests go to."""
+        return self._url
+
+    async def __aenter__(self) -> Self:
+        if self._client is not None:
+            raise RuntimeError("this provider is already open; enter it once")
+        self._client = self._new_client()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            with anyio.CancelScope(shield=True):
+                await client.aclose()
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+    ) -> Completion:
+        """One completion, retried as the class describes; :class:`ProviderError` on failure."""
+        body: dict[str, Any] = {
+            "model": self._model,
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "temperature": temperature,
+            "top_p": top_p,
+        }
+        if max_tokens is not None:
+            body[self._max_tokens_field] = max_tokens
+        if seed is not None:
+            body["seed"] = seed
+        if stop:
+            body["stop"] = list(stop)
+        body.update(self._extra_body)
+        payload = msgspec.json.encode(body)
+        started = anyio.current_time()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                text, finish, response = await self._attempt(payload, attempt)
+            except _Retryable as failure:
+                reason = self._redact(failure.reason)
+                if attempt > self._retries:
+                    raise ProviderError(
+                        f"POST {self._url} failed after {attempt} attempt"
+                        f"{'s' if attempt > 1 else ''}: {reason}",
+                        status=failure.status,
+                        attempts=attempt,
+                    ) from None
+                delay = failure.wait if failure.wait is not None else self._backoff_delay(attempt)
+                if failure.wait is not None and delay > self._max_retry_after:
+                    raise ProviderError(
+                        f"POST {self._url} failed ({reason}) and the endpoint asked to wait "
+                        f"{delay:.0f} s, more than max_retry_after={self._max_retry_after:g} s",
+                        status=failure.status,
+                        attempts=attempt,
+                    ) from None
+                notice = RetryNotice(
+                    attempt=attempt, delay=delay, reason=reason, status=failure.status
+                )
+                logger.info("retrying %s in %.2f s: %s", self._url, delay, reason)
+                if self._on_retry is not None:
+                    self._on_retry(notice)
+                await anyio.sleep(delay)
+                continue
+            return self._completion(text, finish, response, anyio.current_time() - started, attempt)
+
+    def _completion(
+        self,
+        text: str,
+        finish: str | None,
+        response: _ChatResponse,
+        seconds: float,
+        attempts: int,
+    ) -> Completion:
+        model = response.model or self._model
+        usage = response.usage or _Usage()
+        usd = usage.cost
+        if usd is None:
+            price = self._prices.get(model) or self._prices.get(self._model)
+            if price is not None:
+                usd = price.usd(usage.prompt_tokens, usage.completion_tokens)
+        return Completion(
+            text=text,
+            model=model,
+            input_tokens=usage.prompt_tokens,
+            output_tokens=usage.completion_tokens,
+            usd=usd,
+            seconds=seconds,
+            finish_reason=finish,
+            attempts=attempts,
+        )
+
+    async def _attempt(self, payload: bytes, attempt: int) -> tuple[str, str | None, _ChatResponse]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._key is not None:
+            headers["Authorization"] = f"Bearer {self._key}"
+        try:
+            with anyio.fail_after(self._timeout):
+                if self._client is not None:
+                    status, reason, answer_headers, raw = await self._post(
+                        self._client, payload, headers
+                    )
+                else:
+                    async with self._new_client() as client:
+                        status, reason, answer_headers, raw = await self._post(
+                            client, payload, headers
+                        )
+        except (TimeoutError, httpx.TimeoutException):
+            raise _Retryable(f"no complete answer within timeout={self._timeout:g} s") from None
+        except httpx.TransportError as exc:
+            raise _Retryable(f"{type(exc).__name__}: {exc}") from None
+        if status == 429 or status in RETRY_STATUSES or status >= 500:
+            raise _Retryable(
+                f"{status} {reason}: {_excerpt(raw)}",
+                status=status,
+                wait=retry_after_seconds(answer_headers.get("retry-after")),
+            )
+        if not 200 <= status < 300:
+            location = answer_headers.get("location")
+            advice = (
+                f" (the endpoint redirects to {location}; pass that API root as base_url)"
+                if 300 <= status < 400 and location
+                else self._advice(status)
+            )
+            raise ProviderError(
+                f"POST {self._url} was refused: {status} {reason}: "
+                f"{self._redact(_excerpt(raw))}{advice}",
+                status=status,
+                attempts=attempt,
+            )
+        return self._parse(raw, status)
+
+    async def _post(
+        self, client: httpx.AsyncClient, payload: bytes, headers: dict[str, str]
+    ) -> tuple[int, str, httpx.Headers, bytes]:
+        async with client.stream("POST", self._url, content=payload, headers=headers) as response:
+            code = response.status_code
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+                raise _Retryable(f"{code} answer larger than {MAX_BODY_BYTES} bytes", status=code)
+            # Read to the end even past the cap (keeping nothing): leaving httpx's stream half
+            # read makes trio warn about its unclosed generators. The deadline still bounds it.
+            chunks = bytearray()
+            oversized = False
+            async for chunk in response.aiter_raw():
+                if not oversized:
+                    chunks += chunk
+                    if len(chunks) > MAX_BODY_BYTES:
+                        oversized = True
+                        chunks.clear()
+            if oversized:
+                raise _Retryable(f"{code} answer larger than {MAX_BODY_BYTES} bytes", status=code)
+            return code, response.reason_phrase, response.headers, bytes(chunks)
+
+    def _parse(self, raw: bytes, status: int) -> tuple[str, str | None, _ChatResponse]:
+        try:
+            response = _decode_response.decode(raw)
+        except msgspec.DecodeError as exc:
+            raise _Retryable(
+                f"{status} answer is not a chat completion ({exc}): {_excerpt(raw)}", status=status
+            ) from None
+        if not response.choices:
+            raise _Retryable(f"{status} answer has no choices: {_excerpt(raw)}", status=status)
+        choice = response.choices[0]
+        if choice.message.content is None:
+            raise _Retryable(
+                f"{status} answer has no text (finish_reason={choice.finish_reason!r}): "
+                f"{_excerpt(raw)}",
+                status=status,
+            )
+        return choice.message.content, choice.finish_reason, response
+
+    def _new_client(self) -> httpx.AsyncClient:
+        verify: ssl.SSLContext | bool = self._ssl if self._ssl is not None else True
+        return httpx.AsyncClient(
+            timeout=httpx.Timeout(self._timeout), verify=verify, follow_redirects=False
+        )
+
+    def _backoff_delay(self, attempt: int) -> float:
+        """Equal jitter: half the exponential step, plus up to the other half at random."""
+        step = min(self._max_backoff, self._backoff * 2.0 ** (attempt - 1))
+        return step / 2 + self._random.uniform(0, step / 2)
+
+    def _redact(self, text: str) -> str:
+        if self._key:
+            text = text.replace(self._key, "[redacted]")
+        return text
+
+    def _advice(self, status: int) -> str:
+        if status in (401, 403):
+            where = f"${self._key_env}" if self._key_env else "api_key_env (none is set)"
+            return f" (check the API key in {where} and that it may use {self._model!r})"
+        if status == 404:
+            return f" (check base_url ({self._url}) and the model name {self._model!r})"
+        if status in (400, 413, 422):
+            return (
+                f" (the endpoint rejected the request; check the model {self._model!r} "
+                "and its limits)"
+            )
+        return ""
+
+
+def _chat_url(base_url: str) -> str:
+    if not isinstance(base_url, str):
+        raise ConfigurationError(f"base_url must be a URL string, not {base_url!r}")
+    try:
+        url = httpx.URL(base_url.strip())
+    except httpx.InvalidURL as exc:
+        raise ConfigurationError(f"base_url {base_url!r} is not a URL ({exc})") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ConfigurationError(
+            f"base_url {base_url!r} must be an http(s) URL with a host, "
+            "e.g. 'https://api.openai.com/v1' or 'http://127.0.0.1:8000/v1'"
+        )
+    if url.username or url.password:
+        raise ConfigurationError(
+            "base_url must not carry credentials; put the key in an environment variable "
+            "and name it with api_key_env"
+        )
+    path = url.path.rstrip("/")
+    if path.endswith("/chat/completions"):
+        raise ConfigurationError(
+            f"base_url {base_url!r} is the endpoint itself; pass the API root "
+            f"({str(url.copy_with(path=path.removesuffix('/chat/completions') or '/'))!r})"
+        )
+    return str(url.copy_with(path=f"{path}/chat/completions"))
+
+
+def _read_key(env: str | None) -> str | None:
+    if env is None:
+        return None
+    key = os.environ.get(env)
+    if key is None or not key.strip():
+        raise ConfigurationError(
+            f"the environment variable {env} holding the API key is not set; export it "
+            f"(export {env}=...), or pass api_key_env=None for an endpoint that needs no key "
+            "(e.g. a local vLLM or llama.cpp server)"
+        )
+    return key.strip()
+
+
+def _excerpt(raw: bytes) -> str:
+    text = raw[: EXCERPT_CHARS * 4].decode("utf-8", "replace")
+    text = " ".join(text.split())
+    if not text:
+        return "(empty body)"
+    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "…"
