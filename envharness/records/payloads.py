@@ -18,6 +18,7 @@ __all__ = [
     "ActionExecuted",
     "Artifact",
     "Branch",
+    "CandidateVerdict",
     "Checkpoint",
     "Cost",
     "DecisionRequested",
@@ -33,6 +34,13 @@ __all__ = [
     "Intervention",
     "Log",
     "Observation",
+    "OptimizerAccepted",
+    "OptimizerConfigRef",
+    "OptimizerDecision",
+    "OptimizerMeasured",
+    "OptimizerProposal",
+    "OptimizerStarted",
+    "OptimizerStatus",
     "OperationReceipt",
     "OperationRef",
     "Outcome",
@@ -257,7 +265,8 @@ class Hint(_Payload, tag="hint", frozen=True):
 
 
 class HookCalled(_Payload, tag="hook", frozen=True):
-    """A harness hook that intervened or failed (a hook that returned no effect leaves none).
+    """A harness hook that intervened, changed the notebook, or failed (a hook that returned no
+    effect and left the notebook as it was leaves none).
 
     ``effect`` is the effect's name (``allow``, ``rewrite``, ``block_and_prompt``, ``hint``) and
     ``detail`` its JSON; a hook that raised or overran its budget has ``error`` set and counted as
@@ -270,6 +279,9 @@ class HookCalled(_Payload, tag="hook", frozen=True):
     error: ErrorInfo | None = None
     seconds: float | None = None
     harness_version: str | None = None
+    notebook: str | None = None
+    """The digest of the notebook as the call left it, when it changed it (stored once, like
+    states): a resume restores the notebook from the last such record."""
 
 
 class Cost(_Payload, tag="cost", frozen=True):
@@ -375,6 +387,147 @@ class Log(_Payload, tag="log", frozen=True):
     stream: str | None = None
 
 
+# -- optimizer runs ----------------------------------------------------------------------------
+# An optimizer run is a chain of its own (id ``opt_…``), indexed like an experiment's: what it was
+# asked to do, each engineer answer, each measurement (with the experiment that made it), each
+# decision, and each accepted harness version. A resumed run reads this chain and re-measures
+# nothing it holds (docs/optimizer.md).
+
+
+class OptimizerConfigRef(_Part, frozen=True):
+    """An optimizer run's frozen configuration (scenario inputs live in its experiments)."""
+
+    name: str
+    environment: EnvironmentRef
+    engineer: str
+    engineer_version: str
+    scenarios: tuple[str, ...]
+    participants: dict[str, ParticipantRef] = {}
+    held_out: tuple[str, ...] = ()
+    regression: tuple[str, ...] = ()
+    candidates: int = 8
+    iterations: int = 3
+    turns: int = 1
+    trials: int = 1
+    seed: int = 0
+    capacity: int = 1
+    sandbox: str = "subprocess"
+    alpha: float | None = None
+    confidence: float = 0.95
+    metric: str | None = None
+    solved: float = 1.0
+    min_improvement: float = 0.0
+    resamples: int = 2000
+    smoke_test: bool = True
+    stop_when_solved: bool = True
+    max_concurrency: int | None = None
+    base_version: str | None = None
+    base_digest: str | None = None
+    directory: str = ""
+    envharness_version: str = ""
+
+
+class OptimizerStarted(_Payload, tag="optimizer.started", frozen=True):
+    """First record of an optimizer run's chain."""
+
+    config: OptimizerConfigRef
+
+
+class OptimizerStatus(_Payload, tag="optimizer.status", frozen=True):
+    status: Status
+    reason: str | None = None
+    error: ErrorInfo | None = None
+    runner: RunnerRef | None = None
+
+
+class OptimizerProposal(_Payload, tag="optimizer.proposal", frozen=True):
+    """One engineer answer, and what validation made of it (``problem`` when it was refused).
+
+    ``digest`` is the digest of the patch stacked on the accepted harness — the patch cache's
+    key; ``patch`` the candidate's own patch (JSON of a ``HarnessPatch``).
+    """
+
+    iteration: int
+    candidate: int
+    engineer: str
+    text: str = ""
+    error: str | None = None
+    problem: str | None = None
+    patch: dict[str, Any] | None = None
+    digest: str | None = None
+
+
+class OptimizerMeasured(_Payload, tag="optimizer.measured", frozen=True):
+    """One measurement: an experiment over the scenarios with one harness (or none).
+
+    ``values`` is each scenario's score (pass rate over trials, or the chosen metric);
+    ``failures`` says why a scenario's sessions failed: ``patch`` (the patch's hooks failed or
+    broke the session — counted as a failure), ``session`` (the agent or environment failed,
+    as in the baseline) or ``infrastructure`` (the measurement itself could not be made).
+    ``hooks`` counts what fired (``on_before_action:block_and_prompt`` → n).
+    """
+
+    iteration: int
+    role: Literal["baseline", "candidate", "held_out", "regression"]
+    candidate: int | None = None
+    digest: str | None = None
+    version: str | None = None
+    experiment_id: str | None = None
+    values: dict[str, float | None] = {}
+    failures: dict[str, str] = {}
+    hooks: dict[str, int] = {}
+    hook_errors: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+    error: ErrorInfo | None = None
+
+
+class CandidateVerdict(_Part, frozen=True):
+    """What became of one candidate in one iteration, and why."""
+
+    candidate: int
+    status: Literal["invalid", "failed", "infrastructure", "rejected", "accepted"]
+    reason: str
+    digest: str | None = None
+    mean_reward: float | None = None
+    interval: tuple[float, float] | None = None
+    p_value: float | None = None
+    improved: tuple[str, ...] = ()
+    regressions: tuple[str, ...] = ()
+
+
+class OptimizerDecision(_Payload, tag="optimizer.decision", frozen=True):
+    """One iteration's outcome: every candidate's verdict, the one selected (if any), and what
+    the iteration spent (engineer and rerun tokens, wall-clock seconds)."""
+
+    iteration: int
+    verdicts: tuple[CandidateVerdict, ...] = ()
+    selected: int | None = None
+    reason: str = ""
+    engineer_tokens: int = 0
+    rerun_tokens: int = 0
+    seconds: float = 0.0
+
+
+class OptimizerAccepted(_Payload, tag="optimizer.accepted", frozen=True):
+    """A harness version: the accepted patches stacked so far, and what justified it."""
+
+    version: str
+    iteration: int
+    candidate: int
+    digest: str
+    patch: dict[str, Any]
+    parent: str | None = None
+    experiment_id: str | None = None
+    mean_reward: float = 0.0
+    interval: tuple[float, float] | None = None
+    p_value: float | None = None
+    score: float | None = None
+    engineer_tokens: int = 0
+    rerun_tokens: int = 0
+    seconds: float = 0.0
+
+
 Payload = (
     ExperimentCreated
     | ExperimentStatus
@@ -401,4 +554,10 @@ Payload = (
     | DecisionSelected
     | ProtocolViolation
     | Log
+    | OptimizerStarted
+    | OptimizerStatus
+    | OptimizerProposal
+    | OptimizerMeasured
+    | OptimizerDecision
+    | OptimizerAccepted
 )

@@ -1,6 +1,7 @@
 """The evidence store: SQLite journal (one group-committing writer), readers, artifacts, verify."""
 
 from envharness.store.lineage import BranchRef, Lineage
+from envharness.store.optimizer_index import HarnessVersionInfo, OptimizerRunInfo
 from envharness.store.reader import (
     ExperimentInfo,
     ExperimentMember,
@@ -19,6 +20,8 @@ __all__ = [
     "ChainBreak",
     "ExperimentInfo",
     "ExperimentMember",
+    "HarnessVersionInfo",
+    "OptimizerRunInfo",
     "RecordFilter",
     "SessionCounts",
     "SessionInfo",

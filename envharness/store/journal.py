@@ -23,6 +23,9 @@ from envharness.records import (
     Branch,
     ExperimentCreated,
     ExperimentStatus,
+    OptimizerAccepted,
+    OptimizerStarted,
+    OptimizerStatus,
     RecordRow,
     SegmentStarted,
     SessionCreated,
@@ -43,6 +46,9 @@ _experiment_decoder = msgspec.json.Decoder(ExperimentCreated)
 _experiment_status_decoder = msgspec.json.Decoder(ExperimentStatus)
 _segment_decoder = msgspec.json.Decoder(SegmentStarted)
 _branch_decoder = msgspec.json.Decoder(Branch)
+_optimizer_decoder = msgspec.json.Decoder(OptimizerStarted)
+_optimizer_status_decoder = msgspec.json.Decoder(OptimizerStatus)
+_accepted_decoder = msgspec.json.Decoder(OptimizerAccepted)
 _encode = msgspec.json.Encoder().encode
 
 _INSERT_RECORD = (
@@ -296,6 +302,8 @@ def _update_index(connection: sqlite3.Connection, rows: Sequence[RecordRow]) -> 
             connection.execute("UPDATE sessions SET owner = NULL WHERE id = ?", (row.session_id,))
         elif row.kind == "outcome" and row.turn is not None:
             turns[row.session_id] = max(turns.get(row.session_id, 0), row.turn)
+        elif row.kind.startswith("optimizer."):
+            _index_optimizer(connection, row)
     for chain_id, head in heads.items():
         updated = connection.execute(
             "UPDATE sessions SET head_seq = ?, head_digest = ?, updated_at = ?,"
@@ -303,7 +311,38 @@ def _update_index(connection: sqlite3.Connection, rows: Sequence[RecordRow]) -> 
             (head.seq, head.digest, head.at, turns.get(chain_id, 0), chain_id),
         )
         if updated.rowcount == 0:  # not a session: an experiment's chain
-            connection.execute(
+            updated = connection.execute(
                 "UPDATE experiments SET head_seq = ?, head_digest = ?, updated_at = ? WHERE id = ?",
                 (head.seq, head.digest, head.at, chain_id),
             )
+        if updated.rowcount == 0:  # nor an experiment: an optimizer run's chain
+            connection.execute(
+                "UPDATE optimizer_runs SET head_seq = ?, head_digest = ?, updated_at = ?"
+                " WHERE id = ?",
+                (head.seq, head.digest, head.at, chain_id),
+            )
+
+
+def _index_optimizer(connection: sqlite3.Connection, row: RecordRow) -> None:
+    """An optimizer run's chain: its index entry, its status, and the versions it accepted."""
+    if row.kind == "optimizer.started":
+        config = _optimizer_decoder.decode(row.payload).config
+        connection.execute(
+            "INSERT INTO optimizer_runs (id, name, status, created_at, updated_at, head_seq,"
+            " head_digest) VALUES (?, ?, 'created', ?, ?, ?, ?)",
+            (row.session_id, config.name, row.at, row.at, row.seq, row.digest),
+        )
+    elif row.kind == "optimizer.status":
+        change = _optimizer_status_decoder.decode(row.payload)
+        owner = _encode(change.runner).decode() if change.runner is not None else None
+        connection.execute(
+            "UPDATE optimizer_runs SET status = ?, reason = ?, owner = ? WHERE id = ?",
+            (change.status, change.reason, owner, row.session_id),
+        )
+    elif row.kind == "optimizer.accepted":
+        accepted = _accepted_decoder.decode(row.payload)
+        connection.execute(
+            "INSERT INTO harness_versions (version, run_id, seq, parent, digest, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (accepted.version, row.session_id, row.seq, accepted.parent, accepted.digest, row.at),
+        )

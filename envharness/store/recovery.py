@@ -1,7 +1,7 @@
 """After a crash: mark what a dead process left running as ``interrupted``, at once.
 
-Called by every writer when it opens the store. A session (or experiment) still marked running
-whose runner is certainly gone (:func:`envharness.store.owners.is_gone`) gets a
+Called by every writer when it opens the store. A session, experiment or optimizer run still
+marked running whose runner is certainly gone (:func:`envharness.store.owners.is_gone`) gets a
 ``session.status: interrupted`` and a ``segment.ended`` appended to its chain, so it can be
 resumed. Every record that had been acknowledged stays as it was. Two processes recovering
 the same session at once are safe: the second append conflicts and is ignored.
@@ -20,6 +20,7 @@ import msgspec
 from envharness.errors import ChainConflictError
 from envharness.records import (
     ExperimentStatus,
+    OptimizerStatus,
     RecordRow,
     RunnerRef,
     SegmentEnded,
@@ -42,7 +43,7 @@ class Orphan:
     """A chain left running by a process that is gone, with what is needed to extend it."""
 
     chain_id: str
-    kind: str  # "session" or "experiment"
+    kind: str  # "session", "experiment" or "optimizer"
     head_seq: int
     head_digest: str
     runner: RunnerRef
@@ -58,7 +59,7 @@ def find_orphans(directory: Path) -> list[Orphan]:
     """Chains whose recorded runner certainly no longer runs (blocking; run in a thread)."""
     connection = open_reader(directory)
     try:
-        return [*_sessions(connection), *_experiments(connection)]
+        return [*_sessions(connection), *_experiments(connection), *_optimizer_runs(connection)]
     finally:
         connection.close()
 
@@ -78,6 +79,8 @@ async def recover(append: Append, directory: Path) -> int:
                 chain.seal(SessionStatus(status="interrupted", reason=reason)),
                 chain.seal(SegmentEnded(segment=orphan.segment, status="interrupted")),
             ]
+        elif orphan.kind == "optimizer":
+            rows = [chain.seal(OptimizerStatus(status="interrupted", reason=reason))]
         else:
             last = orphan.last_status
             rows = [
@@ -126,6 +129,17 @@ def _experiments(connection: sqlite3.Connection) -> list[Orphan]:
             Orphan(chain_id, "experiment", head_seq, head_digest, runner, 0, last_status=status)
         )
     return found
+
+
+def _optimizer_runs(connection: sqlite3.Connection) -> list[Orphan]:
+    return [
+        Orphan(chain_id, "optimizer", head_seq, head_digest, runner, 0)
+        for chain_id, head_seq, head_digest, runner in _owned_by_the_dead(
+            connection,
+            "SELECT id, head_seq, head_digest, owner FROM optimizer_runs"
+            " WHERE owner IS NOT NULL AND status = 'running'",
+        )
+    ]
 
 
 def _owned_by_the_dead(

@@ -113,6 +113,122 @@ _MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE sessions ADD COLUMN parent_seq INTEGER;
     CREATE INDEX sessions_by_parent ON sessions (parent_id) WHERE parent_id IS NOT NULL;
     """,
+    # 6: snapshots and datasets (envharness.store.snapshots): content-addressed, append-only.
+    # The id is the sha256 of the stored bytes, so a row cannot change without its id changing.
+    """
+    CREATE TABLE snapshots (
+        id         TEXT PRIMARY KEY,
+        header     BLOB NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE TABLE snapshot_trajectories (
+        snapshot_id TEXT NOT NULL,
+        position    INTEGER NOT NULL,
+        session_id  TEXT NOT NULL,
+        trajectory  BLOB NOT NULL,
+        PRIMARY KEY (snapshot_id, position)
+    ) WITHOUT ROWID;
+    CREATE INDEX snapshot_trajectories_by_session ON snapshot_trajectories (session_id);
+    CREATE TABLE datasets (
+        name       TEXT PRIMARY KEY,
+        id         TEXT NOT NULL UNIQUE,
+        content    BLOB NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE TRIGGER snapshots_are_immutable_update BEFORE UPDATE ON snapshots
+        BEGIN SELECT RAISE(ABORT, 'snapshots are immutable'); END;
+    CREATE TRIGGER snapshots_are_immutable_delete BEFORE DELETE ON snapshots
+        BEGIN SELECT RAISE(ABORT, 'snapshots are immutable'); END;
+    CREATE TRIGGER snapshot_trajectories_are_immutable_update BEFORE UPDATE
+        ON snapshot_trajectories
+        BEGIN SELECT RAISE(ABORT, 'snapshots are immutable'); END;
+    CREATE TRIGGER snapshot_trajectories_are_immutable_delete BEFORE DELETE
+        ON snapshot_trajectories
+        BEGIN SELECT RAISE(ABORT, 'snapshots are immutable'); END;
+    CREATE TRIGGER datasets_are_immutable_update BEFORE UPDATE ON datasets
+        BEGIN SELECT RAISE(ABORT, 'datasets are immutable'); END;
+    CREATE TRIGGER datasets_are_immutable_delete BEFORE DELETE ON datasets
+        BEGIN SELECT RAISE(ABORT, 'datasets are immutable'); END;
+    """,
+    # 7: sources: imported external records (envharness.store.sources). Each source keeps its own
+    # hash chain; records and the import log are append-only, `sources` is an index of heads.
+    """
+    CREATE TABLE sources (
+        id            TEXT PRIMARY KEY,
+        created_at    TEXT NOT NULL,
+        updated_at    TEXT NOT NULL,
+        head_position INTEGER NOT NULL,
+        head_hash     TEXT NOT NULL
+    );
+    CREATE TABLE source_imports (
+        id               TEXT PRIMARY KEY,
+        source           TEXT NOT NULL,
+        at               TEXT NOT NULL,
+        format           TEXT NOT NULL,
+        importer         TEXT NOT NULL,
+        origin           TEXT NOT NULL,
+        training         INTEGER NOT NULL,
+        first_position   INTEGER,
+        last_position    INTEGER,
+        stored           INTEGER NOT NULL,
+        duplicates       INTEGER NOT NULL,
+        status           TEXT NOT NULL CHECK (status IN ('stored', 'duplicate', 'refused')),
+        problem          TEXT,
+        problem_kind     TEXT,
+        problem_position INTEGER
+    );
+    CREATE INDEX source_imports_by_source ON source_imports (source, at);
+    CREATE TABLE source_records (
+        pos            INTEGER PRIMARY KEY,
+        source         TEXT NOT NULL,
+        position       INTEGER NOT NULL,
+        schema_version INTEGER NOT NULL,
+        episode        TEXT NOT NULL,
+        kind           TEXT NOT NULL,
+        turn           INTEGER,
+        participant    TEXT,
+        at             TEXT NOT NULL,
+        payload        BLOB NOT NULL,
+        prev           TEXT,
+        hash           TEXT NOT NULL,
+        import_id      TEXT NOT NULL,
+        UNIQUE (source, position)
+    );
+    CREATE INDEX source_records_by_episode ON source_records (source, episode, position);
+    CREATE INDEX source_records_by_kind ON source_records (source, kind, position);
+    CREATE TRIGGER source_records_are_append_only_update BEFORE UPDATE ON source_records
+        BEGIN SELECT RAISE(ABORT, 'imported records are append-only'); END;
+    CREATE TRIGGER source_records_are_append_only_delete BEFORE DELETE ON source_records
+        BEGIN SELECT RAISE(ABORT, 'imported records are append-only'); END;
+    CREATE TRIGGER source_imports_are_append_only_update BEFORE UPDATE ON source_imports
+        BEGIN SELECT RAISE(ABORT, 'the import log is append-only'); END;
+    CREATE TRIGGER source_imports_are_append_only_delete BEFORE DELETE ON source_imports
+        BEGIN SELECT RAISE(ABORT, 'the import log is append-only'); END;
+    """,
+    # 8: optimizer runs (an index of their chains, like experiments) and the harness versions they
+    # accepted (an index of their optimizer.accepted records). Evidence stays in the records.
+    """
+    CREATE TABLE optimizer_runs (
+        id          TEXT PRIMARY KEY,
+        name        TEXT NOT NULL,
+        status      TEXT NOT NULL,
+        reason      TEXT,
+        created_at  TEXT NOT NULL,
+        updated_at  TEXT NOT NULL,
+        head_seq    INTEGER NOT NULL,
+        head_digest TEXT NOT NULL,
+        owner       TEXT
+    );
+    CREATE TABLE harness_versions (
+        version    TEXT PRIMARY KEY,
+        run_id     TEXT NOT NULL,
+        seq        INTEGER NOT NULL,
+        parent     TEXT,
+        digest     TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX harness_versions_by_run ON harness_versions (run_id, seq);
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 

@@ -30,6 +30,14 @@ from envharness.records import Record, RecordRow, RunnerRef, decode_record
 from envharness.store.artifacts import ArtifactFiles
 from envharness.store.journal import Journal, Pending
 from envharness.store.lineage import Lineage, lineage_of
+from envharness.store.optimizer_index import (
+    HARNESS_VERSIONS_QUERY,
+    OPTIMIZER_RUNS_QUERY,
+    HarnessVersionInfo,
+    OptimizerRunInfo,
+    harness_version_info,
+    optimizer_run_info,
+)
 from envharness.store.reader import (
     AMONG,
     EXPERIMENT_MEMBERS_QUERY,
@@ -232,6 +240,33 @@ class Store:
     async def lineage(self, session_id: str) -> Lineage:
         """The session's parent and checkpoint, and the branches made from it."""
         return await self._read(lambda c: lineage_of(c, session_id))
+
+    async def optimizer_runs(self) -> list[OptimizerRunInfo]:
+        """Every optimizer run, oldest first (the index; each run's chain is its evidence)."""
+        query = OPTIMIZER_RUNS_QUERY + " ORDER BY created_at, id"
+        rows = await self._read(lambda c: c.execute(query).fetchall())
+        return [optimizer_run_info(row) for row in rows]
+
+    async def optimizer_run(self, run_id: str) -> OptimizerRunInfo:
+        """The optimizer run with this id or unique prefix; :class:`NotFoundError` otherwise."""
+        query = OPTIMIZER_RUNS_QUERY + " WHERE id = ? OR substr(id, 1, length(?)) = ? LIMIT 2"
+        rows = await self._read(lambda c: c.execute(query, (run_id, run_id, run_id)).fetchall())
+        found = [optimizer_run_info(row) for row in rows]
+        exact = [info for info in found if info.id == run_id]
+        if exact or len(found) == 1:
+            return (exact or found)[0]
+        if found:
+            raise NotFoundError(f"optimizer run id prefix {run_id!r} is ambiguous; give more")
+        raise NotFoundError(
+            f"no optimizer run {run_id!r} in the store at {str(self.directory)!r}; "
+            "`envharness harness list` lists the runs' versions"
+        )
+
+    async def harness_versions(self) -> list[HarnessVersionInfo]:
+        """Every accepted harness version, oldest first."""
+        query = HARNESS_VERSIONS_QUERY + " ORDER BY created_at, run_id, seq"
+        rows = await self._read(lambda c: c.execute(query).fetchall())
+        return [harness_version_info(row) for row in rows]
 
     async def session_owner(self, session_id: str) -> RunnerRef | None:
         """The process running the session's current segment, or ``None`` between segments."""

@@ -31,6 +31,7 @@ from envharness.records import (
     digest_of,
 )
 from envharness.store.artifacts import ArtifactFiles
+from envharness.store.sources import verify_sources
 
 __all__ = ["ChainBreak", "VerifyReport", "verify_store"]
 
@@ -95,7 +96,12 @@ def verify_store(
         breaks.extend(found)
         if on_session is not None:
             on_session(str(chain_id))
-    return VerifyReport(sessions=len(chains), records=total, breaks=tuple(breaks))
+    # Imported sources keep their own chains (envharness.store.sources); they count as chains.
+    sources, imported, source_breaks = verify_sources(connection)
+    breaks.extend(ChainBreak(*source_break) for source_break in source_breaks)
+    return VerifyReport(
+        sessions=len(chains) + sources, records=total + imported, breaks=tuple(breaks)
+    )
 
 
 @contextmanager
@@ -110,7 +116,8 @@ def _read_transaction(connection: sqlite3.Connection) -> Iterator[None]:
 
 
 def _snapshot(connection: sqlite3.Connection) -> dict[object, _Chain]:
-    """Every chain (session or experiment) with its committed head, read consistently.
+    """Every chain (session, experiment or optimizer run) with its committed head, read
+    consistently.
 
     The index and the records are read in one transaction: read in two, a session committed
     between the reads would seem to have records but no index entry.
@@ -120,6 +127,7 @@ def _snapshot(connection: sqlite3.Connection) -> dict[object, _Chain]:
         for chain_id, head_seq, head_digest in connection.execute(
             "SELECT id, head_seq, head_digest FROM sessions"
             " UNION ALL SELECT id, head_seq, head_digest FROM experiments"
+            " UNION ALL SELECT id, head_seq, head_digest FROM optimizer_runs"
         ):
             chains[chain_id] = _Chain(head_seq=head_seq, head_digest=head_digest, indexed=True)
         for chain_id, last_seq in connection.execute(

@@ -1,0 +1,499 @@
+"""``envharness selftest``, ``envharness optimize`` and ``envharness harness list/show/diff``.
+
+``selftest`` runs the whole optimizer offline — the support-desk demo, the mining engineer, the
+subprocess sandbox — in a temporary store (unless ``--store`` is given) and prints the figures:
+baseline 0/N, then N/N with ``harness-v1``. ``optimize`` runs the loop on any environment and
+agents given as ``module:attribute``; ``harness`` reads back the accepted versions. All three
+call :class:`~envharness.optimizer.HarnessOptimizer` and :mod:`envharness.optimizer.versions`,
+the same functions the Python API offers.
+"""
+
+from __future__ import annotations
+
+import shlex
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import msgspec
+import typer
+
+from envharness.cli.edge import EXIT_INTERRUPTED, EXIT_NO, CliError, interruptible
+from envharness.cli.loading import (
+    guard_factory,
+    load_agent,
+    load_reference,
+    make_cwd_importable,
+    parse_input,
+    parse_pair,
+)
+from envharness.cli.render import printable
+from envharness.demos.support_desk import RefundFirstPolicy, SupportDesk, tickets
+from envharness.harness import AsyncEnvironmentHarness
+from envharness.llm import ModelEngineer, OpenAICompatibleProvider
+from envharness.optimizer import (
+    Engineer,
+    HarnessOptimizer,
+    HarnessPatch,
+    MiningEngineer,
+    OptimizationConfig,
+    OptimizationResult,
+    ScriptedEngineer,
+)
+from envharness.optimizer.results import report_lines
+from envharness.optimizer.versions import diff_versions, harness_version, patch_text
+from envharness.scenario import Scenario
+from envharness.store import HarnessVersionInfo, read_store
+
+__all__ = ["load_scenarios", "register_optimizer_commands"]
+
+StoreOf = Callable[[typer.Context], Path]
+
+ENGINEERS = ("mining", "scripted", "openai")
+SANDBOXES = ("subprocess", "local")
+SELFTEST_TURNS = 8
+
+
+def register_optimizer_commands(app: typer.Typer, store_of: StoreOf) -> None:
+    """Add ``selftest``, ``optimize`` and the ``harness`` group to ``app``."""
+
+    @app.command("selftest")
+    def selftest(
+        ctx: typer.Context,
+        count: Annotated[
+            int, typer.Option("--tickets", metavar="N", min=5, max=200, help="Support tickets.")
+        ] = 8,
+        candidates: Annotated[
+            int, typer.Option("--candidates", metavar="K", min=1, max=64, help="Candidates.")
+        ] = 8,
+        sandbox: Annotated[
+            str, typer.Option("--sandbox", metavar="KIND", help="subprocess or local.")
+        ] = "subprocess",
+    ) -> None:
+        """Run the optimizer end to end, offline and deterministic, with no model.
+
+        The support-desk demo's frozen policy refunds before it looks the order up, so every
+        ticket fails; the mining engineer must find the precondition hook in the recorded
+        failures, and the reruns must prove it: baseline 0/N, then N/N as harness-v1. Uses a
+        temporary store unless --store is given.
+        """
+        _check_choice("--sandbox", sandbox, SANDBOXES)
+        given = _store_given(ctx)
+        with tempfile.TemporaryDirectory(prefix="envharness-selftest-") as scratch:
+            store = store_of(ctx) if given else Path(scratch) / "store"
+            typer.echo(
+                f"selftest: support desk, {count} tickets, mining engineer (offline, no model), "
+                f"{sandbox} sandbox, store {printable(str(store))}"
+                + ("" if given else " (temporary)")
+            )
+            harness = AsyncEnvironmentHarness(
+                store, environment=SupportDesk, agents={"agent": RefundFirstPolicy}
+            )
+            config = OptimizationConfig(
+                candidates=candidates,
+                iterations=3,
+                turns=SELFTEST_TURNS,
+                sandbox="local" if sandbox == "local" else "subprocess",
+            )
+            optimizer = HarnessOptimizer(
+                harness, MiningEngineer(), config=config, progress=_progress
+            )
+            result = _run(lambda: optimizer.optimize_async(tickets(count)))
+            for line in report_lines(result):
+                typer.echo(printable(line))
+            if result.patch is not None:
+                typer.echo("accepted patch:")
+                for line in _patch_lines(result.patch):
+                    typer.echo("  " + printable(line))
+            ok = (
+                result.baseline.passed < result.final.passed == result.final.total
+                and result.accepted_version is not None
+            )
+            typer.echo(
+                f"selftest {'passed' if ok else 'FAILED'}: baseline "
+                f"{result.baseline.passed}/{result.baseline.total} -> patched "
+                f"{result.final.passed}/{result.final.total}"
+                + (f", accepted as {result.accepted_version}" if result.accepted_version else "")
+            )
+            if not ok:
+                raise typer.Exit(EXIT_NO)
+
+    @app.command("optimize")
+    def optimize(
+        ctx: typer.Context,
+        environment: Annotated[
+            str,
+            typer.Option(
+                "--environment", metavar="module:attribute", help="The environment factory."
+            ),
+        ],
+        agent: Annotated[
+            list[str],
+            typer.Option(
+                "--agent",
+                metavar="NAME=module:factory|COMMAND",
+                help="A participant and its (frozen) agent; repeat for more participants.",
+            ),
+        ],
+        engineer: Annotated[
+            str, typer.Option("--engineer", metavar="KIND", help="mining, scripted or openai.")
+        ] = "mining",
+        candidates: Annotated[
+            int, typer.Option("--candidates", metavar="K", min=1, help="Candidates per iteration.")
+        ] = 8,
+        iterations: Annotated[
+            int, typer.Option("--iterations", metavar="N", min=1, help="Iterations at most.")
+        ] = 3,
+        scenarios: Annotated[
+            str | None,
+            typer.Option(
+                "--scenarios",
+                metavar="FILE.jsonl|module:attribute",
+                help='The scenarios: a JSON-lines file ({"id": ..., "input": {...}} per '
+                "line) or a function returning Scenarios. Default: one scenario, --input.",
+            ),
+        ] = None,
+        held_out: Annotated[
+            str | None,
+            typer.Option(
+                "--held-out",
+                metavar="FILE.jsonl|module:attribute",
+                help="A held-out split checked before a version is accepted.",
+            ),
+        ] = None,
+        regression: Annotated[
+            str | None,
+            typer.Option(
+                "--regression",
+                metavar="FILE.jsonl|module:attribute",
+                help="A regression suite no accepted version may break.",
+            ),
+        ] = None,
+        input: Annotated[
+            str | None,
+            typer.Option("--input", metavar="JSON", help="The input of the single scenario."),
+        ] = None,
+        role: Annotated[
+            list[str] | None,
+            typer.Option("--role", metavar="NAME=ROLE", help="A participant's role."),
+        ] = None,
+        turns: Annotated[
+            int, typer.Option("--turns", metavar="N", min=1, help="Turns per session at most.")
+        ] = 20,
+        trials: Annotated[
+            int, typer.Option("--trials", metavar="N", min=1, help="Trials per scenario.")
+        ] = 1,
+        seed: Annotated[int, typer.Option("--seed", metavar="N", help="The seed.")] = 0,
+        capacity: Annotated[
+            int, typer.Option("--capacity", metavar="N", min=1, help="Reruns at once.")
+        ] = 2,
+        sandbox: Annotated[
+            str, typer.Option("--sandbox", metavar="KIND", help="subprocess or local.")
+        ] = "subprocess",
+        alpha: Annotated[
+            float,
+            typer.Option(
+                "--alpha",
+                metavar="P",
+                min=0.0,
+                max=1.0,
+                help="Accept only when the sign test's p-value is at most P; 0 or 1 to report "
+                "the test without gating on it.",
+            ),
+        ] = 0.05,
+        answers: Annotated[
+            Path | None,
+            typer.Option(
+                "--answers",
+                metavar="FILE",
+                help="For --engineer scripted: a JSON list of answers "
+                "(<think>...</think><patch>...</patch>).",
+            ),
+        ] = None,
+        model: Annotated[
+            str | None, typer.Option("--model", metavar="NAME", help="For --engineer openai.")
+        ] = None,
+        base_url: Annotated[
+            str | None,
+            typer.Option(
+                "--base-url",
+                metavar="URL",
+                help="For --engineer openai: the API root (default $OPENAI_BASE_URL or OpenAI).",
+            ),
+        ] = None,
+        api_key_env: Annotated[
+            str,
+            typer.Option(
+                "--api-key-env",
+                metavar="VAR",
+                help="The variable holding the API key; '' for an endpoint that needs none.",
+            ),
+        ] = "OPENAI_API_KEY",
+        resume: Annotated[
+            str | None,
+            typer.Option("--resume", metavar="RUN", help="Finish an interrupted run (opt_...)."),
+        ] = None,
+        as_json: Annotated[
+            bool, typer.Option("--json", help="Print the result as one JSON object.")
+        ] = False,
+    ) -> None:
+        """Learn hook patches for a frozen agent from its recorded failures.
+
+        Runs a baseline, mines the failures into a packet, asks the engineer for K candidate
+        patches, reruns each over the same scenarios and seeds, and accepts the best one that
+        improves and breaks nothing as harness-vN (docs/optimizer.md). Exit status 1 when no
+        version was accepted.
+        """
+        _check_choice("--engineer", engineer, ENGINEERS)
+        _check_choice("--sandbox", sandbox, SANDBOXES)
+        store = store_of(ctx)
+        harness = _harness(store, environment, agent, role)
+        chosen = _engineer(engineer, answers, model, base_url, api_key_env)
+        train = (
+            load_scenarios(scenarios, "--scenarios")
+            if scenarios
+            else [Scenario(id="cli", input=parse_input(input))]
+        )
+        if scenarios and input is not None:
+            raise CliError("give either --scenarios or --input, not both")
+        held = load_scenarios(held_out, "--held-out") if held_out else []
+        suite = load_scenarios(regression, "--regression") if regression else []
+        config = OptimizationConfig(
+            candidates=candidates,
+            iterations=iterations,
+            turns=turns,
+            trials=trials,
+            seed=seed,
+            capacity=capacity,
+            sandbox="local" if sandbox == "local" else "subprocess",
+            alpha=alpha if 0.0 < alpha < 1.0 else None,
+        )
+        optimizer = HarnessOptimizer(
+            harness, chosen, config=config, progress=None if as_json else _progress
+        )
+        if resume is None:
+            result = _run(lambda: optimizer.optimize_async(train, held, suite))
+        else:
+            result = _run(
+                lambda: optimizer.resume_async(resume, train, held_out=held, regression=suite)
+            )
+        if as_json:
+            typer.echo(msgspec.json.encode(result).decode())
+        else:
+            for line in report_lines(result):
+                typer.echo(printable(line))
+        if result.accepted_version is None:
+            raise typer.Exit(EXIT_NO)
+
+    harness_app = typer.Typer(
+        help="The harness versions the optimizer accepted: list, show one, diff two.",
+        no_args_is_help=True,
+    )
+    app.add_typer(harness_app, name="harness")
+
+    @harness_app.command("list")
+    def list_versions(
+        ctx: typer.Context,
+        as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+    ) -> None:
+        """List the accepted harness versions, oldest first."""
+        store = store_of(ctx)
+
+        async def listed() -> list[HarnessVersionInfo]:
+            return await (await read_store(store)).harness_versions()
+
+        found = anyio.run(listed)
+        if as_json:
+            for info in found:
+                typer.echo(msgspec.json.encode(info).decode())
+            return
+        if not found:
+            typer.echo(f"no harness versions in {shlex.quote(printable(str(store)))}", err=True)
+            return
+        typer.echo(f"{'version':<14} {'parent':<14} {'run':<28} {'digest':<14} created")
+        for info in found:
+            typer.echo(
+                f"{info.version:<14} {info.parent or '-':<14} {info.run_id:<28} "
+                f"{info.digest[:12]:<14} {info.created_at}"
+            )
+
+    @harness_app.command("show")
+    def show_version(
+        ctx: typer.Context,
+        version: Annotated[str, typer.Argument(metavar="VERSION", help="e.g. harness-v2")],
+        as_json: Annotated[bool, typer.Option("--json", help="The version as JSON.")] = False,
+    ) -> None:
+        """Show a version: its evidence (run, rerun experiment, reward, cost) and its code."""
+        store = store_of(ctx)
+
+        async def shown() -> Any:
+            return await harness_version(await read_store(store), version)
+
+        found = anyio.run(shown)
+        if as_json:
+            typer.echo(msgspec.json.encode(found).decode())
+            return
+        interval = (
+            f" [{found.interval[0]:+.3f}, {found.interval[1]:+.3f}]" if found.interval else ""
+        )
+        p_value = f", sign test p={found.p_value:.3g}" if found.p_value is not None else ""
+        for line in (
+            f"{found.version}  (from {found.parent or 'the unpatched harness'})",
+            f"environment: {found.environment or '?'}",
+            f"run: {found.run_id}, iteration {found.iteration}, candidate {found.candidate}",
+            f"rerun experiment: {found.experiment_id or '-'}",
+            f"reward: {found.mean_reward:+.3f}{interval}{p_value}; score "
+            f"{found.score if found.score is not None else float('nan'):.3f}",
+            f"cost: engineer {found.engineer_tokens} tokens, reruns {found.rerun_tokens} tokens, "
+            f"{found.seconds:.1f}s",
+            f"digest: {found.digest}",
+            "",
+            *_patch_lines(found.patch),
+        ):
+            typer.echo(printable(line))
+
+    @harness_app.command("diff")
+    def diff(
+        ctx: typer.Context,
+        old: Annotated[str, typer.Argument(metavar="OLD", help="e.g. harness-v1")],
+        new: Annotated[str, typer.Argument(metavar="NEW", help="e.g. harness-v2")],
+    ) -> None:
+        """The difference between two versions' code, as a unified diff."""
+        store = store_of(ctx)
+
+        async def both() -> list[str]:
+            reader = await read_store(store)
+            return diff_versions(
+                await harness_version(reader, old), await harness_version(reader, new)
+            )
+
+        lines = anyio.run(both)
+        if not lines:
+            typer.echo(f"{old} and {new} have the same hooks")
+        for line in lines:
+            typer.echo(printable(line))
+
+
+def load_scenarios(spec: str, option: str) -> list[Scenario[Any]]:
+    """Scenarios from a JSON-lines file, or from a ``module:attribute`` function or list."""
+    path = Path(spec)
+    if path.suffix in (".jsonl", ".json") or path.exists():
+        return _scenarios_file(path, option)
+    make_cwd_importable()
+    value = load_reference(spec, what=option)
+    found = value() if callable(value) else value
+    if not isinstance(found, list | tuple) or not all(isinstance(s, Scenario) for s in found):
+        raise CliError(f"{option} {spec!r} did not give a list of Scenario objects")
+    return list(found)
+
+
+def _scenarios_file(path: Path, option: str) -> list[Scenario[Any]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"{option}: cannot read {str(path)!r}: {exc.strerror}") from None
+    found: list[Scenario[Any]] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            entry = msgspec.json.decode(line)
+        except msgspec.DecodeError as exc:
+            raise CliError(f"{option} {path}:{number}: not valid JSON ({exc})") from None
+        if not isinstance(entry, dict) or "id" not in entry:
+            raise CliError(
+                f"{option} {path}:{number}: each line is an object like "
+                '{"id": "case-1", "input": {...}}'
+            )
+        unknown = sorted(set(entry) - {"id", "input", "reference", "metadata"})
+        if unknown:
+            raise CliError(
+                f"{option} {path}:{number}: unknown key(s) {', '.join(unknown)}; a scenario has "
+                "id, input, reference and metadata"
+            )
+        try:
+            found.append(
+                Scenario(
+                    id=entry["id"],
+                    input=entry.get("input", {}),
+                    reference=entry.get("reference"),
+                    metadata=entry.get("metadata") or {},
+                )
+            )
+        except Exception as exc:  # noqa: BLE001 - shown with the line it came from
+            raise CliError(f"{option} {path}:{number}: {exc}") from None
+    if not found:
+        raise CliError(f"{option} {path} holds no scenarios")
+    return found
+
+
+def _harness(
+    store: Path, environment: str, agent: Sequence[str], role: Sequence[str] | None
+) -> AsyncEnvironmentHarness:
+    make_cwd_importable()
+    factory = guard_factory(
+        load_reference(environment, what="--environment"), f"environment {environment!r}"
+    )
+    agents: dict[str, Any] = {}
+    for text in agent:
+        name, reference = parse_pair(text, option="--agent", example="alice=my_agents:Greedy")
+        if name in agents:
+            raise CliError(f"--agent {name!r} is given twice; participant names must differ")
+        agents[name] = load_agent(name, reference)
+    roles = dict(parse_pair(text, option="--role", example="alice=buyer") for text in role or ())
+    return AsyncEnvironmentHarness(store, environment=factory, agents=agents, roles=roles)
+
+
+def _engineer(
+    kind: str, answers: Path | None, model: str | None, base_url: str | None, key_env: str
+) -> Engineer:
+    if kind == "mining":
+        return MiningEngineer()
+    if kind == "scripted":
+        if answers is None:
+            raise CliError("--engineer scripted needs --answers FILE (a JSON list of answers)")
+        try:
+            given = msgspec.json.decode(answers.read_bytes())
+        except OSError as exc:
+            raise CliError(f"--answers: cannot read {str(answers)!r}: {exc.strerror}") from None
+        except msgspec.DecodeError as exc:
+            raise CliError(f"--answers {answers}: not valid JSON ({exc})") from None
+        if not isinstance(given, list) or not all(isinstance(a, str) for a in given):
+            raise CliError(f"--answers {answers}: must be a JSON list of answer strings")
+        return ScriptedEngineer(given)
+    if not model:
+        raise CliError("--engineer openai needs --model NAME (e.g. --model gpt-4o-mini)")
+    provider = OpenAICompatibleProvider.from_env(
+        model, base_url=base_url, api_key_env=key_env or None
+    )
+    return ModelEngineer(provider)
+
+
+def _run(work: Callable[[], Any]) -> OptimizationResult:
+    result: OptimizationResult | None = anyio.run(lambda: interruptible(work))
+    if result is None:
+        typer.echo("interrupted: the optimizer run was recorded as stopped; --resume it", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED)
+    return result
+
+
+def _progress(line: str) -> None:
+    typer.echo(printable(line), err=True)
+
+
+def _patch_lines(patch: dict[str, Any]) -> list[str]:
+    return patch_text(HarnessPatch.from_dict(patch))
+
+
+def _store_given(ctx: typer.Context) -> bool:
+    root = ctx.find_root()
+    source = root.get_parameter_source("store")
+    # Compared by name: typer bundles its own click, whose enum is not click's.
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+def _check_choice(option: str, value: str, choices: Sequence[str]) -> None:
+    if value not in choices:
+        raise CliError(f"{option} must be one of {', '.join(choices)}, not {value!r}")

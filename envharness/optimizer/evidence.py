@@ -1,0 +1,123 @@
+"""What the optimizer reads back from a rerun's evidence: one :class:`SessionTrace` per session.
+
+Everything comes from the journal through the store's readers — the failure packet, the
+per-scenario scores, which hooks fired, how many tokens the agents spent — so a measurement
+says nothing the evidence does not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from envharness.records import (
+    ActionAttempted,
+    ActionBlocked,
+    ActionExecuted,
+    Cost,
+    HookCalled,
+    Outcome,
+    Score,
+    SegmentStarted,
+    SessionCreated,
+    SessionStatus,
+)
+from envharness.store import Store
+
+__all__ = ["RawStep", "SessionTrace", "experiment_traces", "read_trace"]
+
+
+@dataclass(slots=True)
+class RawStep:
+    """One attempt of one participant; ``state`` is the digest of the state it was made in."""
+
+    turn: int
+    participant: str
+    action: Any
+    state: str | None
+    outcome: Any = None
+    executed: bool = False
+    blocked: str | None = None
+    blocked_by: str | None = None
+
+
+@dataclass(slots=True)
+class SessionTrace:
+    session_id: str
+    scenario_id: str
+    trial: int | None
+    status: str = "created"
+    reason: str | None = None
+    error_type: str | None = None
+    passed: bool | None = None
+    metrics: dict[str, float | None] = field(default_factory=dict)
+    steps: list[RawStep] = field(default_factory=list)
+    hooks: list[HookCalled] = field(default_factory=list)
+    tokens: int = 0
+    scenario_input: Any = None
+
+    def value(self, metric: str | None) -> float:
+        """The session's score: its pass (1.0 or 0.0), or ``metric``; a failed session is 0."""
+        if metric is None:
+            return 1.0 if self.passed else 0.0
+        found = self.metrics.get(metric)
+        return float(found) if found is not None and self.status == "completed" else 0.0
+
+
+async def read_trace(store: Store, session_id: str) -> SessionTrace:
+    """One session's evidence, folded into steps, its score, hooks and token costs."""
+    trace = SessionTrace(session_id=session_id, scenario_id="", trial=None)
+    state: str | None = None
+    open_steps: dict[str, RawStep] = {}
+    async for record in store.records(session_id):
+        payload = record.payload
+        participant = record.participant
+        if isinstance(payload, SessionCreated):
+            trace.scenario_id = payload.config.scenario.id
+            trace.trial = payload.config.trial
+            trace.scenario_input = payload.config.scenario.input
+        elif isinstance(payload, SegmentStarted):
+            state = payload.state or state
+        elif isinstance(payload, Outcome):
+            state = payload.state
+        elif isinstance(payload, ActionAttempted) and participant is not None:
+            step = RawStep(
+                turn=record.turn or 0, participant=participant, action=payload.action, state=state
+            )
+            trace.steps.append(step)
+            open_steps[participant] = step
+        elif isinstance(payload, ActionBlocked) and participant is not None:
+            ended = _take(open_steps, participant)
+            if ended is not None:
+                ended.blocked = payload.reason
+                ended.blocked_by = payload.by
+        elif isinstance(payload, ActionExecuted) and participant is not None:
+            ended = _take(open_steps, participant)
+            if ended is not None:
+                ended.outcome = payload.outcome
+                ended.executed = True
+        elif isinstance(payload, HookCalled):
+            trace.hooks.append(payload)
+        elif isinstance(payload, Cost):
+            trace.tokens += (payload.input_tokens or 0) + (payload.output_tokens or 0)
+        elif isinstance(payload, Score):
+            trace.passed = payload.passed
+            trace.metrics = dict(payload.metrics)
+        elif isinstance(payload, SessionStatus):
+            trace.status = payload.status
+            trace.reason = payload.reason
+            trace.error_type = payload.error.type if payload.error is not None else None
+    return trace
+
+
+async def experiment_traces(store: Store, experiment_id: str) -> list[SessionTrace]:
+    """Every session of an experiment, ordered by scenario and trial as recorded."""
+    members = await store.experiment_sessions(experiment_id)
+    traces = [await read_trace(store, member.session.id) for member in members]
+    traces.sort(key=lambda t: (t.scenario_id, t.trial or 0))
+    return traces
+
+
+def _take(steps: dict[str, RawStep], participant: str) -> RawStep | None:
+    """The participant's attempt still waiting for its ending (blocked or executed), if any."""
+    return steps.pop(participant) if participant in steps else None

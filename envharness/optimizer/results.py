@@ -1,0 +1,190 @@
+"""What an optimizer run returns and writes: the result, the run report and accepted patches.
+
+Everything here is a msgspec Struct, so the returned :class:`OptimizationResult` and the files
+under the run directory (``report.json``, ``accepted_patch.json``, ``versions/harness-vN.json``)
+are the same values. Files are written atomically (a temporary file renamed into place), so a
+crash never leaves half a report.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from envharness.records import CandidateVerdict
+
+__all__ = [
+    "AcceptedVersion",
+    "IterationReport",
+    "LedgerEntry",
+    "MeasurementSummary",
+    "OptimizationResult",
+    "report_lines",
+    "write_bytes",
+    "write_json",
+]
+
+
+class MeasurementSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """One measurement: its experiment, harness version and per-scenario values.
+
+    ``mean_reward`` is the mean of ``values`` (the pass rate when scoring by pass/fail).
+    """
+
+    role: str
+    experiment_id: str | None
+    version: str | None
+    values: dict[str, float | None]
+    mean_reward: float
+    passed: int
+    total: int
+    failures: dict[str, str] = {}
+    hooks: dict[str, int] = {}
+    hook_errors: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+
+
+class AcceptedVersion(msgspec.Struct, frozen=True, kw_only=True):
+    """A harness version, what justified it, and one cost line.
+
+    ``mean_reward`` is the mean paired difference over the accepted harness it stacks on, with
+    its ``interval`` and sign-test ``p_value``; ``engineer_tokens``, ``rerun_tokens`` and
+    ``seconds`` are what the iterations since the previous version spent.
+    """
+
+    version: str
+    parent: str | None
+    digest: str
+    patch: dict[str, Any]
+    iteration: int
+    candidate: int
+    experiment_id: str | None
+    mean_reward: float
+    interval: tuple[float, float] | None
+    p_value: float | None
+    score: float
+    improved: tuple[str, ...] = ()
+    engineer_tokens: int = 0
+    rerun_tokens: int = 0
+    seconds: float = 0.0
+
+
+class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """A previously solved scenario that a candidate broke (the regression ledger)."""
+
+    iteration: int
+    candidate: int
+    scenario: str
+    suite: str = "scenarios"
+
+
+class IterationReport(msgspec.Struct, frozen=True, kw_only=True):
+    iteration: int
+    verdicts: tuple[CandidateVerdict, ...]
+    selected: int | None
+    accepted_version: str | None
+    reason: str
+    engineer_tokens: int = 0
+    rerun_tokens: int = 0
+    seconds: float = 0.0
+
+
+class OptimizationResult(msgspec.Struct, frozen=True, kw_only=True):
+    """How an optimizer run ended: baseline and final measurements, versions, iterations."""
+
+    run_id: str
+    status: str
+    reason: str | None
+    directory: str
+    environment: str
+    engineer: str
+    baseline: MeasurementSummary
+    final: MeasurementSummary
+    accepted_version: str | None
+    versions: tuple[AcceptedVersion, ...] = ()
+    iterations: tuple[IterationReport, ...] = ()
+    ledger: tuple[LedgerEntry, ...] = ()
+    patch: dict[str, Any] | None = None
+    held_out: MeasurementSummary | None = None
+
+
+def write_json(path: Path, value: Any) -> None:
+    """Write ``value`` as indented JSON, atomically."""
+    write_bytes(path, msgspec.json.format(msgspec.json.encode(value), indent=2) + b"\n")
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically: a temporary file beside it, renamed into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _figure(summary: MeasurementSummary) -> str:
+    return f"{summary.passed}/{summary.total} passed (mean {summary.mean_reward:.3f})"
+
+
+def report_lines(result: OptimizationResult) -> list[str]:
+    """The run report as text (``report.txt`` and what the CLI prints)."""
+    lines = [
+        f"optimizer run {result.run_id}: {result.status}"
+        + (f" ({result.reason})" if result.reason else ""),
+        f"environment {result.environment}; engineer {result.engineer}",
+        f"baseline: {_figure(result.baseline)}  [{result.baseline.experiment_id}]",
+        f"final:    {_figure(result.final)}  [{result.final.version or 'no patch'}]",
+    ]
+    if result.held_out is not None:
+        lines.append(f"held-out: {_figure(result.held_out)}")
+    for iteration in result.iterations:
+        lines.append(
+            f"iteration {iteration.iteration}: {iteration.reason}"
+            f" (engineer {iteration.engineer_tokens} tokens, reruns {iteration.rerun_tokens}"
+            f" tokens, {iteration.seconds:.1f}s)"
+        )
+        for verdict in iteration.verdicts:
+            figures = ""
+            if verdict.mean_reward is not None:
+                figures = f" reward {verdict.mean_reward:+.3f}"
+                if verdict.interval is not None:
+                    low, high = verdict.interval
+                    figures += f" [{low:+.3f}, {high:+.3f}]"
+                if verdict.p_value is not None:
+                    figures += f" p={verdict.p_value:.3g}"
+            lines.append(
+                f"  candidate {verdict.candidate}: {verdict.status}{figures} — {verdict.reason}"
+            )
+    for version in result.versions:
+        interval = (
+            f" [{version.interval[0]:+.3f}, {version.interval[1]:+.3f}]" if version.interval else ""
+        )
+        lines.append(
+            f"{version.version} (from {version.parent or 'the unpatched harness'}): reward "
+            f"{version.mean_reward:+.3f}{interval}, score {version.score:.3f}; cost: engineer "
+            f"{version.engineer_tokens} tokens, reruns {version.rerun_tokens} tokens, "
+            f"{version.seconds:.1f}s"
+        )
+    broken: dict[tuple[int, int, str], list[str]] = {}
+    for entry in result.ledger:
+        broken.setdefault((entry.iteration, entry.candidate, entry.suite), []).append(
+            entry.scenario
+        )
+    for (number, candidate, suite), scenarios in broken.items():
+        lines.append(
+            f"regression ledger: iteration {number} candidate {candidate} broke "
+            f"{', '.join(scenarios)} ({suite})"
+        )
+    lines.append(f"run directory: {result.directory}")
+    return lines

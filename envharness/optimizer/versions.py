@@ -1,0 +1,120 @@
+"""Accepted harness versions, read back from the store: list, show, diff, load.
+
+A version is an ``optimizer.accepted`` record (found through the store's ``harness_versions``
+index); its patch is the whole stacked patch, so loading ``harness-v2`` needs nothing else::
+
+    version = await harness_version(store, "harness-v2")
+    hooks = ExecutableHarness.from_patch(version.harness_patch(), sandbox=SubprocessSandbox())
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+import msgspec
+
+from envharness.errors import NotFoundError
+from envharness.optimizer.patch import HarnessPatch
+from envharness.records import OptimizerAccepted, OptimizerStarted
+from envharness.store import HarnessVersionInfo, RecordFilter, Store
+
+__all__ = ["HarnessVersion", "diff_versions", "harness_version", "patch_text"]
+
+
+class HarnessVersion(msgspec.Struct, frozen=True, kw_only=True):
+    """One accepted version with its evidence: the run, the rerun experiment, the figures."""
+
+    version: str
+    run_id: str
+    seq: int
+    created_at: str
+    parent: str | None
+    digest: str
+    patch: dict[str, Any]
+    iteration: int
+    candidate: int
+    experiment_id: str | None
+    mean_reward: float
+    interval: tuple[float, float] | None
+    p_value: float | None
+    score: float | None
+    engineer_tokens: int
+    rerun_tokens: int
+    seconds: float
+    environment: str | None = None
+
+    def harness_patch(self) -> HarnessPatch:
+        return HarnessPatch.from_dict(self.patch)
+
+
+async def harness_version(store: Store, name: str) -> HarnessVersion:
+    """The version called ``name``; :class:`NotFoundError` listing the known ones otherwise."""
+    known = await store.harness_versions()
+    info = next((v for v in known if v.version == name), None)
+    if info is None:
+        names = ", ".join(v.version for v in known) or "none yet"
+        raise NotFoundError(
+            f"no harness version {name!r} in the store at {str(store.directory)!r} "
+            f"(versions: {names})"
+        )
+    return await _read(store, info)
+
+
+async def _read(store: Store, info: HarnessVersionInfo) -> HarnessVersion:
+    accepted: OptimizerAccepted | None = None
+    async for record in store.records(info.run_id, RecordFilter(after=info.seq - 1, limit=1)):
+        if isinstance(record.payload, OptimizerAccepted):
+            accepted = record.payload
+    if accepted is None:
+        raise NotFoundError(f"the record of harness version {info.version} is missing")
+    environment = None
+    async for record in store.records(info.run_id, RecordFilter(limit=1)):
+        if isinstance(record.payload, OptimizerStarted):
+            ref = record.payload.config.environment
+            environment = f"{ref.name}@{ref.version}"
+    return HarnessVersion(
+        version=accepted.version,
+        run_id=info.run_id,
+        seq=info.seq,
+        created_at=info.created_at,
+        parent=accepted.parent,
+        digest=accepted.digest,
+        patch=accepted.patch,
+        iteration=accepted.iteration,
+        candidate=accepted.candidate,
+        experiment_id=accepted.experiment_id,
+        mean_reward=accepted.mean_reward,
+        interval=accepted.interval,
+        p_value=accepted.p_value,
+        score=accepted.score,
+        engineer_tokens=accepted.engineer_tokens,
+        rerun_tokens=accepted.rerun_tokens,
+        seconds=accepted.seconds,
+        environment=environment,
+    )
+
+
+def patch_text(patch: HarnessPatch) -> list[str]:
+    """The patch as code: each hook's source under a comment naming it and why it is there."""
+    lines: list[str] = []
+    for number, hook in enumerate(patch.hooks, 1):
+        lines.append(
+            f"# hook {number}: {hook.hook}" + (f" — {hook.description}" if hook.description else "")
+        )
+        lines.extend(hook.code.rstrip("\n").splitlines())
+        lines.append("")
+    return lines
+
+
+def diff_versions(old: HarnessVersion, new: HarnessVersion) -> list[str]:
+    """A unified diff of two versions' code (empty when their hooks are the same)."""
+    return list(
+        difflib.unified_diff(
+            patch_text(old.harness_patch()),
+            patch_text(new.harness_patch()),
+            fromfile=old.version,
+            tofile=new.version,
+            lineterm="",
+        )
+    )
