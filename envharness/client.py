@@ -15,6 +15,9 @@ match the published schema fails loudly here instead of somewhere downstream.
             ...                                           # sessions starting and ending
         lineage = await client.lineage(session_id)        # parent and checkpoint, branches
         diff = await client.compare(parent_id, branch_id) # per-turn and score differences
+        detail = await client.trajectory(session_id)      # states, segments, digest check
+        async for line in client.export_snapshot(snapshot_id):
+            ...                                           # checked first, then streamed
 
 Errors the service answers with raise :class:`ServiceError` (status, message, and the bad
 parameter when there is one); a service that cannot be reached raises httpx's own error.
@@ -25,6 +28,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from contextlib import ExitStack, aclosing
 from typing import Any, Self, TypeVar, cast
+from urllib.parse import quote
 
 import anyio
 import httpx
@@ -52,11 +56,26 @@ from envharness.service.schemas import (
     TokenRequest,
     VerifyOut,
 )
+from envharness.service.trajectory_schemas import (
+    DatasetDetail,
+    DatasetPage,
+    DatasetRequest,
+    ImportReceipt,
+    SnapshotDetail,
+    SnapshotPage,
+    SnapshotRequest,
+    SourcePage,
+    TrajectoryDetail,
+    TrajectoryPage,
+    TrajectorySummary,
+)
 from envharness.store.tokens import TokenInfo
+from envharness.trajectories import Dataset, DatasetRow, Entitlement, SnapshotMetadata
 
 __all__ = ["AsyncClient", "Client", "ExperimentEvent", "ServiceError"]
 
 _T = TypeVar("_T")
+_dataset_row = msgspec.json.Decoder(DatasetRow)
 _record = msgspec.json.Decoder(RecordOut)
 _problem = msgspec.json.Decoder(Problem)
 ExperimentEvent = SessionCreatedEvent | SessionStatusEvent | ExperimentStatusEvent
@@ -307,6 +326,146 @@ class AsyncClient:
         """Re-check the whole store: as long as that takes (no read timeout)."""
         return await _decode(await self._http.get("/api/verify", timeout=None), VerifyOut)
 
+    # -- trajectories, snapshots, datasets, sources ---------------------------------------------
+
+    async def trajectories(
+        self,
+        *,
+        origin: str | None = None,
+        execution: str | None = None,
+        collection: str | None = None,
+        termination: str | None = None,
+        outcome: str | None = None,
+        experiment: str | None = None,
+        source: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> TrajectoryPage:
+        """Trajectories with their four states, filtered by any of them (docs/api.md)."""
+        params = _params(
+            origin=origin, execution=execution, collection=collection, termination=termination,
+            outcome=outcome, experiment=experiment, source=source, after=after, limit=limit,
+        )  # fmt: skip
+        return await self._get("/api/trajectories", TrajectoryPage, params)
+
+    async def iter_trajectories(
+        self, **filters: str | None
+    ) -> AsyncGenerator[TrajectorySummary, None]:
+        """Every matching trajectory, fetching pages as it goes."""
+        after: str | None = None
+        while True:
+            page = await self.trajectories(**filters, after=after, limit=500)
+            for summary in page.trajectories:
+                yield summary
+            if page.next_after is None:
+                return
+            after = page.next_after
+
+    async def trajectory(self, trajectory_id: str, *, check: bool = True) -> TrajectoryDetail:
+        """One trajectory (``ses_…`` or ``SOURCE:EPISODE``), with its digest check unless
+        ``check`` is false; as long as the check takes (no read timeout)."""
+        path = f"/api/trajectories/{quote(trajectory_id, safe=':/')}"
+        params = _params(check=str(check).lower())
+        response = await self._http.get(path, params=params, timeout=None)
+        return await _decode(response, TrajectoryDetail)
+
+    async def snapshots(self, *, after: str | None = None, limit: int = 100) -> SnapshotPage:
+        return await self._get("/api/snapshots", SnapshotPage, _params(after=after, limit=limit))
+
+    async def snapshot(
+        self, snapshot_id: str, *, check: bool = False, after: int = -1, limit: int = 100
+    ) -> SnapshotDetail:
+        """A snapshot and a page of its trajectories; ``check`` verifies it first."""
+        params = _params(check=str(check).lower(), after=after, limit=limit)
+        response = await self._http.get(
+            f"/api/snapshots/{quote(snapshot_id, safe='')}", params=params, timeout=None
+        )
+        return await _decode(response, SnapshotDetail)
+
+    async def create_snapshot(
+        self,
+        sessions: Sequence[str] = (),
+        *,
+        experiment: str | None = None,
+        label: str = "",
+        entitlement: Entitlement | str | None = None,
+    ) -> SnapshotMetadata:
+        """Freeze trajectories (admin); the same selection again answers the same snapshot."""
+        if isinstance(entitlement, str):
+            entitlement = Entitlement(basis=entitlement)
+        request = SnapshotRequest(
+            sessions=list(sessions), experiment=experiment, label=label, entitlement=entitlement
+        )
+        return await self._post("/api/snapshots", msgspec.json.encode(request), SnapshotMetadata)
+
+    async def export_snapshot(self, snapshot_id: str) -> AsyncGenerator[bytes, None]:
+        """The snapshot's JSON lines exactly as streamed (no newline): hash them as they are."""
+        path = f"/api/snapshots/{quote(snapshot_id, safe='')}/export"
+        async with aclosing(self._stream_lines(path)) as lines:
+            async for line in lines:
+                yield line
+
+    async def datasets(self, *, after: str | None = None, limit: int = 100) -> DatasetPage:
+        return await self._get("/api/datasets", DatasetPage, _params(after=after, limit=limit))
+
+    async def dataset(self, name: str) -> DatasetDetail:
+        return await self._get(f"/api/datasets/{quote(name, safe='')}", DatasetDetail)
+
+    async def create_dataset(
+        self, name: str, snapshots: Sequence[str], *, reward: str | None = None
+    ) -> Dataset:
+        """A dataset of these snapshots (admin); refused (422) naming every trajectory that
+        is not complete, terminal, training-entitled and rewarded."""
+        request = DatasetRequest(name=name, snapshots=list(snapshots), reward=reward)
+        return await self._post("/api/datasets", msgspec.json.encode(request), Dataset)
+
+    async def export_dataset(self, name: str) -> AsyncGenerator[DatasetRow, None]:
+        """The dataset's rows (TRL's conversational format), as the service streams them."""
+        path = f"/api/datasets/{quote(name, safe='')}/export"
+        async with aclosing(self._stream_lines(path)) as lines:
+            async for line in lines:
+                yield _dataset_row.decode(line)
+
+    async def sources(self, source: str | None = None) -> SourcePage:
+        """Each imported source's health (or one source's)."""
+        return await self._get("/api/sources", SourcePage, _params(source=source))
+
+    async def import_lines(
+        self,
+        source: str,
+        lines: bytes | Sequence[bytes],
+        *,
+        format: str = "envharness",
+        training: bool = False,
+    ) -> ImportReceipt:
+        """Import lines into ``source`` as one all-or-nothing batch (admin)."""
+        body = (
+            lines
+            if isinstance(lines, bytes)
+            else b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines)
+        )
+        params = _params(source=source, format=format, training=str(training).lower())
+        response = await self._http.post(
+            "/api/imports", content=body, params=params,
+            headers={"Content-Type": "application/x-ndjson"}, timeout=None,
+        )  # fmt: skip
+        return await _decode(response, ImportReceipt)
+
+    async def _post(self, path: str, body: bytes, kind: type[_T]) -> _T:
+        response = await self._http.post(
+            path, content=body, headers={"Content-Type": "application/json"}, timeout=None
+        )
+        return await _decode(response, kind)
+
+    async def _stream_lines(self, path: str) -> AsyncGenerator[bytes, None]:
+        timeout = httpx.Timeout(self._http.timeout.connect, read=None)
+        async with self._http.stream("GET", path, timeout=timeout) as response:
+            await _raise_for(response)
+            async with aclosing(_lines(response)) as lines:
+                async for line in lines:
+                    if line:
+                        yield line.encode()
+
     # -- tokens (admin) ------------------------------------------------------------------------
 
     async def tokens(self) -> list[TokenInfo]:
@@ -424,6 +583,47 @@ class Client:
 
     def revoke_token(self, token_id: str) -> TokenInfo:
         return self._portal.call(self.aio.revoke_token, token_id)
+
+    def trajectories(self, **filters: Any) -> TrajectoryPage:
+        return self._portal.call(lambda: self.aio.trajectories(**filters))
+
+    def iter_trajectories(self, **filters: Any) -> Iterator[TrajectorySummary]:
+        return self._iterate(lambda: self.aio.iter_trajectories(**filters))
+
+    def trajectory(self, trajectory_id: str, *, check: bool = True) -> TrajectoryDetail:
+        return self._portal.call(lambda: self.aio.trajectory(trajectory_id, check=check))
+
+    def snapshots(self, **options: Any) -> SnapshotPage:
+        return self._portal.call(lambda: self.aio.snapshots(**options))
+
+    def snapshot(self, snapshot_id: str, **options: Any) -> SnapshotDetail:
+        return self._portal.call(lambda: self.aio.snapshot(snapshot_id, **options))
+
+    def create_snapshot(self, sessions: Sequence[str] = (), **options: Any) -> SnapshotMetadata:
+        return self._portal.call(lambda: self.aio.create_snapshot(sessions, **options))
+
+    def export_snapshot(self, snapshot_id: str) -> Iterator[bytes]:
+        return self._iterate(lambda: self.aio.export_snapshot(snapshot_id))
+
+    def datasets(self, **options: Any) -> DatasetPage:
+        return self._portal.call(lambda: self.aio.datasets(**options))
+
+    def dataset(self, name: str) -> DatasetDetail:
+        return self._portal.call(self.aio.dataset, name)
+
+    def create_dataset(self, name: str, snapshots: Sequence[str], **options: Any) -> Dataset:
+        return self._portal.call(lambda: self.aio.create_dataset(name, snapshots, **options))
+
+    def export_dataset(self, name: str) -> Iterator[DatasetRow]:
+        return self._iterate(lambda: self.aio.export_dataset(name))
+
+    def sources(self, source: str | None = None) -> SourcePage:
+        return self._portal.call(self.aio.sources, source)
+
+    def import_lines(
+        self, source: str, lines: bytes | Sequence[bytes], **options: Any
+    ) -> ImportReceipt:
+        return self._portal.call(lambda: self.aio.import_lines(source, lines, **options))
 
     def _iterate(self, make: Callable[[], AsyncGenerator[_T, None]]) -> Iterator[_T]:
         """An async iterator stepped through the portal; closed even when left early."""

@@ -6,7 +6,10 @@ data: an experiment (five scenarios x two trials, one roster), three standalone 
 other rosters, blocked actions, a finding, a score that passed and one that did not, a session
 that failed with its reason, an artifact (a plain-text board of the final state), and a
 checkpoint with a branch made from it under a declared intervention, both then continued, so
-that lineage and comparison have something to show.
+that lineage and comparison have something to show. Then the experiment's trajectories are
+frozen into a snapshot (declared fit for training: it is synthetic data made for this demo) and
+a dataset is made from it, and a small source is imported — two episodes written the way
+another tool would send them (:data:`REPLAY`) — so that every trajectory page has content.
 
 The plan is data (:data:`EXPERIMENT`, :data:`STANDALONE` and :data:`BRANCH`): a later feature
 adds a step after :func:`write_quickstart`'s runs rather than a second demo.
@@ -32,18 +35,26 @@ from envharness.fixtures import (
 )
 from envharness.harness import AsyncEnvironmentHarness, Session
 from envharness.scenario import Scenario
+from envharness.sources import AsyncSources
 from envharness.store import RecordFilter, read_store
+from envharness.store.sources import SourceRow
+from envharness.trajectories import Entitlement, create_dataset, freeze
+from envharness.trajectories.sources import SourceChain
 
 __all__ = [
     "BRANCH",
+    "ENTITLEMENT",
     "EXPERIMENT",
+    "REPLAY",
     "SCENARIOS",
     "STANDALONE",
     "BoardEnvironment",
+    "Frozen",
     "BranchStep",
     "Branched",
     "Plan",
     "QuickstartSummary",
+    "replay_records",
     "write_quickstart",
 ]
 
@@ -188,6 +199,62 @@ class Branched:
     """Turns completed by the parent and by its branch once both were continued."""
 
 
+REPLAY = "quickstart/replay"
+"""The imported source: what another tool might have logged of two games of its own."""
+ENTITLEMENT = Entitlement(
+    basis="synthetic quickstart data, made for this demo: it measures nothing",
+    declared_by="envharness quickstart",
+)
+"""The snapshot's training declaration: the quickstart's own synthetic data."""
+
+
+def replay_records() -> list[SourceRow]:
+    """Two episodes of :data:`REPLAY`, hash-chained as docs/imports.md describes: one scored
+    and completed, one that lost a record and was stopped. Fixed times, so importing them
+    again (a second quickstart into the same store) stores nothing new."""
+    chain = SourceChain(REPLAY)
+    at = "2026-01-05T09:00:00Z"
+    started = {"environment": "synthetic-total@1", "scenario_id": "warm-up",
+               "participants": {"alice": "replayed-bot@1"}}  # fmt: skip
+    rows = [chain.seal("game-1", "episode.started", started, at=at)]
+    shown = chain.seal("game-1", "observation", {"total": 0, "target": 3}, at=at, turn=1,
+                       participant="alice")  # fmt: skip
+    acted = chain.seal("game-1", "action", {"value": 3}, at=at, turn=1, participant="alice")
+    score = {"scorer": "replay-score@1", "metrics": {"total": 3.0}, "passed": True,
+             "cites": [shown.position, acted.position]}  # fmt: skip
+    rows += [
+        shown,
+        acted,
+        chain.seal("game-1", "score", score, at=at),
+        chain.seal("game-1", "episode.ended", {"status": "completed"}, at=at),
+        chain.seal("game-2", "episode.started", started, at=at),
+        chain.seal(
+            "game-2", "observation", {"total": 0, "target": 3}, at=at, turn=1, participant="alice"
+        ),
+        chain.seal(
+            "game-2", "capture.failed", {"detail": "the exporter dropped a span", "lost": 1}, at=at
+        ),
+        chain.seal(
+            "game-2",
+            "episode.ended",
+            {"status": "stopped", "reason": "stopped by the replaying tool"},
+            at=at,
+        ),
+    ]
+    return rows
+
+
+@dataclass(frozen=True, slots=True)
+class Frozen:
+    """What the last step wrote: a snapshot of the experiment, a dataset, an imported source."""
+
+    snapshot: str
+    trajectories: int
+    dataset: str
+    source: str
+    episodes: int
+
+
 @dataclass(frozen=True, slots=True)
 class QuickstartSummary:
     """What was written, and which session is worth looking at first."""
@@ -207,6 +274,8 @@ class QuickstartSummary:
     """A session with a blocked action and a finding, for the suggested ``show``."""
     branch: Branched | None = None
     """The branch made by :data:`BRANCH` (``None`` when the plan has no branch step)."""
+    frozen: Frozen | None = None
+    """The snapshot, dataset and imported source (``None`` when not asked for)."""
 
 
 async def write_quickstart(
@@ -216,11 +285,13 @@ async def write_quickstart(
     experiment: Plan = EXPERIMENT,
     standalone: tuple[Plan, ...] = STANDALONE,
     branch: BranchStep | None = BRANCH,
+    freeze_and_import: bool = True,
     progress: Callable[[int, int], None] | None = None,
 ) -> QuickstartSummary:
     """Run the experiment, then each standalone session, then the branch step, into
-    ``store``; count what was recorded. ``progress`` is called with (sessions started,
-    sessions planned)."""
+    ``store``; then freeze the experiment's trajectories, make a dataset of them and import
+    :data:`REPLAY` (``freeze_and_import``); count what was recorded. ``progress`` is called
+    with (sessions started, sessions planned)."""
     planned = (
         len(experiment.scenarios) * experiment.trials
         + sum(len(plan.scenarios) for plan in standalone)
@@ -268,7 +339,33 @@ async def write_quickstart(
         [plan] = [plan for plan in standalone if plan.name == branch.plan]
         branched = await _branch(store, plan, ran[plan.name], branch, turns, sessions, on_turn)
     summary = await _summarise(store, result.id, result.name, len(result.sessions), sessions)
-    return dataclasses.replace(summary, branch=branched)
+    frozen = None
+    if freeze_and_import:
+        frozen = await _freeze_and_import(store, [m.result.id for m in result.sessions])
+    return dataclasses.replace(summary, branch=branched, frozen=frozen)
+
+
+async def _freeze_and_import(store: Path, experiment_sessions: list[str]) -> Frozen:
+    """A training-entitled snapshot of the experiment's sessions, a dataset of it, and the
+    imported :data:`REPLAY` — the same functions ``snapshot create``, ``dataset create`` and
+    ``import`` call."""
+    reader = await read_store(store)
+    snapshot = await freeze(
+        reader, experiment_sessions, label="quickstart sweep", entitlement=ENTITLEMENT
+    )
+    snapshot_id = snapshot.metadata.id
+    dataset = await create_dataset(
+        reader, f"quickstart-{snapshot_id[4:12]}", [snapshot_id], reward="total"
+    )
+    records = replay_records()
+    await AsyncSources(store).import_records(REPLAY, records)
+    return Frozen(
+        snapshot=snapshot_id,
+        trajectories=snapshot.metadata.trajectories,
+        dataset=dataset.name,
+        source=REPLAY,
+        episodes=len({row.episode for row in records}),
+    )
 
 
 async def _branch(

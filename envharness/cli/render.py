@@ -133,6 +133,16 @@ def quickstart_lines(summary: QuickstartSummary) -> Iterator[str]:
             f" {branch.checkpoint_turn}: {printable(branch.reason)}"
         )
         yield f"    intervention {change}; both continued to turn {branch.turns}"
+    frozen = summary.frozen
+    if frozen is not None:
+        yield (
+            f"  snapshot {frozen.snapshot[:16]}… froze the experiment's {frozen.trajectories}"
+            f" trajectories; dataset {frozen.dataset!r} was made from it"
+        )
+        yield (
+            f"  imported source {frozen.source}: {frozen.episodes} episodes written as another"
+            " tool would send them"
+        )
     yield ""
     yield "next:"
     prefix = f"envharness --store {where}"
@@ -140,6 +150,8 @@ def quickstart_lines(summary: QuickstartSummary) -> Iterator[str]:
     yield f"  {prefix} sessions"
     yield f"  {prefix} show {summary.showcase}"
     yield f"  {prefix} verify"
+    if frozen is not None:
+        yield f"  {prefix} trajectories"
     yield f"  {prefix} export {summary.showcase} | head -3"
 
 

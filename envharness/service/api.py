@@ -18,7 +18,7 @@ from starlette.responses import Response
 from envharness._version import __version__
 from envharness.records import SessionCreated, Status, decode_payload, encode_record
 from envharness.service.events import ClosingStream, EventsQuery, session_events
-from envharness.service.params import NoParameters
+from envharness.service.params import MAX_INTEGER, NoParameters
 from envharness.service.problems import HTTPProblem
 from envharness.service.routing import (
     ADMIN,
@@ -76,7 +76,9 @@ class SessionsQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 class RecordsQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     after: Annotated[
         int,
-        msgspec.Meta(ge=-1, description="Only records with a greater seq (`next_after`)."),
+        msgspec.Meta(
+            ge=-1, le=MAX_INTEGER, description="Only records with a greater seq (`next_after`)."
+        ),
     ] = -1
     limit: Annotated[int, msgspec.Meta(ge=1, le=1000, description="Records per page.")] = 100
     kind: Annotated[
@@ -85,7 +87,10 @@ class RecordsQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     participant: Annotated[
         str | None, msgspec.Meta(description="Only this participant's records.")
     ] = None
-    turn: Annotated[int, msgspec.Meta(ge=0, description="Only records of this turn.")] | None = None
+    turn: (
+        Annotated[int, msgspec.Meta(ge=0, le=MAX_INTEGER, description="Only records of this turn.")]
+        | None
+    ) = None
 
 
 class CompareQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

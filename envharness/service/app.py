@@ -25,9 +25,13 @@ from envharness.service.openapi import META_ENDPOINTS, openapi_document
 from envharness.service.pages import STORE_PAGES, problem_page
 from envharness.service.params import NoParameters
 from envharness.service.problems import HTTPProblem
+from envharness.service.progression import PROGRESSION_PAGES
 from envharness.service.routing import Call, Endpoint, build_route, problem_response
 from envharness.service.session_pages import SESSION_PAGES
+from envharness.service.snapshot_pages import SNAPSHOT_PAGES
 from envharness.service.state import Service
+from envharness.service.trajectory_api import TRAJECTORY_API_ENDPOINTS
+from envharness.service.trajectory_pages import TRAJECTORY_PAGES
 
 __all__ = ["ENDPOINTS", "create_app"]
 
@@ -50,6 +54,7 @@ def _load_assets() -> dict[str, tuple[bytes, str]]:
 
 
 _ASSETS = _load_assets()
+_ASSET_TYPES = sorted({media_type.split(";")[0] for media_type in _MEDIA_TYPES.values()})
 
 
 async def static_asset(call: Call[NoParameters]) -> Response:
@@ -63,17 +68,21 @@ async def static_asset(call: Call[NoParameters]) -> Response:
 ASSET_ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(
         method="GET", path="/static/{name}", handler=static_asset, operation="asset",
-        tag="viewer", summary="The viewer's stylesheet and scripts", roles=None,
-        media_type="text/plain", errors=(404,),
+        tag="viewer", summary="The viewer's stylesheet, scripts and icon", roles=None,
+        media_type=_ASSET_TYPES[0], other_media_types=tuple(_ASSET_TYPES[1:]), errors=(404,),
     ),
 )  # fmt: skip
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     *API_ENDPOINTS,
     *EXPERIMENT_API_ENDPOINTS,
+    *TRAJECTORY_API_ENDPOINTS,
     *STORE_PAGES,
     *EXPERIMENT_PAGES,
     *SESSION_PAGES,
+    *PROGRESSION_PAGES,
+    *TRAJECTORY_PAGES,
+    *SNAPSHOT_PAGES,
     *COMPARE_PAGES,
     *LOGIN_ENDPOINTS,
     *META_ENDPOINTS,

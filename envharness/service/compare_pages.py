@@ -18,6 +18,7 @@ from starlette.responses import Response
 from envharness.service.html import DASH, Html, html, join, number, value
 from envharness.service.layout import page, status_badge
 from envharness.service.lineage_view import checkpoint_text
+from envharness.service.params import MAX_INTEGER
 from envharness.service.problems import HTTPProblem
 from envharness.service.routing import ANYONE, Call, Endpoint
 from envharness.service.schemas import (
@@ -46,7 +47,8 @@ class ComparePageQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     left: Annotated[str, msgspec.Meta(description="A session id (ses_…), exact.")]
     right: Annotated[str, msgspec.Meta(description="Another session id, exact.")]
     turn: Annotated[
-        int, msgspec.Meta(ge=1, description="First compared turn shown (20 to a page).")
+        int,
+        msgspec.Meta(ge=1, le=MAX_INTEGER, description="First compared turn shown (20 to a page)."),
     ] = 1
 
 

@@ -44,6 +44,7 @@ from envharness.records import (
     encode_record,
 )
 from envharness.service.access import Access
+from envharness.service.params import MAX_INTEGER
 from envharness.service.problems import HTTPProblem
 from envharness.service.routing import Call
 from envharness.service.schemas import (
@@ -85,7 +86,11 @@ EXPERIMENT_KINDS = ("session.created", "session.status", "experiment.status")
 class EventsQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     after: Annotated[
         int,
-        msgspec.Meta(ge=-1, description="Start after this seq when there is no Last-Event-ID."),
+        msgspec.Meta(
+            ge=-1,
+            le=MAX_INTEGER,
+            description="Start after this seq when there is no Last-Event-ID.",
+        ),
     ] = -1
     kind: Annotated[
         list[Kind], msgspec.Meta(description="Only these kinds; repeat for several.")
@@ -99,7 +104,8 @@ class ExperimentEventsQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_un
     after: Annotated[
         int,
         msgspec.Meta(
-            ge=-1, description="Start after this event id (a record's pos) when there is no "
+            ge=-1, le=MAX_INTEGER,
+            description="Start after this event id (a record's pos) when there is no "
             "Last-Event-ID; the experiment page passes the position it was rendered at.",
         ),
     ] = -1  # fmt: skip
@@ -124,9 +130,10 @@ def _last_event_id(header: str | None, after: int) -> int:
         value = int(header.strip())
     except ValueError:
         value = -2
-    if value < -1:
+    if not -1 <= value <= MAX_INTEGER:
         raise HTTPProblem(
-            422, f"Last-Event-ID must be an event id (an integer >= -1), not {header!r}",
+            422, f"Last-Event-ID must be an event id (an integer from -1 to {MAX_INTEGER}), "
+            f"not {header!r}",
             parameter="Last-Event-ID",
         )  # fmt: skip
     return value

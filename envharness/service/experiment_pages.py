@@ -300,9 +300,11 @@ def _grid(
         )
     return html(
         '<section class="card"><div class="card-head"><h2>Sessions by scenario and trial</h2>'
-        '<span class="muted">each cell links to its session</span></div>'
+        '<span class="muted">each cell links to its session · <a href="/trajectories?'
+        'experiment={id}">their trajectories →</a></span></div>'
         '<div class="matrix-wrap"><table class="table matrix" id="experiment-grid"><thead><tr>'
         "<th>Scenario</th>{head}</tr></thead><tbody>{rows}</tbody></table></div></section>",
+        id=info.id,
         head=head,
         rows=rows,
     )

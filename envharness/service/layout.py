@@ -1,7 +1,7 @@
 """The frame every viewer page shares: head, global navigation, who is signed in, footer.
 
-Global destinations are data (:data:`DESTINATIONS`): Trajectories joins the list when that
-feature exists; until then the viewer does not pretend it does.
+Global destinations are data (:data:`DESTINATIONS`): Overview, Experiments, Sessions and
+Trajectories (which also holds snapshots, datasets and sources).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ DESTINATIONS: tuple[tuple[str, str, str], ...] = (
     ("overview", "Overview", "/"),
     ("experiments", "Experiments", "/experiments"),
     ("sessions", "Sessions", "/sessions"),
+    ("trajectories", "Trajectories", "/trajectories"),
 )
 """(key, label, path) of each global destination, in navigation order."""
 

@@ -19,7 +19,7 @@ from starlette.responses import Response
 from envharness._version import __version__
 from envharness.service.html import Html
 from envharness.service.layout import page
-from envharness.service.params import NoParameters
+from envharness.service.params import MAX_INTEGER, NoParameters
 from envharness.service.routing import Call, Endpoint, json_response, openapi_path
 from envharness.service.schemas import Problem
 
@@ -33,7 +33,12 @@ _PATH_DESCRIPTIONS = {
     "token_id": "A token id (tok_…), from GET /api/tokens.",
     "seq": "A record's position in its session, from 0.",
     "name": "A file of the viewer's assets.",
+    "trajectory_id": "A session id (ses_…) or an imported SOURCE:EPISODE, exact.",
+    "snapshot_id": "A snapshot id (snp_…), exact.",
+    "dataset": "A dataset's name or id (dst_…), exact.",
 }
+_HEADER_SCHEMAS = {"Last-Event-ID": {"type": "integer", "minimum": -1, "maximum": MAX_INTEGER}}
+"""Request headers that are not free text: an event id is the integer the stream sent."""
 _STATUS_TEXT = {
     200: "OK",
     201: "Created",
@@ -107,7 +112,7 @@ def _operation(
     for name, text in endpoint.request_headers.items():
         operation["parameters"].append(
             {"name": name, "in": "header", "required": False, "description": text,
-             "schema": {"type": "string"}}
+             "schema": _HEADER_SCHEMAS.get(name, {"type": "string"})}
         )  # fmt: skip
     if endpoint.description:
         operation["description"] = endpoint.description
@@ -135,7 +140,7 @@ def _path_parameters(path: str) -> list[dict[str, Any]]:
             "in": "path",
             "required": True,
             "description": _PATH_DESCRIPTIONS.get(name, name),
-            "schema": {"type": "integer", "minimum": 0}
+            "schema": {"type": "integer", "minimum": 0, "maximum": MAX_INTEGER}
             if convertor == "int"
             else {"type": "string"},
         }
@@ -174,18 +179,28 @@ def _responses(endpoint: Endpoint, schema_of: dict[str, Any]) -> dict[str, Any]:
     success: dict[str, Any] = {"description": _STATUS_TEXT.get(endpoint.status, "OK")}
     if endpoint.status == 303:
         success["headers"] = {"Location": {"schema": {"type": "string"}}}
+    elif endpoint.media_type == "application/x-ndjson" and endpoint.response is not None:
+        # JSON lines: the body is text; each line is one object of the `x-lines` schema.
+        success["content"] = {endpoint.media_type: {"schema": {"type": "string"}}}
+        success["description"] = "JSON lines: each line one object of the `x-lines` schema."
+        success["x-lines"] = schema_of[_key(endpoint.response)]
     elif endpoint.response is not None:
         success["content"] = {endpoint.media_type: {"schema": schema_of[_key(endpoint.response)]}}
     elif endpoint.media_type == "application/json":
         success["content"] = {endpoint.media_type: {"schema": {"type": "object"}}}
+    elif endpoint.events:
+        success["content"] = {endpoint.media_type: {"schema": _event_schema(endpoint, schema_of)}}
+        success["description"] = _TEXT_KINDS[endpoint.media_type]
+        success["x-events"] = {
+            name: schema_of[_key(kind)] for name, kind in endpoint.events.items()
+        }
     else:
         text = _TEXT_KINDS.get(endpoint.media_type, "")
-        success["content"] = {endpoint.media_type: {"schema": {"type": "string"}}}
+        success["content"] = {
+            media_type: {"schema": {"type": "string"}}
+            for media_type in (endpoint.media_type, *endpoint.other_media_types)
+        }
         success["description"] = text or success["description"]
-        if endpoint.events:
-            success["x-events"] = {
-                name: schema_of[_key(kind)] for name, kind in endpoint.events.items()
-            }
     responses: dict[str, Any] = {str(endpoint.status): success}
     statuses = set(endpoint.errors)
     if endpoint.roles is not None:
@@ -202,6 +217,34 @@ def _responses(endpoint: Endpoint, schema_of: dict[str, Any]) -> dict[str, Any]:
             "content": {media: {"schema": schema}},
         }
     return responses
+
+
+def _event_schema(endpoint: Endpoint, schema_of: dict[str, Any]) -> dict[str, Any]:
+    """One event of a stream, as OpenAPI 3.2's ``itemSchema`` describes server-sent events
+    (``event``, ``id``, ``retry`` and ``data``, here JSON with a schema per event name); 3.1
+    has no such keyword, so ``schema`` says it, and tools that read streams (schemathesis)
+    take it as each event's schema."""
+    return {
+        "description": "One event of the stream; `x-events` lists the data schema by name.",
+        "oneOf": [
+            {
+                "title": f"event {name}",
+                "type": "object",
+                "required": ["event", "data"],
+                "properties": {
+                    "event": {"const": name},
+                    "id": {"type": "string"},
+                    "retry": {"type": "integer"},
+                    "data": {
+                        "type": "string",
+                        "contentMediaType": "application/json",
+                        "contentSchema": schema_of[_key(kind)],
+                    },
+                },
+            }
+            for name, kind in endpoint.events.items()
+        ],
+    }
 
 
 async def openapi_json(call: Call[NoParameters]) -> Response:

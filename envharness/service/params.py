@@ -16,9 +16,14 @@ from starlette.datastructures import QueryParams
 
 from envharness.service.problems import HTTPProblem
 
-__all__ = ["NoParameters", "parse_query", "repeated_fields"]
+__all__ = ["MAX_INTEGER", "NoParameters", "parse_query", "repeated_fields"]
 
 _S = TypeVar("_S", bound=msgspec.Struct)
+
+MAX_INTEGER = 2**63 - 1
+"""The largest integer SQLite stores. Every seq, turn or store position a request names is
+bounded by it (``le=MAX_INTEGER``): a larger one names nothing and cannot even be a query's
+parameter, so it is refused as a bad parameter instead of failing in the store."""
 _AT = re.compile(r" - at `\$\.([A-Za-z_]+)[^`]*`$")
 _UNKNOWN = re.compile(r"unknown field `([^`]*)`")
 _MISSING = re.compile(r"missing required field `([^`]*)`")

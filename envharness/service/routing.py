@@ -92,6 +92,8 @@ class Endpoint:
     response: Any = None
     """The msgspec type of a JSON answer (``media_type`` application/json)."""
     media_type: str = "application/json"
+    other_media_types: tuple[str, ...] = ()
+    """Further media types a success may have (the viewer's assets: CSS, scripts, SVG)."""
     status: int = 200
     errors: tuple[int, ...] = ()
     request_headers: Mapping[str, str] = field(default_factory=dict)

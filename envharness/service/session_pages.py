@@ -12,7 +12,7 @@ from envharness.records import ErrorInfo, Finding, Score
 from envharness.service.html import DASH, Html, html, join, json_block, number, value
 from envharness.service.layout import page
 from envharness.service.lineage_view import lineage_section
-from envharness.service.params import NoParameters
+from envharness.service.params import MAX_INTEGER, NoParameters
 from envharness.service.problems import not_found
 from envharness.service.render import record_link
 from envharness.service.routing import ANYONE, READERS, Call, Endpoint
@@ -256,7 +256,7 @@ async def record_page(call: Call[NoParameters]) -> Response:
     session = await load_session(call)
     info = session.info
     seq: int = call.path("seq")
-    record = await record_at(call, session.access, info.id, seq)
+    record = None if seq > MAX_INTEGER else await record_at(call, session.access, info.id, seq)
     if record is None:
         raise not_found(f"record {seq} in session {info.id!r}")
     envelope = [

@@ -1,7 +1,7 @@
 """What every page of one session shares: its loaded summary, header, tabs and live marker.
 
-Contextual navigation is data (:data:`TABS`); Progression and Trajectory join it when those
-features exist.
+Contextual navigation is data (:data:`TABS`): Overview, Turns, Progression, Trajectory,
+Configuration.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ __all__ = [
 TABS: tuple[tuple[str, str, str, bool], ...] = (
     ("overview", "Overview", "", False),
     ("turns", "Turns", "/turns", False),
+    ("progression", "Progression", "/progression", True),
+    ("trajectory", "Trajectory", "/trajectory", False),
     ("config", "Configuration", "/config", True),
 )
 """(key, label, path suffix, needs a token that sees everything)."""

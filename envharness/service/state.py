@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from envharness.errors import ConfigurationError
 from envharness.service.codes import LoginCodes
+from envharness.service.projections import Projections
 from envharness.store import Store
 from envharness.store.tokens import TokenStore
 
@@ -79,6 +80,8 @@ class Service:
     logins: LoginCodes = field(default_factory=LoginCodes)
     monotonic: Callable[[], float] = time.monotonic
     """The clock of server-side waits (SSE polling, heartbeats)."""
+    projections: Projections = field(default_factory=Projections)
+    """Trajectories already projected, reused while their evidence is unchanged."""
 
     @property
     def cookie_name(self) -> str:

@@ -23,6 +23,7 @@ from envharness.service.access import Access
 from envharness.service.html import Html, html, join, value
 from envharness.service.layout import page
 from envharness.service.lineage_view import compare_link, intervention_text
+from envharness.service.params import MAX_INTEGER
 from envharness.service.render import group_turns, is_marker, marker, record_link, turn_section
 from envharness.service.routing import Call
 from envharness.service.schemas import BranchLink
@@ -40,7 +41,7 @@ TURNS_PER_PAGE = 20
 
 
 class TurnsQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    turn: Annotated[int, msgspec.Meta(ge=1, description="First turn shown.")] = 1
+    turn: Annotated[int, msgspec.Meta(ge=1, le=MAX_INTEGER, description="First turn shown.")] = 1
     participant: Annotated[
         str | None, msgspec.Meta(description="Only this participant's rows.")
     ] = None

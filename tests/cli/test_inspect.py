@@ -203,7 +203,7 @@ def test_verify_an_intact_store(invoke: Invoke, quickstart_master: Path) -> None
     result = invoke("--store", quickstart_master, "verify")
 
     assert result.exit_code == 0
-    assert result.stdout.startswith("verified 15 chains, ")  # 14 sessions and the experiment
+    assert result.stdout.startswith("verified 16 chains, ")  # 14 sessions, experiment, source
     assert result.stdout.endswith(" records: OK\n")
 
 

@@ -193,7 +193,7 @@ async def test_verify_reports_an_intact_store(world: World) -> None:
     async with world.client("viewer") as client:
         report = msgspec.json.decode((await client.get("/api/verify")).content, type=VerifyOut)
     assert report.ok
-    assert report.sessions == 15  # the 14 sessions' chains and the experiment's own
+    assert report.sessions == 16  # the 14 sessions' chains, the experiment's, the source's
     assert report.breaks == []
 
 

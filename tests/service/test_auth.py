@@ -39,10 +39,26 @@ async def _experiment(world: World) -> str:
     return str(experiment["id"])
 
 
-def _url(endpoint: Endpoint, sessions: tuple[str, str], token_id: str, experiment_id: str) -> str:
+async def _frozen(world: World) -> tuple[str, str]:
+    """The quickstart's snapshot and the dataset made from it."""
+    async with world.client("admin") as client:
+        [dataset] = (await client.get("/api/datasets")).json()["datasets"]
+    return str(dataset["snapshots"][0]), str(dataset["name"])
+
+
+def _url(
+    endpoint: Endpoint,
+    sessions: tuple[str, str],
+    token_id: str,
+    experiment_id: str,
+    frozen: tuple[str, str] = ("", ""),
+) -> str:
     session_id, branch_id = sessions
     path = (
         endpoint.path.replace("{session_id}", session_id)
+        .replace("{trajectory_id:path}", session_id)
+        .replace("{snapshot_id}", frozen[0])
+        .replace("{dataset}", frozen[1])
         .replace("{experiment_id}", experiment_id)
         .replace("{token_id}", token_id)
         .replace("{seq:int}", "3")  # alice's first observation in a trio session
@@ -74,11 +90,12 @@ GETS = [endpoint for endpoint in ENDPOINTS if endpoint.method == "GET"]
 async def test_every_get_endpoint_answers_every_principal_as_its_policy_says(world: World) -> None:
     sessions = await _shared_session(world)
     experiment_id = await _experiment(world)
+    frozen = await _frozen(world)
     failures = []
     for role in ROLES:
         async with world.client(role) as client:
             for endpoint in GETS:
-                url = _url(endpoint, sessions, world.token_ids["viewer"], experiment_id)
+                url = _url(endpoint, sessions, world.token_ids["viewer"], experiment_id, frozen)
                 assert "{" not in url, url
                 response = await client.get(url)
                 if response.status_code != expected(endpoint, role):

@@ -18,7 +18,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 def test_the_api_docs_python_examples_run(
     world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    sessions, experiments, lineage = re.findall(
+    sessions, experiments, lineage, *_ = re.findall(  # the rest: test_trajectory_api.py
         r"```python\n(.*?)```", DOC.read_text(), flags=re.DOTALL
     )
     real = envharness.client.Client

@@ -159,3 +159,18 @@ def test_serve_prints_a_one_time_link_that_signs_a_browser_in(tmp_path: Path) ->
 
 def _header(headers: dict[str, str]) -> str:
     return "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+
+
+def test_the_listening_socket_is_tcp_so_answers_are_not_held_by_nagle() -> None:
+    """asyncio turns Nagle's algorithm off (TCP_NODELAY) only on connections accepted from a
+    socket created as TCP; from a protocol-0 socket each answer's last segment waited for the
+    client's delayed ACK, ~40 ms a request (found by tools/bench/service.py)."""
+    import socket
+
+    from envharness.service.server import bind
+    from envharness.service.state import Address
+
+    sock, address = bind(Address("127.0.0.1", 0))
+    with sock:
+        assert sock.proto == socket.IPPROTO_TCP
+        assert address.port == sock.getsockname()[1] != 0

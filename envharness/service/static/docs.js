@@ -16,6 +16,8 @@
   function schemaText(schema) {
     if (!schema) return "";
     if (schema.$ref) return schema.$ref.split("/").pop();
+    if (schema.title) return schema.title;
+    if (schema.oneOf) return schema.oneOf.map(schemaText).join(" | ");
     if (schema.anyOf) return schema.anyOf.map(schemaText).join(" | ");
     if (schema.enum) return schema.enum.map((v) => JSON.stringify(v)).join(" | ");
     if (schema.type === "array") return schemaText(schema.items) + "[]";
