@@ -27,28 +27,60 @@ from envharness.errors import (
 )
 from envharness.experiments import AsyncExperiment, Experiment
 from envharness.harness import AsyncEnvironmentHarness, Session
+from envharness.hooks import (
+    AddHint,
+    Allow,
+    BlockAndPrompt,
+    HarnessHooks,
+    HookContext,
+    HookFailure,
+    Hooks,
+    HookView,
+    Rewrite,
+    StepSummary,
+)
 from envharness.records import Record
 from envharness.runtime.branching import CheckpointRef
 from envharness.runtime.compare import Comparison, TurnDifference
 from envharness.runtime.experiment import ExperimentProgress, ExperimentResult, ExperimentSession
 from envharness.scenario import Scenario
+from envharness.sources import AsyncSources, Sources
 from envharness.store import ChainBreak, Lineage, RecordFilter, SessionInfo, VerifyReport
+from envharness.trajectories import (
+    AdmissionError,
+    Dataset,
+    DatasetRow,
+    Entitlement,
+    EvidenceMismatchError,
+    Snapshot,
+    Trainer,
+    Trajectory,
+)
 
 __all__ = [
+    "AddHint",
+    "AdmissionError",
     "Agent",
     "AgentContext",
     "AgentReply",
+    "Allow",
     "AsyncEnvironmentHarness",
     "AsyncExperiment",
+    "AsyncSources",
+    "BlockAndPrompt",
     "ChainBreak",
-    "CheckpointRef",
     "ChainConflictError",
+    "CheckpointRef",
     "CommandAgent",
     "Comparison",
     "ConfigurationError",
     "Cost",
+    "Dataset",
+    "DatasetRow",
     "EnvharnessError",
+    "Entitlement",
     "Environment",
+    "EvidenceMismatchError",
     "EnvironmentHarness",
     "EnvironmentSpec",
     "Experiment",
@@ -56,20 +88,31 @@ __all__ = [
     "ExperimentResult",
     "ExperimentSession",
     "FindingSpec",
+    "HarnessHooks",
+    "HookContext",
+    "HookFailure",
+    "HookView",
+    "Hooks",
     "Lineage",
     "NotFoundError",
     "Record",
     "RecordFilter",
     "Resolution",
+    "Rewrite",
     "Scenario",
     "ScenarioInputError",
     "ScoreReport",
     "Session",
     "SessionInfo",
+    "Snapshot",
+    "Sources",
+    "StepSummary",
     "StoreBusyError",
     "StoreError",
     "StoreLayoutError",
     "StoreVersionError",
+    "Trainer",
+    "Trajectory",
     "TurnDifference",
     "VerifyReport",
     "__version__",

@@ -8,12 +8,14 @@ may already be running (a notebook) gets the same behaviour without a second cod
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+import dataclasses
+from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from os import PathLike
 from pathlib import Path
-from typing import Any, ParamSpec, Self, TypeVar
+from typing import Any, ParamSpec, Self, TypeVar, cast
 
+import anyio
 import msgspec
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
@@ -27,9 +29,10 @@ from envharness.harness import (
     EnvironmentFactory,
     Session,
 )
+from envharness.hooks import HarnessHooks
 from envharness.operations import EnvironmentOperation
-from envharness.records import Record
-from envharness.runtime import ProgressCallback, SessionRunner
+from envharness.records import Record, Status
+from envharness.runtime import ProgressCallback, SessionPlan, SessionRunner
 from envharness.runtime.branching import (
     CheckpointRef,
 )
@@ -37,20 +40,32 @@ from envharness.runtime.compare import Comparison
 from envharness.runtime.experiment import (
     ExperimentResult,
 )
+from envharness.runtime.hooking import DEFAULT_HOOK_BUDGET, DEFAULT_MAX_BLOCKS
+from envharness.runtime.session import PauseRequest
 from envharness.scenario import Scenario
 from envharness.scoring import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
     ExperimentReport,
 )
+from envharness.sources import Sources, iterate_blocking
 from envharness.store import (
     Lineage,
     RecordFilter,
     SessionInfo,
     VerifyReport,
 )
+from envharness.trajectories import (
+    Dataset,
+    DatasetRow,
+    Entitlement,
+    Snapshot,
+    SnapshotMetadata,
+    Trainer,
+    Trajectory,
+)
 
-__all__ = ["RECORDS_PAGE", "EnvironmentHarness"]
+__all__ = ["RECORDS_PAGE", "EnvironmentHarness", "RunningSession"]
 
 RECORDS_PAGE = 2000
 """Records the blocking ``records()`` fetches per trip to the event loop."""
@@ -70,11 +85,13 @@ class EnvironmentHarness:
         agents: Mapping[str, AgentFactory],
         roles: Mapping[str, str] | None = None,
         action_timeout: float | None = DEFAULT_ACTION_TIMEOUT,
-        harness_version: str | None = None,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         operations: Sequence[EnvironmentOperation] = (),
         runner: type[SessionRunner] = SessionRunner,
         checkpoint_every: int | None = None,
+        hooks: HarnessHooks | None = None,
+        hook_budget: float | None = DEFAULT_HOOK_BUDGET,
+        max_blocks: int = DEFAULT_MAX_BLOCKS,
     ) -> None:
         self.aio = AsyncEnvironmentHarness(
             store,
@@ -82,11 +99,13 @@ class EnvironmentHarness:
             agents=agents,
             roles=roles,
             action_timeout=action_timeout,
-            harness_version=harness_version,
             max_concurrency=max_concurrency,
             operations=operations,
             runner=runner,
             checkpoint_every=checkpoint_every,
+            hooks=hooks,
+            hook_budget=hook_budget,
+            max_blocks=max_blocks,
         )
 
         self._portal: BlockingPortal | None = None
@@ -144,8 +163,47 @@ class EnvironmentHarness:
         turns: int,
         seed: int = 0,
         progress: ProgressCallback | None = None,
+        hooks: HarnessHooks | None = None,
     ) -> Session:
-        return self._blocking(self.aio.run, scenario, turns=turns, seed=seed, progress=progress)
+        """See :meth:`AsyncEnvironmentHarness.run`."""
+        return self._blocking(
+            self.aio.run, scenario, turns=turns, seed=seed, progress=progress, hooks=hooks
+        )
+
+    def start(
+        self,
+        scenario: Scenario[Any],
+        *,
+        turns: int,
+        seed: int = 0,
+        progress: ProgressCallback | None = None,
+        hooks: HarnessHooks | None = None,
+    ) -> RunningSession:
+        """Start a standalone session in the background and return at once; then ``id``,
+        ``wait()``, ``pause()`` and ``stop()`` on the handle. Arguments are checked now."""
+        plan = self.aio._plan(scenario, turns=turns, seed=seed, hooks=hooks)
+        plan = dataclasses.replace(plan, pause=PauseRequest())  # pausable before it starts
+        stack = ExitStack()
+        portal = self._portal
+        if portal is None:
+            portal = stack.enter_context(start_blocking_portal())
+        stopper = _Stopper()
+
+        async def run() -> Session | None:
+            with anyio.CancelScope() as scope:
+                stopper.scope = scope
+                if stopper.requested:
+                    scope.cancel()
+                return await self.aio._run_plan(plan, progress)
+            return None  # stopped: the session recorded it
+
+        future = portal.start_task_soon(run)
+        return RunningSession(self, plan, portal, future, stopper, stack)
+
+    def pause(self, session: Session | str) -> None:
+        """See :meth:`AsyncEnvironmentHarness.pause` (returns at once; callable from any
+        thread). ``harness.start(...).pause()`` pauses and waits."""
+        self.aio.pause(_session_id(session))
 
     def experiment(
         self,
@@ -156,6 +214,7 @@ class EnvironmentHarness:
         trials: int = 1,
         seed: int = 0,
         max_concurrency: int | None = None,
+        hooks: HarnessHooks | None = None,
     ) -> Experiment:
         """See :meth:`AsyncEnvironmentHarness.experiment`; ``run()`` it, or ``start()``."""
         aio = self.aio.experiment(
@@ -165,6 +224,7 @@ class EnvironmentHarness:
             trials=trials,
             seed=seed,
             max_concurrency=max_concurrency,
+            hooks=hooks,
         )
         return Experiment(aio, self._portal)
 
@@ -174,6 +234,7 @@ class EnvironmentHarness:
         *,
         declare_changes: str | None = None,
         progress: ProgressCallback | None = None,
+        hooks: HarnessHooks | None = None,
     ) -> Session:
         """See :meth:`AsyncEnvironmentHarness.resume`."""
         return self._blocking(
@@ -181,6 +242,7 @@ class EnvironmentHarness:
             _session_id(session),
             declare_changes=declare_changes,
             progress=progress,
+            hooks=hooks,
         )
 
     def checkpoint(self, session: Session | str, label: str | None = None) -> CheckpointRef:
@@ -201,6 +263,7 @@ class EnvironmentHarness:
         turns: int,
         declare_changes: str | None = None,
         progress: ProgressCallback | None = None,
+        hooks: HarnessHooks | None = None,
     ) -> Session:
         """See :meth:`AsyncEnvironmentHarness.continue_`."""
         return self._blocking(
@@ -209,6 +272,7 @@ class EnvironmentHarness:
             turns=turns,
             declare_changes=declare_changes,
             progress=progress,
+            hooks=hooks,
         )
 
     def lineage(self, session: Session | str) -> Lineage:
@@ -223,6 +287,7 @@ class EnvironmentHarness:
         *,
         declare_changes: str | None = None,
         progress: ProgressCallback | None = None,
+        hooks: HarnessHooks | None = None,
     ) -> ExperimentResult:
         """See :meth:`AsyncEnvironmentHarness.resume_experiment`."""
         return self._blocking(
@@ -230,6 +295,7 @@ class EnvironmentHarness:
             experiment_id,
             declare_changes=declare_changes,
             progress=progress,
+            hooks=hooks,
         )
 
     def sessions(self, *, status: str | None = None) -> list[SessionInfo]:
@@ -258,6 +324,53 @@ class EnvironmentHarness:
     def verify(self) -> VerifyReport:
         return self._blocking(self.aio.verify)
 
+    # -- trajectories, snapshots, datasets (docs/trajectories.md) --------------------------------
+
+    def trajectory(self, session: Session | str) -> Trajectory:
+        """See :meth:`AsyncEnvironmentHarness.trajectory`."""
+        return self._blocking(self.aio.trajectory, _session_id(session))
+
+    def snapshot(
+        self,
+        sessions: Sequence[Session | str],
+        *,
+        label: str = "",
+        entitlement: Entitlement | str | None = None,
+    ) -> Snapshot:
+        """See :meth:`AsyncEnvironmentHarness.snapshot`."""
+        if isinstance(sessions, str | Session):
+            sessions = [sessions]
+        ids = [_session_id(session) for session in sessions]
+        return self._blocking(self.aio.snapshot, ids, label=label, entitlement=entitlement)
+
+    def snapshots(self) -> list[SnapshotMetadata]:
+        return self._blocking(self.aio.snapshots)
+
+    def create_dataset(
+        self, name: str, snapshot_ids: Sequence[str], *, reward: str | None = None
+    ) -> Dataset:
+        """See :meth:`AsyncEnvironmentHarness.create_dataset`."""
+        return self._blocking(self.aio.create_dataset, name, snapshot_ids, reward=reward)
+
+    def dataset(self, name: str) -> Dataset:
+        return self._blocking(self.aio.dataset, name)
+
+    def datasets(self) -> list[Dataset]:
+        return self._blocking(self.aio.datasets)
+
+    def dataset_rows(self, name: str) -> Generator[DatasetRow, None, None]:
+        """See :meth:`AsyncEnvironmentHarness.dataset_rows`; rows arrive in batches."""
+        with self._portal_for_call() as portal:
+            yield from iterate_blocking(portal, lambda: self.aio.dataset_rows(name))
+
+    def train(self, name: str, trainer: Trainer) -> Any:
+        """See :meth:`AsyncEnvironmentHarness.train`: runs here, never in the service."""
+        return self._blocking(self.aio.train, name, trainer)
+
+    def sources(self) -> Sources:
+        """Evidence in and out of this store: ``export_snapshot`` (and imports)."""
+        return Sources(self.aio.sources(), self._portal)
+
     def report(
         self,
         experiment_id: str,
@@ -269,6 +382,75 @@ class EnvironmentHarness:
         return self._blocking(
             self.aio.report, experiment_id, confidence=confidence, resamples=resamples
         )
+
+
+class _Stopper:
+    """Cancels a background session's task, whether or not it has begun."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.scope: anyio.CancelScope | None = None
+
+    def stop(self) -> None:
+        self.requested = True
+        if self.scope is not None:
+            self.scope.cancel()
+
+
+class RunningSession:
+    """A standalone session running in the background, from :meth:`EnvironmentHarness.start`."""
+
+    def __init__(
+        self,
+        harness: EnvironmentHarness,
+        plan: SessionPlan,
+        portal: BlockingPortal,
+        future: concurrent.futures.Future[Session | None],
+        stopper: _Stopper,
+        stack: ExitStack,
+    ) -> None:
+        self.id = plan.session_id
+        self._pause = plan.pause
+        self._harness = harness
+        self._portal = portal
+        self._future = future
+        self._stopper = stopper
+        self._stack = stack
+
+    def wait(self, timeout: float | None = None) -> Session:
+        """How the session ended (``TimeoutError`` if ``timeout`` passes first)."""
+        try:
+            result = self._future.result(timeout)
+        except KeyboardInterrupt:
+            self.stop()
+            raise
+        except TimeoutError:
+            raise
+        except BaseException:
+            self._stack.close()
+            raise
+        self._stack.close()
+        if result is not None:
+            return result
+        # Stopped: the evidence says how it ended (if it had begun at all).
+        store = self._harness.store
+        for info in self._harness.sessions():
+            if info.id == self.id:
+                status = cast(Status, info.status)
+                return Session(info.id, status, info.turns_completed, store, info.reason)
+        return Session(self.id, "stopped", 0, store, "stopped before it started; nothing recorded")
+
+    def pause(self) -> Session:
+        """Pause at the next turn boundary and wait until it has: the ``paused`` session."""
+        if self._pause is not None:
+            self._pause.request()  # only sets a flag: safe from this thread
+        return self.wait()
+
+    def stop(self) -> Session:
+        """Cancel the session now; it records ``stopped`` with everything committed."""
+        if not self._future.done():
+            self._portal.call(self._stopper.stop)
+        return self.wait()
 
 
 def _session_id(session: Session | str) -> str:

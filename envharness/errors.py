@@ -17,6 +17,7 @@ CLI edge) can catch one class and print a message that names what was wrong and 
     │   ├── ProtocolViolationError    it sent what the protocol forbids; bytes kept
     │   ├── AgentReportedError        it answered with an ``error`` message
     │   └── ChannelUsageError         the host used a channel out of order (a bug)
+    ├── ProviderError             a model call failed for good, after retries (envharness.llm)
     └── ServiceError              the local service answered 4xx/5xx (envharness.client)
 
 Failures *inside* a session (an agent that raises, times out or returns garbage) are not raised

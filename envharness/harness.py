@@ -5,20 +5,28 @@ Its blocking twin, :class:`~envharness.blocking.EnvironmentHarness`, is a portal
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import (
+    AbstractAsyncContextManager,
+    AsyncExitStack,
+    aclosing,
+    asynccontextmanager,
+)
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
+import anyio
 import msgspec
 
 from envharness.agent import Agent, AgentFactory, implementation_of
 from envharness.environment import Environment, EnvironmentSpec
 from envharness.errors import ChainConflictError, ConfigurationError
 from envharness.experiments import AsyncExperiment
+from envharness.hooks import HarnessHooks
 from envharness.operations import EnvironmentOperation, operation_ref
 from envharness.records import ErrorInfo, ExperimentConfig, Record, Status, new_id
 from envharness.runtime import ProgressCallback, SessionPlan, SessionResult, SessionRunner
@@ -34,6 +42,7 @@ from envharness.runtime.experiment import (
     ExperimentResumption,
     ExperimentRunner,
 )
+from envharness.runtime.hooking import DEFAULT_HOOK_BUDGET, DEFAULT_MAX_BLOCKS, check_hooks
 from envharness.runtime.resume import (
     CONTINUABLE,
     RESUMABLE,
@@ -43,6 +52,7 @@ from envharness.runtime.resume import (
     restore_state,
     scenario_input,
 )
+from envharness.runtime.session import PauseRequest
 from envharness.scenario import Scenario, validate_input
 from envharness.scoring import (
     DEFAULT_CONFIDENCE,
@@ -50,6 +60,7 @@ from envharness.scoring import (
     ExperimentReport,
     experiment_report,
 )
+from envharness.sources import AsyncSources, call_blocking
 from envharness.store import (
     Lineage,
     RecordFilter,
@@ -58,6 +69,22 @@ from envharness.store import (
     VerifyReport,
     open_store,
     read_store,
+)
+from envharness.trajectories import (
+    Dataset,
+    DatasetRow,
+    Entitlement,
+    Snapshot,
+    SnapshotMetadata,
+    Trainer,
+    Trajectory,
+    create_dataset,
+    dataset_rows,
+    freeze,
+    list_datasets,
+    list_snapshots,
+    load_dataset,
+    project,
 )
 
 __all__ = [
@@ -94,6 +121,20 @@ class Session:
             result.id, result.status, result.turns_completed, store, result.reason, result.error
         )
 
+    def trajectory(self) -> Trajectory:
+        """The session's trajectory now: a digest-bound projection of its journal (blocking;
+        in async code, ``await harness.trajectory(session.id)``)."""
+        return call_blocking(lambda: _trajectory(self.store, self.id))
+
+    def snapshot(
+        self, *, label: str = "", entitlement: Entitlement | str | None = None
+    ) -> Snapshot:
+        """Freeze this session's trajectory as a content-addressed snapshot (blocking; in
+        async code, ``await harness.snapshot([session.id])``)."""
+        return call_blocking(
+            lambda: _snapshot(self.store, [self.id], label=label, entitlement=entitlement)
+        )
+
 
 class AsyncEnvironmentHarness:
     """Runs sessions of one environment with one roster, recording into one store.
@@ -111,11 +152,13 @@ class AsyncEnvironmentHarness:
         agents: Mapping[str, AgentFactory],
         roles: Mapping[str, str] | None = None,
         action_timeout: float | None = DEFAULT_ACTION_TIMEOUT,
-        harness_version: str | None = None,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         operations: Sequence[EnvironmentOperation] = (),
         runner: type[SessionRunner] = SessionRunner,
         checkpoint_every: int | None = None,
+        hooks: HarnessHooks | None = None,
+        hook_budget: float | None = DEFAULT_HOOK_BUDGET,
+        max_blocks: int = DEFAULT_MAX_BLOCKS,
     ) -> None:
         self.store = Path(store).expanduser()
         self._environment_factory = _check_factory(environment, "environment")
@@ -134,7 +177,15 @@ class AsyncEnvironmentHarness:
                 f"action_timeout must be positive seconds or None, not {action_timeout}"
             )
         self._action_timeout = action_timeout
-        self._harness_version = harness_version
+        # The hooks' version is the sessions' harness version: evidence names the patch that ran.
+        self._hooks = check_hooks(hooks) if hooks is not None else None
+        if hook_budget is not None and hook_budget <= 0:
+            raise ConfigurationError(
+                f"hook_budget must be positive seconds or None, not {hook_budget}"
+            )
+        self._hook_budget = hook_budget
+        _check_count("max_blocks", max_blocks)
+        self._max_blocks = max_blocks
         _check_count("max_concurrency", max_concurrency)
         self._max_concurrency = max_concurrency
         self._operations = _operations(operations)
@@ -146,6 +197,8 @@ class AsyncEnvironmentHarness:
         self._checkpoint_every = checkpoint_every
         self._open: Store | None = None
         self._exit_stack: AsyncExitStack | None = None
+        self._pauses: dict[str, PauseRequest] = {}
+        """Sessions this harness is running, by id: what ``pause`` can reach."""
 
     async def __aenter__(self) -> Self:
         """Keep the store (and its one writer) open across runs: concurrent sessions then
@@ -162,6 +215,27 @@ class AsyncEnvironmentHarness:
         if stack is not None:
             await stack.aclose()
 
+    @property
+    def is_open(self) -> bool:
+        """Whether ``async with`` holds the store open (runs then share its one writer)."""
+        return self._open is not None
+
+    @property
+    def hooks(self) -> HarnessHooks | None:
+        """The hooks every run uses unless it is given others (``None``: no hooks)."""
+        return self._hooks
+
+    def writable_store(self) -> AbstractAsyncContextManager[Store]:
+        """The store this harness writes to: the open one (``async with harness``), or opened
+        for the block. Whatever records beside the harness's runs (the optimizer's own chain)
+        shares its one writer this way."""
+        return self._writable_store()
+
+    def new_environment(self) -> Environment[Any, Any]:
+        """A fresh environment, made and checked as each session's is (the optimizer reads an
+        environment's ``spec``, ``score``, ``hook_view`` and ``hook_forbidden_terms``)."""
+        return self._make_environment()
+
     @asynccontextmanager
     async def _writable_store(self) -> AsyncIterator[Store]:
         if self._open is not None:
@@ -177,17 +251,52 @@ class AsyncEnvironmentHarness:
         turns: int,
         seed: int = 0,
         progress: ProgressCallback | None = None,
+        hooks: HarnessHooks | None = None,
     ) -> Session:
         """Run one standalone session to its end and return how it ended.
 
         Agent and environment failures end the session ``failed`` (see ``Session.reason``);
         they are not raised. Bad arguments raise :class:`ConfigurationError` before anything
-        is recorded.
+        is recorded. ``hooks`` (default: the harness's) wrap the participants' policies
+        (docs/hooks.md).
         """
-        plan = self._plan(scenario, turns=turns, seed=seed)
-        async with self._writable_store() as store:
+        plan = self._plan(scenario, turns=turns, seed=seed, hooks=hooks)
+        return await self._run_plan(plan, progress)
+
+    async def _run_plan(self, plan: SessionPlan, progress: ProgressCallback | None) -> Session:
+        pausable = self._pausable(plan.session_id, plan.pause)
+        async with self._writable_store() as store, pausable as pause:
+            plan = dataclasses.replace(plan, pause=pause)
             result = await self._runner_class(store, plan, progress).run()
         return Session.of(result, self.store)
+
+    def pause(self, session_id: str) -> None:
+        """Ask a session this harness is running (``run``, ``resume``, ``continue_``) to pause
+        at its next turn boundary: it finishes the turn it is playing, checkpoints what its
+        agents and hooks know, and ends ``paused``; ``resume`` goes on from there.
+
+        Callable from any thread (it only sets a flag); the call that runs the session returns
+        the paused :class:`Session`. To pause an experiment, ``experiment.pause()``.
+        """
+        found = [request for sid, request in self._pauses.items() if sid.startswith(session_id)]
+        if not session_id or len(found) != 1:
+            running = ", ".join(sorted(self._pauses)) or "none"
+            raise ConfigurationError(
+                f"session {session_id!r} is not running in this harness, so it cannot be "
+                f"paused here (running: {running})"
+            )
+        found[0].request()
+
+    @asynccontextmanager
+    async def _pausable(
+        self, session_id: str, request: PauseRequest | None = None
+    ) -> AsyncIterator[PauseRequest]:
+        request = self._pauses[session_id] = request or PauseRequest()
+        try:
+            yield request
+        finally:
+            if self._pauses.get(session_id) is request:
+                del self._pauses[session_id]
 
     async def resume(
         self,
@@ -195,6 +304,7 @@ class AsyncEnvironmentHarness:
         *,
         declare_changes: str | None = None,
         progress: ProgressCallback | None = None,
+        hooks: HarnessHooks | None = None,
     ) -> Session:
         """Continue an interrupted, stopped or paused session after its last complete turn.
 
@@ -204,7 +314,7 @@ class AsyncEnvironmentHarness:
         ``declare_changes`` says why, which is then recorded with the segment.
         """
         async with self._writable_store() as store:
-            result = await self._resume_in(store, session_id, declare_changes, progress)
+            result = await self._resume_in(store, session_id, declare_changes, progress, hooks)
         return Session.of(result, self.store)
 
     async def resume_experiment(
@@ -213,10 +323,29 @@ class AsyncEnvironmentHarness:
         *,
         declare_changes: str | None = None,
         progress: ProgressCallback | None = None,
+        hooks: HarnessHooks | None = None,
     ) -> ExperimentResult:
-        """Finish an interrupted or stopped experiment: completed and failed sessions are kept,
-        interrupted and stopped ones resume, and those that never started start — each with
-        the seed derived for it, so the evidence ends as if nothing had happened."""
+        """Finish an interrupted, stopped or paused experiment: completed and failed sessions
+        are kept, interrupted, stopped and paused ones resume, and those that never started
+        start — each with the seed derived for it, so the evidence ends as if nothing had
+        happened."""
+        return await self._resume_experiment(
+            experiment_id,
+            declare_changes=declare_changes,
+            progress=progress,
+            hooks=hooks,
+            pause=PauseRequest(),
+        )
+
+    async def _resume_experiment(
+        self,
+        experiment_id: str,
+        *,
+        declare_changes: str | None,
+        progress: ProgressCallback | None,
+        hooks: HarnessHooks | None,
+        pause: PauseRequest,
+    ) -> ExperimentResult:
         async with self._writable_store() as store:
             recorded = await read_experiment(store, experiment_id)
             if recorded.status not in RESUMABLE:
@@ -225,7 +354,10 @@ class AsyncEnvironmentHarness:
                 )
             config = recorded.config
             current = self._plan(
-                Scenario(id="check", input=config.scenarios[0].input), turns=1, seed=0
+                Scenario(id="check", input=config.scenarios[0].input),
+                turns=1,
+                seed=0,
+                hooks=hooks,
             ).config()
             changes = differences(config, current)
             if changes and not declare_changes:
@@ -252,10 +384,21 @@ class AsyncEnvironmentHarness:
                     seed=seed,
                     experiment_id=experiment_id,
                     trial=trial,
+                    hooks=hooks,
                 )
 
-            async def resume_session(session_id: str) -> SessionResult:
-                return await self._resume_in(store, session_id, declare_changes, progress)
+            async def resume_session(
+                session_id: str, settling: Callable[[], None]
+            ) -> SessionResult:
+                return await self._resume_in(
+                    store,
+                    session_id,
+                    declare_changes,
+                    progress,
+                    hooks,
+                    pause=pause,
+                    settling=settling,
+                )
 
             resumption = ExperimentResumption(
                 head_seq=recorded.head_seq,
@@ -272,6 +415,7 @@ class AsyncEnvironmentHarness:
                 progress,
                 resumption,
                 self._runner_class,
+                pause,
             )
             return await runner.run()
 
@@ -302,13 +446,14 @@ class AsyncEnvironmentHarness:
         turns: int,
         declare_changes: str | None = None,
         progress: ProgressCallback | None = None,
+        hooks: HarnessHooks | None = None,
     ) -> Session:
         """Run ``turns`` more turns of a completed, paused (e.g. branched), stopped or
         interrupted session, in a new segment."""
         _check_count("turns", turns)
         async with self._writable_store() as store:
             result = await self._resume_in(
-                store, session_id, declare_changes, progress, more_turns=turns
+                store, session_id, declare_changes, progress, hooks, more_turns=turns
             )
         return Session.of(result, self.store)
 
@@ -329,8 +474,11 @@ class AsyncEnvironmentHarness:
         session_id: str,
         declare_changes: str | None,
         progress: ProgressCallback | None,
+        hooks: HarnessHooks | None = None,
         *,
         more_turns: int | None = None,
+        pause: PauseRequest | None = None,
+        settling: Callable[[], None] | None = None,
     ) -> SessionResult:
         allowed = RESUMABLE if more_turns is None else CONTINUABLE
         point = await find_resume_point(store, session_id, allowed)
@@ -354,9 +502,11 @@ class AsyncEnvironmentHarness:
             action_timeout=self._action_timeout,
             experiment_id=config.experiment_id,
             trial=config.trial,
-            harness_version=self._harness_version,
             operations=self._operations,
             checkpoint_every=self._checkpoint_every,
+            hooks=self._hooks_for(hooks),
+            hook_budget=self._hook_budget,
+            max_blocks=self._max_blocks,
         )
         changes = differences(config, plan.config())
         if changes and not declare_changes:
@@ -369,9 +519,13 @@ class AsyncEnvironmentHarness:
         state = restore_state(await store.blob(point.state_digest), environment.spec.state_type)
         until = plan.turns if (more_turns is not None or point.until) else None
         resumption = point.resumption(state, declared, until)
-        runner = self._runner_class(store, plan, progress, resumption)
         try:
-            return await runner.run()
+            if pause is not None:
+                plan = dataclasses.replace(plan, pause=pause, settling=settling)
+                return await self._runner_class(store, plan, progress, resumption).run()
+            async with self._pausable(plan.session_id) as own:
+                plan = dataclasses.replace(plan, pause=own)
+                return await self._runner_class(store, plan, progress, resumption).run()
         except ChainConflictError as exc:
             raise ConfigurationError(
                 f"session {plan.session_id} is being resumed by another process; "
@@ -381,6 +535,63 @@ class AsyncEnvironmentHarness:
     async def sessions(self, *, status: str | None = None) -> list[SessionInfo]:
         store = await read_store(self.store)
         return await store.sessions(status=status)
+
+    # -- trajectories, snapshots, datasets (docs/trajectories.md) --------------------------------
+
+    async def trajectory(self, session_id: str) -> Trajectory:
+        """The session's trajectory (``session_id`` may be a unique prefix, or an imported
+        ``SOURCE:EPISODE``), up to its head now."""
+        return await _trajectory(self.store, session_id)
+
+    async def snapshot(
+        self,
+        session_ids: Sequence[str],
+        *,
+        label: str = "",
+        entitlement: Entitlement | str | None = None,
+    ) -> Snapshot:
+        """Freeze these sessions' trajectories as one content-addressed snapshot (the same
+        selection again gets the same id). ``entitlement`` (or its basis as text) declares the
+        snapshot's trajectories may train models; datasets require it."""
+        return await _snapshot(self.store, session_ids, label=label, entitlement=entitlement)
+
+    async def snapshots(self) -> list[SnapshotMetadata]:
+        return await list_snapshots(await read_store(self.store))
+
+    async def create_dataset(
+        self, name: str, snapshot_ids: Sequence[str], *, reward: str | None = None
+    ) -> Dataset:
+        """An immutable dataset of these snapshots; refused, naming every trajectory and the
+        condition it misses, unless all are complete, terminal, entitled and rewarded."""
+        return await create_dataset(await read_store(self.store), name, snapshot_ids, reward=reward)
+
+    async def dataset(self, name: str) -> Dataset:
+        return await load_dataset(await read_store(self.store), name)
+
+    async def datasets(self) -> list[Dataset]:
+        return await list_datasets(await read_store(self.store))
+
+    async def dataset_rows(self, name: str) -> AsyncIterator[DatasetRow]:
+        """The dataset's rows (TRL's conversational format), checked against their digests."""
+        store = await read_store(self.store)
+        async with aclosing(dataset_rows(store, name)) as rows:
+            async for row in rows:
+                yield row
+
+    async def train(self, name: str, trainer: Trainer) -> Any:
+        """Call ``trainer.train(rows, dataset)`` in a worker thread, here, in this process;
+        the service never runs a trainer."""
+        if not isinstance(trainer, Trainer):
+            raise ConfigurationError(
+                f"trainer {type(trainer).__name__} has no train(rows, dataset) method"
+            )
+        dataset = await self.dataset(name)
+        rows = [row async for row in self.dataset_rows(dataset.name)]
+        return await anyio.to_thread.run_sync(trainer.train, rows, dataset)
+
+    def sources(self) -> AsyncSources:
+        """Evidence in and out of this store: ``export_snapshot`` (and imports)."""
+        return AsyncSources(self.store)
 
     async def records(
         self, session_id: str, selection: RecordFilter | None = None
@@ -421,12 +632,14 @@ class AsyncEnvironmentHarness:
         trials: int = 1,
         seed: int = 0,
         max_concurrency: int | None = None,
+        hooks: HarnessHooks | None = None,
     ) -> AsyncExperiment:
         """Expand ``scenarios`` x ``trials`` into sessions under one frozen configuration.
 
         Everything is validated now — scenario inputs, unique ids, counts — so a mistake is a
         :class:`ConfigurationError` before anything is recorded. Nothing runs until
-        :meth:`AsyncExperiment.run`.
+        :meth:`AsyncExperiment.run`. ``hooks`` (default: the harness's) wrap every session's
+        participants; their version is the experiment's harness version.
         """
         if not isinstance(name, str) or not name.strip():
             raise ConfigurationError("an experiment needs a name, e.g. 'baseline sweep'")
@@ -454,7 +667,7 @@ class AsyncEnvironmentHarness:
             raise ConfigurationError(f"seed must be an integer, not {seed!r}")
         experiment_id = new_id("exp")
         inputs = {s.id: self._plan(s, turns=turns, seed=seed).input for s in scenarios}
-        sample = self._plan(scenarios[0], turns=turns, seed=seed).config()
+        sample = self._plan(scenarios[0], turns=turns, seed=seed, hooks=hooks).config()
         config = ExperimentConfig(
             name=name,
             scenarios=tuple(s.reference_record(inputs[s.id]) for s in scenarios),
@@ -473,7 +686,17 @@ class AsyncEnvironmentHarness:
 
         def plan_session(scenario: Scenario[Any], trial: int, session_seed: int) -> SessionPlan:
             return self._plan(
-                scenario, turns=turns, seed=session_seed, experiment_id=experiment_id, trial=trial
+                scenario,
+                turns=turns,
+                seed=session_seed,
+                experiment_id=experiment_id,
+                trial=trial,
+                hooks=hooks,
+            )
+
+        async def resume(pause: PauseRequest) -> ExperimentResult:
+            return await self._resume_experiment(
+                experiment_id, declare_changes=None, progress=None, hooks=hooks, pause=pause
             )
 
         return AsyncExperiment(
@@ -482,7 +705,7 @@ class AsyncEnvironmentHarness:
             tuple(scenarios),
             plan_session,
             self._writable_store,
-            lambda: self.resume_experiment(experiment_id),
+            resume,
             self._runner_class,
         )
 
@@ -494,6 +717,7 @@ class AsyncEnvironmentHarness:
         seed: int,
         experiment_id: str | None = None,
         trial: int | None = None,
+        hooks: HarnessHooks | None = None,
     ) -> SessionPlan:
         if not isinstance(scenario, Scenario):
             raise ConfigurationError(
@@ -517,12 +741,18 @@ class AsyncEnvironmentHarness:
             turns=turns,
             seed=seed,
             action_timeout=self._action_timeout,
-            harness_version=self._harness_version,
             experiment_id=experiment_id,
             trial=trial,
             operations=self._operations,
             checkpoint_every=self._checkpoint_every,
+            hooks=self._hooks_for(hooks),
+            hook_budget=self._hook_budget,
+            max_blocks=self._max_blocks,
         )
+
+    def _hooks_for(self, hooks: HarnessHooks | None) -> HarnessHooks | None:
+        """The hooks a call asked for, else the harness's own (``None``: no hooks)."""
+        return check_hooks(hooks) if hooks is not None else self._hooks
 
     def _make_environment(self) -> Environment[Any, Any]:
         environment: Environment[Any, Any] = _create(self._environment_factory, "environment")
@@ -548,6 +778,27 @@ class AsyncEnvironmentHarness:
         agent: Agent = _create(factory, f"agent {participant!r}")
         implementation_of(agent, participant)
         return agent
+
+
+async def _trajectory(path: Path, trajectory_id: str) -> Trajectory:
+    return await project(await read_store(path), trajectory_id)
+
+
+async def _snapshot(
+    path: Path,
+    session_ids: Sequence[str],
+    *,
+    label: str,
+    entitlement: Entitlement | str | None,
+) -> Snapshot:
+    if isinstance(session_ids, str):
+        raise ConfigurationError(
+            f"session_ids must be a list of session ids, e.g. [{session_ids!r}]"
+        )
+    if isinstance(entitlement, str):
+        entitlement = Entitlement(basis=entitlement)
+    store = await read_store(path)
+    return await freeze(store, session_ids, label=label, entitlement=entitlement)
 
 
 def _check_factory(factory: Any, what: str) -> Any:

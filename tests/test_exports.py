@@ -5,8 +5,18 @@ from __future__ import annotations
 import envharness
 
 DOCUMENTED = {
+    "AddHint",
     "Agent",
     "AgentContext",
+    "Allow",
+    "BlockAndPrompt",
+    "HarnessHooks",
+    "HookContext",
+    "HookFailure",
+    "HookView",
+    "Hooks",
+    "Rewrite",
+    "StepSummary",
     "AgentReply",
     "AsyncEnvironmentHarness",
     "AsyncExperiment",
@@ -43,6 +53,17 @@ DOCUMENTED = {
     "TurnDifference",
     "VerifyReport",
     "__version__",
+    # trajectories, snapshots, datasets (docs/trajectories.md)
+    "AdmissionError",
+    "AsyncSources",
+    "Dataset",
+    "DatasetRow",
+    "Entitlement",
+    "EvidenceMismatchError",
+    "Snapshot",
+    "Sources",
+    "Trainer",
+    "Trajectory",
 }
 
 

@@ -25,7 +25,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("trajectories",),
     ("optimizer",),
     ("llm",),
-    ("harness", "blocking", "experiments", "manifest", "manifest_keys", "advanced"),
+    ("demos",),  # below the optimizer: nothing it learns can come from knowing them
+    ("harness", "blocking", "experiments", "manifest", "manifest_keys", "advanced", "sources"),
     ("service", "client"),
     ("cli",),
     ("__init__",),

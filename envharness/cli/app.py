@@ -39,6 +39,7 @@ from envharness.cli.loading import (
     parse_pair,
 )
 from envharness.cli.manifest_run import is_manifest, run_manifest
+from envharness.cli.optimize import register_optimizer_commands
 from envharness.cli.protocol import protocol_app
 from envharness.cli.quickstart import write_quickstart
 from envharness.cli.render import (
@@ -51,6 +52,8 @@ from envharness.cli.render import (
     verify_lines,
 )
 from envharness.cli.serve import register_service_commands
+from envharness.cli.sources import register_source_commands
+from envharness.cli.trajectories import export_snapshot_command, register_trajectory_commands
 from envharness.errors import ScenarioInputError
 from envharness.harness import DEFAULT_ACTION_TIMEOUT, AsyncEnvironmentHarness
 from envharness.manifest import load_manifest
@@ -126,6 +129,9 @@ def _store(ctx: typer.Context) -> Path:
 
 register_service_commands(app, _store)  # serve, token (envharness/cli/serve.py)
 register_experiment_commands(app, _store)  # experiments (envharness/cli/experiments.py)
+register_trajectory_commands(app, _store)  # trajectories, snapshot, dataset (cli/trajectories.py)
+register_source_commands(app, _store)  # import, sources (envharness/cli/sources.py)
+register_optimizer_commands(app, _store)  # selftest, optimize, harness (cli/optimize.py)
 
 
 # -- writing -----------------------------------------------------------------------------------
@@ -453,14 +459,31 @@ def verify(ctx: typer.Context) -> None:
 def export(
     ctx: typer.Context,
     session: Annotated[
-        str, typer.Argument(metavar="SESSION", help="A session id, or a unique prefix of one.")
+        str,
+        typer.Argument(
+            metavar="SESSION | snapshot ID",
+            help="A session id (or a unique prefix of one); or the word snapshot and a "
+            "snapshot id.",
+        ),
     ],
+    snapshot_id: Annotated[str | None, typer.Argument(metavar="", show_default=False)] = None,
 ) -> None:
-    """Stream a session's records to stdout as JSON lines.
+    """Stream a session's records, or a snapshot (`export snapshot ID`), to stdout as JSON lines.
 
-    Each line is one record with its payload exactly as digested, and its prev and digest.
+    Each record line holds its payload exactly as digested, and its prev and digest. A
+    snapshot is checked first and refused, naming the record, if its evidence was altered
+    (docs/trajectories.md).
     """
     store = _store(ctx)
+    if session == "snapshot":
+        if snapshot_id is None:
+            raise CliError("export snapshot needs the snapshot's id: envharness export snapshot ID")
+        export_snapshot_command(store, snapshot_id)
+        return
+    if snapshot_id is not None:
+        raise CliError(
+            f"export takes one SESSION (or `snapshot ID`), not {session!r} {snapshot_id!r}"
+        )
     out = typer.get_binary_stream("stdout")
 
     async def stream() -> None:
