@@ -16,7 +16,8 @@ import msgspec
 
 from envharness.errors import ConfigurationError
 from envharness.records import RecordRow
-from envharness.store.schema import DATABASE_NAME, translate_sqlite_error, unwritable_store
+from envharness.store.connections import database_uri, open_reader, release_reader, take_reader
+from envharness.store.schema import translate_sqlite_error
 
 __all__ = [
     "AMONG",
@@ -189,36 +190,6 @@ class RecordFilter(msgspec.Struct, frozen=True, kw_only=True):
             )
 
 
-def open_reader(directory: Path) -> sqlite3.Connection:
-    """A read-only connection; reads never take the write lock.
-
-    Raises :class:`StoreError` when the database cannot be opened.
-    """
-    try:
-        connection = sqlite3.connect(
-            database_uri(directory), uri=True, isolation_level=None, check_same_thread=False
-        )
-    except sqlite3.Error as exc:
-        raise unwritable_store(directory) or translate_sqlite_error(exc, directory) from exc
-    try:
-        connection.execute("PRAGMA query_only=ON")
-    except BaseException as exc:
-        connection.close()
-        if isinstance(exc, sqlite3.Error):
-            raise translate_sqlite_error(exc, directory) from exc
-        raise
-    return connection
-
-
-def database_uri(directory: Path) -> str:
-    """The read-only SQLite URI of the store's database.
-
-    ``as_uri`` percent-encodes the path, so a directory named with ``?``, ``#`` or ``%`` names
-    that directory instead of starting the URI's query or fragment (or being decoded).
-    """
-    return f"{(directory / DATABASE_NAME).resolve().as_uri()}?mode=ro"
-
-
 def session_info(row: Sequence[object]) -> SessionInfo:
     return msgspec.convert(dict(zip(_FIELDS, row, strict=True)), SessionInfo)
 
@@ -245,7 +216,8 @@ async def iterate_rows(
         "SELECT session_id, seq, kind, turn, participant, at, payload, prev, digest FROM records"
         f" WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT ?"
     )
-    connection = await anyio.to_thread.run_sync(open_reader, directory)
+    key, connection = await anyio.to_thread.run_sync(take_reader, directory)
+    finished = False
     try:
         after = selection.after
         remaining = selection.limit
@@ -259,13 +231,17 @@ async def iterate_rows(
             for row in page:
                 yield row
             if len(page) < size:
+                finished = True
                 return
             after = page[-1].seq
             if remaining is not None:
                 remaining -= len(page)
     finally:
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(connection.close)
+        if finished:  # an abandoned or failed read's connection is closed, never handed on
+            release_reader(key, connection)
+        else:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(connection.close)
 
 
 def _fetch(

@@ -20,11 +20,9 @@ from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-import anyio
-
 from envharness.errors import ConfigurationError, NotFoundError, StoreError
-from envharness.store.reader import PAGE_SIZE, open_reader
-from envharness.store.schema import connect, translate_sqlite_error
+from envharness.store.connections import read_in_thread, write_in_thread
+from envharness.store.reader import PAGE_SIZE
 
 __all__ = [
     "DATASET_PREFIX",
@@ -259,38 +257,10 @@ class SnapshotStore:
     # -- connections ---------------------------------------------------------------------------
 
     async def _read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        def run() -> _T:
-            connection = open_reader(self.directory)
-            try:
-                return work(connection)
-            except sqlite3.Error as exc:
-                raise translate_sqlite_error(exc, self.directory) from exc
-            finally:
-                connection.close()
-
-        return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+        return await read_in_thread(self.directory, work)
 
     async def _write(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        """One ``BEGIN IMMEDIATE`` transaction on a connection of its own (it waits for the
-        journal's lock like any other writer)."""
-
-        def run() -> _T:
-            connection = connect(self.directory, create=False)
-            try:
-                connection.execute("BEGIN IMMEDIATE")
-                result = work(connection)
-                connection.execute("COMMIT")
-                return result
-            except BaseException as exc:
-                if connection.in_transaction:
-                    connection.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.Error):
-                    raise translate_sqlite_error(exc, self.directory) from exc
-                raise
-            finally:
-                connection.close()
-
-        return await anyio.to_thread.run_sync(run)
+        return await write_in_thread(self.directory, work)
 
 
 def _bytes(value: object) -> bytes:

@@ -38,7 +38,7 @@ import msgspec
 
 from envharness.errors import ConfigurationError, EnvharnessError, NotFoundError, StoreError
 from envharness.records import canonical, new_id, utc_now_text
-from envharness.store.reader import open_reader
+from envharness.store.connections import read_in_thread
 from envharness.store.schema import connect, translate_sqlite_error
 
 __all__ = [
@@ -528,16 +528,7 @@ class SourceStore:
             await anyio.to_thread.run_sync(opened.close)
             self._ready = True
 
-        def run() -> _T:
-            connection = open_reader(self.directory)
-            try:
-                return work(connection)
-            except sqlite3.Error as exc:
-                raise translate_sqlite_error(exc, self.directory) from exc
-            finally:
-                connection.close()
-
-        return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+        return await read_in_thread(self.directory, work)
 
 
 def _apply(

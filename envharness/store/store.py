@@ -28,6 +28,7 @@ import msgspec
 from envharness.errors import NotFoundError, StoreError
 from envharness.records import Record, RecordRow, RunnerRef, decode_record
 from envharness.store.artifacts import ArtifactFiles
+from envharness.store.connections import read_in_thread
 from envharness.store.journal import Journal, Pending
 from envharness.store.lineage import Lineage, lineage_of
 from envharness.store.optimizer_index import (
@@ -53,11 +54,10 @@ from envharness.store.reader import (
     experiment_member,
     experiment_rows_query,
     iterate_rows,
-    open_reader,
     session_info,
 )
 from envharness.store.recovery import recover
-from envharness.store.schema import connect, translate_sqlite_error
+from envharness.store.schema import connect
 from envharness.store.verify import VerifyReport, verify_store
 
 __all__ = ["Store", "open_store", "read_store"]
@@ -293,19 +293,7 @@ class Store:
         return await self._read(lambda c: verify_store(c, self.artifacts, on_session))
 
     async def _read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        def run() -> _T:
-            connection: sqlite3.Connection | None = None
-            try:
-                connection = open_reader(self.directory)
-                return work(connection)
-            except sqlite3.Error as exc:
-                raise translate_sqlite_error(exc, self.directory) from exc
-            finally:
-                if connection is not None:
-                    connection.close()
-
-        # Reads change nothing, so a cancelled caller need not wait for the thread to finish.
-        return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+        return await read_in_thread(self.directory, work)
 
 
 @asynccontextmanager

@@ -20,13 +20,11 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Literal, TypeVar, get_args
 
-import anyio
 import msgspec
 
 from envharness.errors import ConfigurationError, NotFoundError
 from envharness.records import new_id, utc_now_text
-from envharness.store.reader import open_reader
-from envharness.store.schema import connect, translate_sqlite_error
+from envharness.store.connections import read_in_thread, write_in_thread
 
 __all__ = ["ROLES", "TOKEN_PREFIX", "IssuedToken", "Role", "TokenInfo", "TokenStore"]
 
@@ -205,37 +203,10 @@ class TokenStore:
     # -- connections ---------------------------------------------------------------------------
 
     async def _read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        def run() -> _T:
-            connection = open_reader(self.directory)
-            try:
-                return work(connection)
-            except sqlite3.Error as exc:
-                raise translate_sqlite_error(exc, self.directory) from exc
-            finally:
-                connection.close()
-
-        return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+        return await read_in_thread(self.directory, work)
 
     async def _write(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        """One ``BEGIN IMMEDIATE`` transaction on a connection of its own: token changes are
-        rare and small, so they wait for the journal's lock like any other writer."""
-
-        def run() -> _T:
-            connection = connect(self.directory, create=False)
-            try:
-                connection.execute("BEGIN IMMEDIATE")
-                result = work(connection)
-                connection.execute("COMMIT")
-                return result
-            except sqlite3.Error as exc:
-                if connection.in_transaction:
-                    connection.execute("ROLLBACK")
-                raise translate_sqlite_error(exc, self.directory) from exc
-            finally:
-                connection.close()
-
-        # A write is not abandoned on cancel: the caller learns whether it happened.
-        return await anyio.to_thread.run_sync(run)
+        return await write_in_thread(self.directory, work)
 
 
 def _check_role(role: str) -> Role:

@@ -13,7 +13,7 @@ import pytest
 
 from envharness.errors import NotFoundError, StoreError
 from envharness.records import RecordRow, SessionChain, decode_record
-from envharness.store import RecordFilter, Store, open_store
+from envharness.store import RecordFilter, Store, connections, open_store
 from envharness.store import reader as reader_module
 from envharness.store.reader import iterate_rows
 from envharness.store.schema import DATABASE_NAME
@@ -164,13 +164,14 @@ async def test_abandoning_a_read_closes_its_connection(
     store_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     opened: list[sqlite3.Connection] = []
-    open_reader = reader_module.open_reader
+    open_reader = connections.open_reader
 
     def tracking(directory: Path) -> sqlite3.Connection:
         opened.append(open_reader(directory))
         return opened[-1]
 
-    monkeypatch.setattr(reader_module, "open_reader", tracking)
+    connections._close_idle()  # no idle reader to reuse: the read opens its own
+    monkeypatch.setattr(connections, "open_reader", tracking)
     async with open_store(store_path) as store:
         chain, _ = await seed(store, turns=4)
         rows = iterate_rows(store.directory, chain.session_id, RecordFilter(), page_size=2)
