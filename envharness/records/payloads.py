@@ -138,6 +138,10 @@ class SessionConfig(_Part, frozen=True):
     trial: int | None = None
     operations: tuple[OperationRef, ...] = ()
     action_timeout: float | None = None
+    hook_budget: float | None = None
+    """Seconds one hook call may take (only when the session runs hooks)."""
+    max_blocks: int | None = None
+    """Vetoes in a row after which a participant's turn is skipped (only with hooks)."""
 
 
 class ExperimentConfig(_Part, frozen=True):

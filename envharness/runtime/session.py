@@ -183,6 +183,8 @@ class SessionPlan:
             experiment_id=self.experiment_id,
             trial=self.trial,
             action_timeout=self.action_timeout,
+            hook_budget=self.hook_budget if self.hooks is not None else None,
+            max_blocks=self.max_blocks if self.hooks is not None else None,
             operations=tuple(operation_ref(o) for o in self.operations.values()),
         )
 

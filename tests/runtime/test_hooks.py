@@ -158,6 +158,7 @@ async def test_without_hooks_nothing_changes(store_path: Path) -> None:
     created = records[0].payload
     assert isinstance(created, SessionCreated)
     assert created.config.harness_version is None
+    assert (created.config.hook_budget, created.config.max_blocks) == (None, None)
     assert not [r for r in records if r.kind in ("hook", "hint")]
     assert turn_kinds(records, 1) == [
         "observation",
@@ -174,6 +175,7 @@ async def test_the_hooks_version_is_the_sessions_harness_version(store_path: Pat
     created = (await records_of(harness, session.id))[0].payload
     assert isinstance(created, SessionCreated)
     assert created.config.harness_version == "desk-hooks@1"
+    assert (created.config.hook_budget, created.config.max_blocks) == (10.0, 3), "the limits too"
     # A call's hooks override the harness's.
     other = await harness.run(TASK, turns=1, hooks=Hooks("other@2"))
     created = (await records_of(harness, other.id))[0].payload
