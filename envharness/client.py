@@ -18,6 +18,7 @@ match the published schema fails loudly here instead of somewhere downstream.
         detail = await client.trajectory(session_id)      # states, segments, digest check
         async for line in client.export_snapshot(snapshot_id):
             ...                                           # checked first, then streamed
+        version = await client.harness_version("harness-v2")   # code, reruns, reward
 
 Errors the service answers with raise :class:`ServiceError` (status, message, and the bad
 parameter when there is one); a service that cannot be reached raises httpx's own error.
@@ -36,6 +37,13 @@ import msgspec
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from envharness.errors import EnvharnessError
+from envharness.service.harness_schemas import (
+    HarnessDiff,
+    HarnessVersionDetail,
+    HarnessVersionPage,
+    OptimizerRunPage,
+    RunHistory,
+)
 from envharness.service.schemas import (
     ComparisonOut,
     ExperimentDetail,
@@ -451,6 +459,37 @@ class AsyncClient:
         )  # fmt: skip
         return await _decode(response, ImportReceipt)
 
+    # -- harness versions and optimizer runs ----------------------------------------------------
+
+    async def harness_versions(
+        self, *, after: str | None = None, limit: int = 100
+    ) -> HarnessVersionPage:
+        """Accepted harness versions, oldest first, with before/after figures and reward."""
+        return await self._get(
+            "/api/harness/versions", HarnessVersionPage, _params(after=after, limit=limit)
+        )
+
+    async def harness_version(self, version: str) -> HarnessVersionDetail:
+        """One version: ``harness show``'s figures, its code hooks, its run and evidence."""
+        return await self._get(
+            f"/api/harness/versions/{quote(version, safe='')}", HarnessVersionDetail
+        )
+
+    async def harness_diff(self, old: str, new: str) -> HarnessDiff:
+        """A unified diff of two versions' code, as ``envharness harness diff`` prints it."""
+        return await self._get("/api/harness/diff", HarnessDiff, _params(old=old, new=new))
+
+    async def optimizer_runs(
+        self, *, after: str | None = None, limit: int = 100
+    ) -> OptimizerRunPage:
+        return await self._get(
+            "/api/optimizer/runs", OptimizerRunPage, _params(after=after, limit=limit)
+        )
+
+    async def optimizer_run(self, run_id: str) -> RunHistory:
+        """A run read back from its chain: iterations, every candidate's verdict, versions."""
+        return await self._get(f"/api/optimizer/runs/{quote(run_id, safe='')}", RunHistory)
+
     async def _post(self, path: str, body: bytes, kind: type[_T]) -> _T:
         response = await self._http.post(
             path, content=body, headers={"Content-Type": "application/json"}, timeout=None
@@ -624,6 +663,21 @@ class Client:
         self, source: str, lines: bytes | Sequence[bytes], **options: Any
     ) -> ImportReceipt:
         return self._portal.call(lambda: self.aio.import_lines(source, lines, **options))
+
+    def harness_versions(self, **options: Any) -> HarnessVersionPage:
+        return self._portal.call(lambda: self.aio.harness_versions(**options))
+
+    def harness_version(self, version: str) -> HarnessVersionDetail:
+        return self._portal.call(self.aio.harness_version, version)
+
+    def harness_diff(self, old: str, new: str) -> HarnessDiff:
+        return self._portal.call(self.aio.harness_diff, old, new)
+
+    def optimizer_runs(self, **options: Any) -> OptimizerRunPage:
+        return self._portal.call(lambda: self.aio.optimizer_runs(**options))
+
+    def optimizer_run(self, run_id: str) -> RunHistory:
+        return self._portal.call(self.aio.optimizer_run, run_id)
 
     def _iterate(self, make: Callable[[], AsyncGenerator[_T, None]]) -> Iterator[_T]:
         """An async iterator stepped through the portal; closed even when left early."""

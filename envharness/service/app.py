@@ -20,6 +20,8 @@ from envharness.service.compare_pages import COMPARE_PAGES
 from envharness.service.experiment_api import EXPERIMENT_API_ENDPOINTS
 from envharness.service.experiment_pages import EXPERIMENT_PAGES
 from envharness.service.guard import Guard
+from envharness.service.harness_api import HARNESS_API_ENDPOINTS
+from envharness.service.harness_pages import HARNESS_PAGES
 from envharness.service.login import LOGIN_ENDPOINTS
 from envharness.service.openapi import META_ENDPOINTS, openapi_document
 from envharness.service.pages import STORE_PAGES, problem_page
@@ -77,12 +79,14 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     *API_ENDPOINTS,
     *EXPERIMENT_API_ENDPOINTS,
     *TRAJECTORY_API_ENDPOINTS,
+    *HARNESS_API_ENDPOINTS,
     *STORE_PAGES,
     *EXPERIMENT_PAGES,
     *SESSION_PAGES,
     *PROGRESSION_PAGES,
     *TRAJECTORY_PAGES,
     *SNAPSHOT_PAGES,
+    *HARNESS_PAGES,
     *COMPARE_PAGES,
     *LOGIN_ENDPOINTS,
     *META_ENDPOINTS,

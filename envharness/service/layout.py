@@ -1,7 +1,8 @@
 """The frame every viewer page shares: head, global navigation, who is signed in, footer.
 
-Global destinations are data (:data:`DESTINATIONS`): Overview, Experiments, Sessions and
-Trajectories (which also holds snapshots, datasets and sources).
+Global destinations are data (:data:`DESTINATIONS`): Overview, Experiments, Sessions,
+Trajectories (which also holds snapshots, datasets and sources) and Harnesses (the versions the
+optimizer accepted, and its runs).
 """
 
 from __future__ import annotations
@@ -14,15 +15,18 @@ from envharness.service.auth import Principal
 from envharness.service.html import Html, html, join
 from envharness.service.state import Service
 
-__all__ = ["DESTINATIONS", "is_terminal", "page", "status_badge", "when"]
+__all__ = ["DESTINATIONS", "READER_DESTINATIONS", "is_terminal", "page", "status_badge", "when"]
 
 DESTINATIONS: tuple[tuple[str, str, str], ...] = (
     ("overview", "Overview", "/"),
     ("experiments", "Experiments", "/experiments"),
     ("sessions", "Sessions", "/sessions"),
     ("trajectories", "Trajectories", "/trajectories"),
+    ("harnesses", "Harnesses", "/harnesses"),
 )
 """(key, label, path) of each global destination, in navigation order."""
+READER_DESTINATIONS = frozenset({"harnesses"})
+"""Destinations only admin and viewer tokens may open: a participant is not shown them."""
 
 _PAGE = """<!doctype html>
 <html lang="en">
@@ -67,6 +71,7 @@ def page(
             current=Html(' aria-current="page" class="active"') if key == active else Html(""),
         )
         for key, label, path in DESTINATIONS
+        if key not in READER_DESTINATIONS or principal is None or principal.role != "participant"
     )
     document = html(
         _PAGE,

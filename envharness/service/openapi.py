@@ -36,6 +36,8 @@ _PATH_DESCRIPTIONS = {
     "trajectory_id": "A session id (ses_…) or an imported SOURCE:EPISODE, exact.",
     "snapshot_id": "A snapshot id (snp_…), exact.",
     "dataset": "A dataset's name or id (dst_…), exact.",
+    "version": "A harness version's name (harness-vN), exact.",
+    "run_id": "An optimizer run id (opt_…), exact.",
 }
 _HEADER_SCHEMAS = {"Last-Event-ID": {"type": "integer", "minimum": -1, "maximum": MAX_INTEGER}}
 """Request headers that are not free text: an event id is the integer the stream sent."""

@@ -32,6 +32,7 @@ def test_the_packaged_prompts_load_through_importlib_resources() -> None:
 @pytest.mark.slow
 def test_the_prompts_ship_in_the_wheel(tmp_path: Path) -> None:
     import hatchling.builders.wheel as wheel_builder  # the build backend (in the dev extra)
+
     [wheel] = list(
         wheel_builder.WheelBuilder(str(ROOT)).build(directory=str(tmp_path), versions=["standard"])
     )

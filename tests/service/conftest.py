@@ -1,4 +1,5 @@
-"""Fixtures for the service tests: one quickstart store for the run, a private copy per test."""
+"""Fixtures for the service tests: a quickstart store and a store with harness versions for the
+run, a private copy of either per test."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import anyio
 import pytest
 
 from envharness.cli.quickstart import write_quickstart
+from tests.service._harness_store import write_harness_versions
 from tests.service._support import World, make_world
 
 
@@ -23,3 +25,17 @@ def quickstart_store_master(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def world(quickstart_store_master: Path, tmp_path: Path) -> World:
     """A service over a private copy of the quickstart store, with a token per role."""
     return make_world(Path(shutil.copytree(quickstart_store_master, tmp_path / "store")))
+
+
+@pytest.fixture(scope="session")
+def harness_store_master(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store the real optimizer wrote: harness-v1, then harness-v2 (``_harness_store``)."""
+    store = tmp_path_factory.mktemp("service-harnesses") / "store"
+    write_harness_versions(store)
+    return store
+
+
+@pytest.fixture
+def harness_world(harness_store_master: Path, tmp_path: Path) -> World:
+    """A service over a private copy of the harness store, with a token per role."""
+    return make_world(Path(shutil.copytree(harness_store_master, tmp_path / "store")))

@@ -84,7 +84,13 @@ def expected(endpoint: Endpoint, role: str) -> int:
     return 200
 
 
-GETS = [endpoint for endpoint in ENDPOINTS if endpoint.method == "GET"]
+def _harnesses(endpoint: Endpoint) -> bool:
+    """Harness versions and optimizer runs: tried on a store the optimizer wrote into."""
+    return endpoint.path.startswith(("/api/harness/", "/api/optimizer/", "/harnesses"))
+
+
+GETS = [e for e in ENDPOINTS if e.method == "GET" and not _harnesses(e)]
+HARNESS_GETS = [e for e in ENDPOINTS if e.method == "GET" and _harnesses(e)]
 
 
 async def test_every_get_endpoint_answers_every_principal_as_its_policy_says(world: World) -> None:
@@ -102,6 +108,25 @@ async def test_every_get_endpoint_answers_every_principal_as_its_policy_says(wor
                     failures.append(f"{role} GET {url}: {response.status_code}")
                 elif response.status_code == 401:
                     assert "Bearer" in response.headers["www-authenticate"]
+    assert failures == []
+
+
+async def test_every_harness_endpoint_answers_every_principal_as_its_policy_says(
+    harness_world: World,
+) -> None:
+    [run] = await harness_world.service.store.optimizer_runs()
+    assert HARNESS_GETS
+    failures = []
+    for role in ROLES:
+        async with harness_world.client(role) as client:
+            for endpoint in HARNESS_GETS:
+                url = endpoint.path.replace("{version}", "harness-v1").replace("{run_id}", run.id)
+                if "old" in endpoint.query.__struct_fields__:
+                    url += "?old=harness-v1&new=harness-v2"
+                assert "{" not in url, url
+                response = await client.get(url)
+                if response.status_code != expected(endpoint, role):
+                    failures.append(f"{role} GET {url}: {response.status_code}")
     assert failures == []
 
 

@@ -3,10 +3,13 @@ over a quickstart store, and Debian's Chromium driven by Playwright.
 
 The browser signs in through the one-time link ``serve`` prints, visits every destination —
 overview, experiments, an experiment, sessions, each tab of a session and of its branch,
-lineage, a record, compare, verify, the API reference — and each page must render with no
-console error, no failed request and no 4xx/5xx answer. A session written by another process
-while its Turns page is open must show its new records in that page without a reload
-(EventSource), and its end too. Screenshots of every page go to the test's temporary
+lineage, a record, compare, verify, the API reference; Trajectories with a trajectory,
+snapshots, a snapshot, datasets, a dataset and sources; Harnesses with a version, its diff, its
+optimizer run and a rerun experiment (over a copy of the store where the real optimizer then
+accepted two versions) — and each page must render with no console error, no failed request and
+no 4xx/5xx answer; patch code that holds ``<script>`` must show as text. A session written by
+another process while its Turns page is open must show its new records in that page without a
+reload (EventSource), and its end too. Screenshots of every page go to the test's temporary
 directory (printed with ``-s``).
 
 Playwright's own browser download does not work here: the test drives ``/usr/bin/chromium``
@@ -19,11 +22,13 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -91,6 +96,19 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def harness_store(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the quickstart's store, taken before any test changed it, where the real
+    optimizer then accepted two harness versions (``tests/service/_harness_store.py``, in a
+    process of its own, as a user's ``optimize`` would)."""
+    path = Path(shutil.copytree(store, tmp_path_factory.mktemp("browser-harnesses") / "store"))
+    subprocess.run(
+        [sys.executable, "-m", "tests.service._harness_store", str(path)],
+        check=True, capture_output=True, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    return path
+
+
 @dataclass
 class Served:
     base: str
@@ -99,6 +117,18 @@ class Served:
 
 @pytest.fixture
 def served(store: Path, tmp_path: Path) -> Iterator[Served]:
+    with _serve(store, tmp_path) as found:
+        yield found
+
+
+@pytest.fixture
+def served_harnesses(harness_store: Path, tmp_path: Path) -> Iterator[Served]:
+    with _serve(harness_store, tmp_path) as found:
+        yield found
+
+
+@contextmanager
+def _serve(store: Path, tmp_path: Path) -> Iterator[Served]:
     """``envharness serve --port 0`` (a free loopback port), stopped with Ctrl-C afterwards."""
     log = tmp_path / "serve.stderr"
     with (
@@ -197,6 +227,18 @@ class Viewer:
 
 @pytest.fixture
 def viewer(browser: Browser, served: Served, tmp_path: Path) -> Iterator[Viewer]:
+    with _signed_in(browser, served, tmp_path) as found:
+        yield found
+
+
+@pytest.fixture
+def harness_viewer(browser: Browser, served_harnesses: Served, tmp_path: Path) -> Iterator[Viewer]:
+    with _signed_in(browser, served_harnesses, tmp_path) as found:
+        yield found
+
+
+@contextmanager
+def _signed_in(browser: Browser, served: Served, tmp_path: Path) -> Iterator[Viewer]:
     """A fresh browser context (no cookies), signed in through the one-time link."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     try:
@@ -279,6 +321,50 @@ def test_every_destination_renders_without_errors(viewer: Viewer) -> None:
     page.locator("header form[action='/logout'] button").click()
     page.wait_for_url(f"{viewer.base}/login")
     viewer.visited("signed-out", "Sign in")
+
+
+def test_trajectories_and_harnesses_render_without_errors(harness_viewer: Viewer) -> None:
+    viewer, page = harness_viewer, harness_viewer.page
+
+    viewer.click("nav.global a[href='/trajectories']")
+    viewer.visited("trajectories", "Trajectories")
+    assert page.locator("table.trajectories tbody tr").count() >= 16  # 14 sessions, 2 episodes
+    viewer.click("table.trajectories a[href^='/trajectories/ses_']")
+    viewer.visited("trajectory")
+    assert page.locator("#check.callout.ok").count() == 1  # the digest check, run as it renders
+    page.goto(viewer.base + "/trajectories")
+    for tab, heading in (("snapshots", "Snapshots"), ("datasets", "Datasets"),
+                         ("sources", "Sources")):  # fmt: skip
+        viewer.click(f"nav.tabs a[href='/{tab}']")
+        viewer.visited(tab, heading)
+    page.goto(viewer.base + "/snapshots")
+    viewer.click("main table a[href^='/snapshots/snp_']")
+    viewer.visited("snapshot")
+    page.goto(viewer.base + "/datasets")
+    viewer.click("main table a[href^='/datasets/dst_']")
+    viewer.visited("dataset")
+
+    viewer.click("nav.global a[href='/harnesses']")
+    viewer.visited("harnesses", "Harnesses")
+    viewer.click("table.harness-versions a[href='/harnesses/versions/harness-v2']")
+    viewer.visited("harness-version", "harness-v2")
+    code = page.locator("figure.hook-code pre.code").first.inner_text()
+    assert "<script>alert('patched')</script>" in code  # shown as text, never run
+    assert page.locator("main script").count() == 0
+    viewer.click("a.button[href^='/harnesses/diff']")
+    viewer.visited("harness-diff", "Diff")
+    assert page.locator("pre.diff .diff-add").count() >= 5
+    page.goto(viewer.base + "/harnesses/versions/harness-v2")
+    viewer.click("main .facts a[href^='/harnesses/runs/opt_']")
+    viewer.visited("optimizer-run")
+    assert page.locator("section.iteration").count() == 2
+    assert page.locator("table.candidates .verdict").count() == 4
+    page.locator("details.candidate-code summary").first.click()
+    assert page.locator("details.candidate-code[open] pre.code").first.is_visible()
+    viewer.click("table.candidates a[href^='/experiments/exp_']")
+    viewer.visited("rerun-experiment")  # a rerun is an ordinary experiment
+    page.goto(viewer.base + "/harnesses/runs")
+    viewer.visited("optimizer-runs", "Optimizer runs")
 
 
 def test_the_live_timeline_shows_records_as_another_process_writes_them(

@@ -4,7 +4,8 @@ app through its ASGI interface (no network), as admin, viewer and participant.
 No answer may be a server error, and every answer must be what the document says of it:
 a documented status, content type and headers, a body that matches the schema, 401 without
 a valid credential. Half of the well-formed requests name things that exist (the quickstart's
-sessions and experiment, its participants, a token), so they reach past the 404s.
+sessions and experiment, its participants, a token), so they reach past the 404s; operations on
+harness versions and optimizer runs go to a store the optimizer wrote two versions into.
 """
 
 from __future__ import annotations
@@ -37,9 +38,27 @@ SEMANTIC_REJECTIONS = {
     "GET /api/experiments": "`after` must be an experiment of the listing (422)",
     "POST /api/tokens": "a participant token needs `participant`, others must not have one (422)",
     "POST /login": "a code is valid only if `serve` issued it (400)",
+    "GET /api/trajectories": "`after` must be a trajectory of the listing (422)",
+    "GET /api/snapshots": "`after` must be a snapshot of the listing (422)",
+    "GET /api/datasets": "`after` must be a dataset of the listing (422)",
+    "POST /api/snapshots": "the selection must name sessions or an experiment, and an "
+    "entitlement must give its basis (422)",
+    "POST /api/datasets": "every trajectory of the snapshots must be complete, terminal, "
+    "training-entitled and rewarded, and a taken name holds other content (422)",
+    "POST /api/imports": "the body must be import lines that chain from the source's head (422)",
+    "GET /api/harness/versions": "`after` must be a version of the listing (422)",
+    "GET /api/optimizer/runs": "`after` must be a run of the listing (422)",
 }
 """Operations where a request the schema admits can still be refused, and why: JSON Schema
 cannot say "an id from this listing". For these, a 4xx to a schema-valid request is allowed."""
+
+
+schemathesis.serializer.alias("application/x-ndjson", "text/plain")
+"""The import body is JSON lines: text, which schemathesis can generate as it generates
+``text/plain`` (it has no serializer of its own for ``application/x-ndjson``)."""
+
+HARNESS_TAGS = ("/harness", "/optimizer")
+"""Operations on harness versions and optimizer runs: they run against a store that has some."""
 
 
 class Bearer:
@@ -62,18 +81,24 @@ def _existing(world: World) -> dict[str, list[Any]]:
         sessions = [info.id for info in await world.service.store.sessions()]
         experiments = [info.id for info in await world.service.store.experiments()]
         spare = await world.service.tokens.issue("viewer", label="for the property test")
+        versions = [info.version for info in await world.service.store.harness_versions()]
+        runs = [info.id for info in await world.service.store.optimizer_runs()]
         return {
             "session_id": sessions, "left": sessions, "right": sessions,
             "experiment_id": experiments, "experiment": experiments,
             "participant": ["alice", "bob", "carol", "dana"],
             "token_id": [spare.info.id], "name": sorted(_ASSETS), "seq": list(range(40)),
+            "version": versions or ["harness-v1"], "old": versions or ["harness-v1"],
+            "new": versions or ["harness-v1"], "run_id": runs or ["opt_missing"],
         }  # fmt: skip
 
     return anyio.run(read)
 
 
 @pytest.mark.parametrize("label", LABELS)
-def test_the_api_answers_as_documented(world: World, label: str) -> None:
+def test_the_api_answers_as_documented(request: pytest.FixtureRequest, label: str) -> None:
+    harnesses = any(tag in label.split(" ", 1)[1] for tag in HARNESS_TAGS)
+    world: World = request.getfixturevalue("harness_world" if harnesses else "world")
     assert world.app.state.openapi == DOCUMENT
     schema = schemathesis.openapi.from_dict(DOCUMENT)
     schema.app = world.app  # requests go to the app itself, never to a socket
@@ -81,7 +106,10 @@ def test_the_api_answers_as_documented(world: World, label: str) -> None:
     operation = schema.find_operation_by_label(label)
     assert operation is not None
     existing = _existing(world)
-    cursors = {"GET /api/sessions": "session_id", "GET /api/experiments": "experiment_id"}
+    cursors = {
+        "GET /api/sessions": "session_id", "GET /api/experiments": "experiment_id",
+        "GET /api/harness/versions": "version", "GET /api/optimizer/runs": "run_id",
+    }  # fmt: skip
     if label in cursors:
         existing["after"] = existing[cursors[label]]  # elsewhere `after` is a seq or position
     strategies = {

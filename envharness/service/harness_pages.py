@@ -1,0 +1,560 @@
+"""The Harnesses destination: accepted versions, a version, optimizer runs, a run, a diff.
+
+Each page reads what the JSON API reads (:mod:`.harness_api`: the command line's
+``harness_version`` and ``diff_versions``, and a run's history derived from its chain) and
+draws it with :mod:`.harness_view`. Patch code is untrusted text and is shown escaped. The
+rerun experiments are ordinary experiments, so every one links to its experiment page.
+Versions and runs are about every scenario, so these pages are for admin and viewer tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+from starlette.responses import Response
+
+from envharness.optimizer import HarnessPatch, MeasurementSummary, PatchError
+from envharness.optimizer.history import CandidateRecord, IterationRecord, RunHistory
+from envharness.service.harness_api import (
+    VERSION_PATTERN,
+    Versions,
+    code_hooks,
+    diff,
+    exact_run,
+    exact_version,
+    run_summary,
+    version_detail,
+)
+from envharness.service.harness_schemas import HarnessVersionSummary, OptimizerRunSummary
+from envharness.service.harness_view import (
+    code_hooks_block,
+    diff_block,
+    experiment_link,
+    figure_text,
+    harness_nav,
+    hooks_fired,
+    ledger_table,
+    reward_text,
+    run_link,
+    value_text,
+    verdict_tag,
+    version_link,
+)
+from envharness.service.html import DASH, Html, html, join, number
+from envharness.service.layout import page, status_badge, when
+from envharness.service.params import NoParameters
+from envharness.service.problems import HTTPProblem
+from envharness.service.routing import READERS, Call, Endpoint
+
+__all__ = ["HARNESS_PAGES"]
+
+_ACTIVE = "harnesses"
+_NO_VERSIONS = Html(
+    '<p class="empty-state">No harness versions yet. <code>envharness --store PATH selftest'
+    "</code> learns one offline (the support-desk demo); <code>envharness --store PATH "
+    "optimize …</code> learns them for your agent (docs/optimizer.md).</p>"
+)
+
+
+class DiffPageQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    old: (
+        Annotated[
+            str,
+            msgspec.Meta(pattern=VERSION_PATTERN, max_length=200,
+                         description="The older version (default: the newer one's parent)."),
+        ]
+        | None
+    ) = None  # fmt: skip
+    new: (
+        Annotated[
+            str,
+            msgspec.Meta(pattern=VERSION_PATTERN, max_length=200,
+                         description="The newer version (default: the latest)."),
+        ]
+        | None
+    ) = None  # fmt: skip
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
+def _head(title: Html | str, sub: str) -> Html:
+    return html('<div class="page-head"><h1>{t}</h1><p class="sub">{s}</p></div>', t=title, s=sub)
+
+
+# -- versions --------------------------------------------------------------------------------
+
+
+def _version_row(v: HarnessVersionSummary) -> Html:
+    return html(
+        '<tr><td><a href="/harnesses/versions/{v}"><b>{v}</b></a><div class="mono small muted">'
+        '{digest}</div></td><td>{parent}</td><td>{run}<div class="small muted">{env} · '
+        "iteration {i}, candidate {c}</div></td><td>{before}</td><td>{after}</td>"
+        '<td>{reward}</td><td class="num">{hooks}</td><td>{at}</td></tr>',
+        v=v.version,
+        digest=v.digest[:12],
+        parent=version_link(v.parent, unpatched="unpatched"),
+        run=run_link(v.run_id, v.run_name),
+        env=v.environment,
+        i=v.iteration,
+        c=v.candidate,
+        before=figure_text(v.before),
+        after=figure_text(v.after),
+        reward=reward_text(v.mean_reward, v.interval, v.p_value),
+        hooks=v.hooks,
+        at=when(v.created_at),
+    )
+
+
+async def versions_page(call: Call[NoParameters]) -> Response:
+    found = await Versions(call.service.store).summaries()
+    table = (
+        html(
+            '<table class="table harness-versions"><thead><tr><th>Version</th><th>Parent</th>'
+            "<th>Optimizer run</th><th>Before</th><th>After</th><th>Reward (95% CI, sign test)"
+            '</th><th class="num">Hooks</th><th>Accepted (UTC)</th></tr></thead><tbody>{rows}'
+            "</tbody></table>",
+            rows=join(_version_row(v) for v in reversed(found)),
+        )
+        if found
+        else _NO_VERSIONS
+    )
+    body = html(
+        '{head}{nav}<section class="card"><div class="card-head"><h2>{n}</h2>'
+        '<span class="muted">newest first; before and after over the run\'s scenarios</span>'
+        "</div>{table}</section>",
+        head=_head(
+            "Harnesses",
+            "Versions of the harness the optimizer accepted: small hook patches around a frozen "
+            "agent, each kept only because reruns of the same scenarios with the same seeds "
+            "improved and broke nothing that passed.",
+        ),
+        nav=harness_nav("versions"),
+        n=_count(len(found), "version"),
+        table=table,
+    )
+    return page(call.service, call.principal, title="Harnesses", body=body, active=_ACTIVE)
+
+
+def _measurement_row(what: Html | str, summary: MeasurementSummary | None) -> Html:
+    if summary is None:
+        return html("<tr><td>{w}</td><td>{d}</td><td></td><td></td></tr>", w=what, d=DASH)
+    return html(
+        "<tr><td>{w}</td><td>{e}</td><td>{v}</td><td>{f}</td></tr>",
+        w=what,
+        e=experiment_link(summary.experiment_id),
+        v=version_link(summary.version, unpatched="unpatched")
+        if summary.version is None or summary.version.startswith("harness-v")
+        else html('<span class="mono small">{v}</span>', v=summary.version),
+        f=figure_text(summary),
+    )
+
+
+def _scenario_table(before: MeasurementSummary, after: MeasurementSummary | None) -> Html:
+    rows = []
+    for scenario, old in before.values.items():
+        new = after.values.get(scenario) if after is not None else None
+        change = (new or 0.0) - (old or 0.0)
+        tone = "up" if change > 0 else "down" if change < 0 else ""
+        failure = after.failures.get(scenario) if after is not None else None
+        rows.append(
+            html(
+                '<tr><td><b>{s}</b></td><td class="num">{o}</td><td class="num">{n}</td>'
+                '<td class="num delta"><span class="{t}">{c}</span></td><td>{f}</td></tr>',
+                s=scenario,
+                o=value_text(old),
+                n=value_text(new) if after is not None else DASH,
+                t=tone,
+                c=f"{change:+.3g}" if change else "=",
+                f=html('<span class="tag tag-blocked">{f}</span>', f=failure) if failure else "",
+            )
+        )
+    return html(
+        '<table class="table compact"><thead><tr><th>Scenario</th><th class="num">Before</th>'
+        '<th class="num">After</th><th class="num">Change</th><th>Failed because of</th></tr>'
+        "</thead><tbody>{rows}</tbody></table>",
+        rows=join(rows),
+    )
+
+
+async def version_page(call: Call[NoParameters]) -> Response:
+    store = call.service.store
+    detail = await version_detail(store, call.path("version"))
+    version, evidence = detail.version, detail.evidence
+    inherited = 0
+    if version.parent is not None:
+        inherited = len(code_hooks(await exact_version(store, version.parent)))
+    facts = [
+        html("from {p}", p=version_link(version.parent)),
+        html(
+            "run {r} (iteration {i}, candidate {c})",
+            r=run_link(version.run_id, detail.run.name),
+            i=version.iteration,
+            c=version.candidate,
+        ),
+        html("environment <b>{e}</b>", e=version.environment or detail.run.environment),
+        html("accepted {t}", t=when(version.created_at)),
+    ]
+    diff_link = (
+        html(
+            '<a class="button" href="/harnesses/diff?old={p}&amp;new={v}">Diff with {p}</a> ',
+            p=version.parent,
+            v=version.version,
+        )
+        if version.parent is not None
+        else Html("")
+    )
+    reward = [
+        ("Reward over its parent", reward_text(version.mean_reward, version.interval, None)),
+        ("Paired sign test", html("p = {p}", p=f"{version.p_value:.3g}")
+         if version.p_value is not None else Html(DASH)),
+        ("Before", figure_text(evidence.before)),
+        ("After", figure_text(evidence.after)),
+        ("Scenarios it improved", ", ".join(evidence.improved) or DASH),
+    ]  # fmt: skip
+    cost = [
+        ("Engineer tokens", f"{version.engineer_tokens:,}"),
+        ("Rerun tokens", f"{version.rerun_tokens:,}"),
+        ("Wall time", f"{number(version.seconds)} s"),
+    ]
+    experiments = [
+        _measurement_row(
+            html("compared with: {v}", v=version_link(version.parent)), evidence.before
+        ),
+        _measurement_row(Html("<b>its rerun</b>"), evidence.after),
+        *(
+            _measurement_row(f"its {check.role.replace('_', '-')} check", check)
+            for check in evidence.checks
+        ),
+    ]
+    body = html(
+        '<div class="page-head session-head"><div class="crumbs"><a href="/harnesses">Harnesses'
+        '</a> /</div><h1>{v}</h1><p class="facts">{facts}</p><p class="facts mono small">{d}'
+        '</p><p>{diff}<span class="muted small">the same as <code>envharness harness show {v}'
+        "</code></span></p></div>"
+        '<div class="columns"><section class="card"><h2>Reward</h2><table class="table '
+        'kv-table">{reward}</table></section><section class="card"><h2>Cost</h2><table '
+        'class="table kv-table">{cost}</table><p class="muted small">Spent since {parent}: the '
+        "engineer's answers and every rerun of the iterations that led here.</p></section></div>"
+        '<section class="card"><h2>The rerun experiments that justified it</h2><table '
+        'class="table"><thead><tr><th>Measurement</th><th>Experiment</th><th>Harness</th>'
+        "<th>Figures</th></tr></thead><tbody>{experiments}</tbody></table>"
+        '<p class="muted small">The same scenarios, trials and seed as the baseline, so each '
+        "scenario is paired with itself.</p></section>"
+        '<section class="card"><h2>Scenario by scenario</h2>{scenarios}</section>'
+        '<div class="columns"><section class="card"><h2>Hooks fired in its rerun</h2>{fired}'
+        '</section><section class="card"><h2>Regressions</h2>{ledger}</section></div>'
+        '<section class="card"><div class="card-head"><h2>The patch</h2><span class="muted">'
+        "{n} code hook(s), stacked in the order they run</span></div>{code}</section>",
+        v=version.version,
+        facts=join(facts, " · "),
+        d=version.digest,
+        diff=diff_link,
+        reward=join(html("<tr><th>{k}</th><td>{v}</td></tr>", k=k, v=v) for k, v in reward),
+        cost=join(html("<tr><th>{k}</th><td>{v}</td></tr>", k=k, v=v) for k, v in cost),
+        parent=version.parent or "the start of the run",
+        experiments=join(experiments),
+        scenarios=_scenario_table(evidence.before, evidence.after),
+        fired=hooks_fired(evidence.after),
+        ledger=ledger_table(
+            evidence.ledger,
+            version.run_id,
+            empty="No candidate broke a previously solved scenario on the way to this version.",
+        ),
+        n=len(detail.hooks),
+        code=code_hooks_block(detail.hooks, inherited=inherited, parent=version.parent or ""),
+    )
+    return page(call.service, call.principal, title=version.version, body=body, active=_ACTIVE)
+
+
+# -- runs ------------------------------------------------------------------------------------
+
+
+def _run_row(run: OptimizerRunSummary) -> Html:
+    return html(
+        '<tr><td><a href="/harnesses/runs/{id}"><b>{name}</b></a><div class="mono small muted">'
+        '{id}</div></td><td>{status}</td><td>{env}<div class="small muted">{eng}</div></td>'
+        '<td class="num">{i}</td><td class="num">{c}</td><td>{base}</td><td>{final}</td>'
+        "<td>{versions}</td><td>{at}</td></tr>",
+        id=run.id,
+        name=run.name,
+        status=status_badge(run.status),
+        env=run.environment,
+        eng=run.engineer,
+        i=run.iterations,
+        c=run.candidates,
+        base=figure_text(run.baseline),
+        final=figure_text(run.final),
+        versions=join((version_link(v) for v in run.versions), ", ") or DASH,
+        at=when(run.created_at),
+    )
+
+
+async def runs_page(call: Call[NoParameters]) -> Response:
+    store = call.service.store
+    found = [run_summary(await exact_run(store, info.id)) for info in await store.optimizer_runs()]
+    table = (
+        html(
+            '<table class="table"><thead><tr><th>Run</th><th>Status</th><th>Environment, '
+            'engineer</th><th class="num">Iterations</th><th class="num">Candidates</th>'
+            "<th>Baseline</th><th>Final</th><th>Versions</th><th>Started (UTC)</th></tr>"
+            "</thead><tbody>{rows}</tbody></table>",
+            rows=join(_run_row(run) for run in reversed(found)),
+        )
+        if found
+        else _NO_VERSIONS
+    )
+    body = html(
+        '{head}{nav}<section class="card"><div class="card-head"><h2>{n}</h2>'
+        '<span class="muted">newest first</span></div>{table}</section>',
+        head=_head(
+            "Optimizer runs",
+            "Each run: a baseline, then iterations of candidate patches from an engineer, each "
+            "rerun over the same scenarios and judged against the accepted harness.",
+        ),
+        nav=harness_nav("runs"),
+        n=_count(len(found), "optimizer run"),
+        table=table,
+    )
+    return page(call.service, call.principal, title="Optimizer runs", body=body, active=_ACTIVE)
+
+
+def _candidate_row(run_id: str, iteration: int, item: CandidateRecord) -> Html:
+    verdict = item.verdict
+    reason = verdict.reason if verdict is not None else (item.error or item.problem or "")
+    rerun = item.rerun
+    return html(
+        '<tr id="candidate-{i}-{c}"><td class="num"><a href="#candidate-{i}-{c}">{c}</a></td>'
+        '<td>{tag}</td><td>{reward}</td><td>{experiment}<div class="small">{fig}</div></td>'
+        '<td class="small">{fired}</td><td class="small">{reason}</td></tr>',
+        i=iteration,
+        c=item.candidate,
+        tag=verdict_tag(verdict),
+        reward=reward_text(
+            verdict.mean_reward if verdict is not None else None,
+            verdict.interval if verdict is not None else None,
+            verdict.p_value if verdict is not None else None,
+        ),
+        experiment=experiment_link(rerun.experiment_id) if rerun is not None else DASH,
+        fig=figure_text(rerun) if rerun is not None else "",
+        fired=", ".join(f"{name}: {n}" for name, n in sorted(rerun.hooks.items()))
+        if rerun is not None and rerun.hooks
+        else DASH,
+        reason=reason,
+    )
+
+
+def _candidate_code(iteration: int, item: CandidateRecord) -> Html:
+    """What the candidate proposed: its patch as code, or the engineer's answer as it came."""
+    if item.patch is not None:
+        try:
+            shown = code_hooks_block(HarnessPatch.from_dict(item.patch).hooks)
+        except PatchError as error:
+            shown = html('<div class="callout bad">{e}</div>', e=str(error))
+    elif item.answer:
+        shown = html('<pre class="code"><code>{a}</code></pre>', a=item.answer)
+    else:
+        shown = html('<p class="muted">{e}</p>', e=item.error or "no answer")
+    return html(
+        '<details class="raw candidate-code"><summary>Candidate {c}: {what}</summary>{shown}'
+        "</details>",
+        c=item.candidate,
+        what="its patch (before stacking)" if item.patch is not None else "the engineer's answer",
+        shown=shown,
+    )
+
+
+def _iteration(run: RunHistory, iteration: IterationRecord) -> Html:
+    if not iteration.decided:
+        state = Html('<span class="tag">being judged</span>')
+    elif iteration.accepted_version is not None:
+        state = html('<span class="tag tag-ok">accepted</span> {v}',
+                     v=version_link(iteration.accepted_version))  # fmt: skip
+    else:
+        state = Html('<span class="tag">nothing accepted</span>')
+    rows = join(_candidate_row(run.id, iteration.iteration, c) for c in iteration.candidates)
+    spent = (
+        html(
+            "engineer {e} tokens · reruns {r} tokens · {s} s",
+            e=f"{iteration.engineer_tokens:,}",
+            r=f"{iteration.rerun_tokens:,}",
+            s=f"{iteration.seconds:.1f}",
+        )
+        if iteration.decided
+        else ""
+    )
+    return html(
+        '<section class="card iteration" id="iteration-{n}"><div class="card-head"><h2>'
+        'Iteration {n} {state}</h2><span class="muted">on top of {base} · {spent}</span>'
+        '</div><p>{reason}</p><table class="table candidates"><thead><tr><th class="num">#'
+        "</th><th>Verdict</th><th>Reward (95% CI, sign test)</th><th>Rerun</th>"
+        "<th>Hooks fired</th><th>Reason</th></tr></thead><tbody>{rows}</tbody></table>{code}"
+        "</section>",
+        n=iteration.iteration,
+        state=state,
+        base=version_link(iteration.base_version),
+        spent=spent,
+        reason=iteration.reason or "",
+        rows=rows,
+        code=join(_candidate_code(iteration.iteration, c) for c in iteration.candidates),
+    )
+
+
+async def run_page(call: Call[NoParameters]) -> Response:
+    run = await exact_run(call.service.store, call.path("run_id"))
+    config = run.config
+    settings = [
+        ("Candidates per iteration", str(config.candidates)),
+        ("Iterations at most", str(config.iterations)),
+        ("Turns, trials, seed", f"{config.turns}, {config.trials}, {config.seed}"),
+        ("Sandbox, capacity", f"{config.sandbox}, {config.capacity} rerun(s) at once"),
+        ("Significance gate", f"alpha {config.alpha}" if config.alpha is not None
+         else "none (reported only)"),
+        ("Scenarios", f"{len(config.scenarios)} training, {len(config.held_out)} held-out, "
+                      f"{len(config.regression)} regression"),
+        ("Started from", version_link(config.base_version)),
+        ("Metric", config.metric or "pass/fail"),
+    ]  # fmt: skip
+    outcome = [
+        ("Baseline", html("{f} · {e}", f=figure_text(run.baseline),
+                          e=experiment_link(run.baseline.experiment_id if run.baseline else None))),
+        ("Final", html("{f} · {v}", f=figure_text(run.final),
+                       v=version_link(run.versions[-1].version if run.versions else None))),
+        ("Versions accepted", join((version_link(v.version) for v in run.versions), ", ")
+         or Html(DASH)),
+    ]  # fmt: skip
+    if run.held_out is not None:
+        outcome.append(("Held-out split", figure_text(run.held_out)))
+    why = (
+        html('<div class="callout warn"><b>{s}.</b> {r}</div>', s=run.status, r=run.reason)
+        if run.reason and run.status != "completed"
+        else Html("")
+    )
+    iterations = (
+        join(_iteration(run, i) for i in run.iterations)
+        if run.iterations
+        else Html('<section class="card"><p class="muted">No iteration yet.</p></section>')
+    )
+    body = html(
+        '<div class="page-head session-head"><div class="crumbs"><a href="/harnesses">Harnesses'
+        '</a> / <a href="/harnesses/runs">Optimizer runs</a> /</div><h1>{name} {status}</h1>'
+        '<p class="facts"><span class="mono">{id}</span> · environment <b>{env}</b> · engineer '
+        "<b>{eng}</b> · started {created} · last record {updated}</p></div>{why}"
+        '<div class="columns"><section class="card"><h2>Outcome</h2><table class="table '
+        'kv-table">{outcome}</table></section><section class="card"><h2>Configuration</h2>'
+        '<table class="table kv-table">{settings}</table></section></div>'
+        '<section class="card"><h2>Regression ledger</h2>{ledger}</section>{iterations}',
+        name=run.name,
+        status=status_badge(run.status),
+        id=run.id,
+        env=run.environment,
+        eng=run.engineer,
+        created=when(run.created_at),
+        updated=when(run.updated_at),
+        why=why,
+        outcome=join(html("<tr><th>{k}</th><td>{v}</td></tr>", k=k, v=v) for k, v in outcome),
+        settings=join(html("<tr><th>{k}</th><td>{v}</td></tr>", k=k, v=v) for k, v in settings),
+        ledger=ledger_table(
+            run.ledger, run.id, empty="No candidate broke a previously solved scenario."
+        ),
+        iterations=iterations,
+    )
+    return page(call.service, call.principal, title=run.name, body=body, active=_ACTIVE)
+
+
+# -- diff ------------------------------------------------------------------------------------
+
+
+async def diff_page(call: Call[DiffPageQuery]) -> Response:
+    store = call.service.store
+    parents = {info.version: info.parent for info in await store.harness_versions()}
+    known = list(parents)
+    new = call.query.new or (known[-1] if known else None)
+    old = call.query.old or (parents.get(new) if new is not None else None)
+    if call.query.new is not None and call.query.new not in parents:
+        raise HTTPProblem(404, f"no harness version {call.query.new!r} here", parameter="new")
+    result = Html("")
+    if not known:
+        result = _NO_VERSIONS
+    elif old is None or new is None:
+        result = html(
+            '<p class="muted">{v} stacks on the unpatched harness: <a href="/harnesses/'
+            'versions/{v}">its page</a> shows its whole patch. Choose two versions above.</p>',
+            v=new or "",
+        )
+    else:
+        found = await diff(store, old, new)
+        result = (
+            html(
+                '<div class="callout plain">{o} and {n} have the same hooks.</div>',
+                o=found.old,
+                n=found.new,
+            )
+            if found.same
+            else diff_block(found.lines)
+        )
+
+    def options(chosen: str | None) -> Html:
+        return join(
+            html(
+                '<option value="{v}"{s}>{v}</option>',
+                v=v,
+                s=Html(" selected") if v == chosen else "",
+            )
+            for v in known
+        )
+
+    form = html(
+        '<form class="range" method="get" action="/harnesses/diff"><label>old <select '
+        'name="old">{o}</select></label><label>new <select name="new">{n}</select></label>'
+        '<button class="button" type="submit">Diff</button></form>',
+        o=options(old),
+        n=options(new),
+    )
+    title = f"{old} → {new}" if old and new else "Diff"
+    body = html(
+        '{head}{nav}<section class="card"><div class="card-head"><h2>{title}</h2><span '
+        'class="muted">the same as <code>envharness harness diff OLD NEW</code></span></div>'
+        "{form}{result}</section>",
+        head=_head("Diff two versions", "A unified diff of two harness versions' code."),
+        nav=harness_nav("diff"),
+        title=title,
+        form=form if known else "",
+        result=result,
+    )
+    return page(call.service, call.principal, title="Diff", body=body, active=_ACTIVE)
+
+
+HARNESS_PAGES: tuple[Endpoint, ...] = (
+    Endpoint(
+        method="GET", path="/harnesses", handler=versions_page, operation="harnessesPage",
+        tag="viewer",
+        summary="Harnesses: accepted versions, their runs, before and after, reward",
+        roles=READERS, media_type="text/html", page=True, errors=(409,),
+    ),
+    Endpoint(
+        method="GET", path="/harnesses/versions/{version}", handler=version_page,
+        operation="harnessVersionPage", tag="viewer",
+        summary="One harness version: its code, the reruns behind it, reward, regressions",
+        roles=READERS, media_type="text/html", page=True, errors=(404, 409),
+    ),
+    Endpoint(
+        method="GET", path="/harnesses/runs", handler=runs_page, operation="optimizerRunsPage",
+        tag="viewer", summary="Optimizer runs: status, baseline and final, versions",
+        roles=READERS, media_type="text/html", page=True, errors=(409,),
+    ),
+    Endpoint(
+        method="GET", path="/harnesses/runs/{run_id}", handler=run_page,
+        operation="optimizerRunPage", tag="viewer",
+        summary="One optimizer run: its iterations and every candidate's verdict and reason",
+        roles=READERS, media_type="text/html", page=True, errors=(404, 409),
+    ),
+    Endpoint(
+        method="GET", path="/harnesses/diff", handler=diff_page, operation="harnessDiffPage",
+        tag="viewer", summary="A diff of two harness versions' code",
+        roles=READERS, query=DiffPageQuery, media_type="text/html", page=True,
+        errors=(404, 409),
+    ),
+)  # fmt: skip
