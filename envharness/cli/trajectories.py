@@ -32,6 +32,7 @@ from envharness.trajectories import (
     freeze,
     list_datasets,
     list_snapshots,
+    load_dataset,
     project,
     snapshot_trajectories,
     verify_snapshot,
@@ -278,15 +279,32 @@ def register_trajectory_commands(app: typer.Typer, store_of: StoreOf) -> None:
             raise CliError("--format parquet writes a file: give --output PATH")
         if output is not None and output.is_dir():
             raise CliError(f"--output {str(output)!r} is a directory; give a file path")
+        if output is not None and not output.absolute().parent.is_dir():
+            raise CliError(
+                f"--output {str(output)!r}: there is no directory {str(output.parent)!r}; "
+                "create it first, or give a path in one that exists"
+            )
         store = store_of(ctx)
 
         async def exported() -> int:
             reader = await read_store(store)
-            if format == "parquet":
-                assert output is not None
-                async with closing(dataset_rows(reader, name)) as rows:
-                    return await write_parquet(rows, output)
-            return await _write_jsonl(dataset_rows(reader, name), output)
+            if output is None:
+                # Lines on stdout cannot be taken back: refuse altered evidence before the
+                # first (a file is written aside and renamed, so it needs no second read).
+                for snapshot_id in (await load_dataset(reader, name)).snapshots:
+                    await verify_snapshot(reader, snapshot_id)
+            if output is None:
+                return await _write_jsonl(dataset_rows(reader, name), None)
+            try:
+                if format == "parquet":
+                    async with closing(dataset_rows(reader, name)) as rows:
+                        return await write_parquet(rows, output)
+                return await _write_jsonl(dataset_rows(reader, name), output)
+            except OSError as exc:
+                raise CliError(
+                    f"cannot write --output {str(output)!r}: {exc.strerror or exc}; give a path "
+                    "in a directory that exists and that you may write to"
+                ) from None
 
         written = anyio.run(exported)
         if output is not None:

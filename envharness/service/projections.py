@@ -17,12 +17,12 @@ trajectories (a few KB each), dropping the least recently used.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Awaitable, Callable, Hashable
 
 from envharness.store import SessionInfo, Store
 from envharness.store.sources import EpisodeInfo
 from envharness.trajectories import Trajectory, project
-from envharness.trajectories.sources import trajectory_id
+from envharness.trajectories.sources.projection import project_info
 
 __all__ = ["CAPACITY", "Projections"]
 
@@ -43,20 +43,22 @@ class Projections:
     async def native(self, store: Store, info: SessionInfo) -> Trajectory:
         """The trajectory of the session ``info`` describes, up to its head."""
         key = ("native", info.id, info.records, info.status, info.updated_at)
-        return await self._get(key, store, info.id)
+        return await self._get(key, lambda: project(store, info.id))
 
     async def imported(self, store: Store, episode: EpisodeInfo) -> Trajectory:
         """The trajectory of one imported episode, up to its last stored record."""
         key = ("imported", episode.source, episode.episode, episode.last_position,
                episode.head_hash, episode.records, episode.training)  # fmt: skip
-        return await self._get(key, store, trajectory_id(episode.source, episode.episode))
+        return await self._get(key, lambda: project_info(store.directory, episode))
 
-    async def _get(self, key: Hashable, store: Store, wanted: str) -> Trajectory:
+    async def _get(
+        self, key: Hashable, projected: Callable[[], Awaitable[Trajectory]]
+    ) -> Trajectory:
         found = self._kept.get(key)
         if found is not None:
             self._kept.move_to_end(key)
             return found
-        trajectory = await project(store, wanted)
+        trajectory = await projected()
         self._kept[key] = trajectory
         while len(self._kept) > self.capacity:
             self._kept.popitem(last=False)

@@ -24,7 +24,7 @@ from envharness.service.trajectory_access import TrajectoryAccess, check_snapsho
 from envharness.service.trajectory_api import exact_dataset, exact_snapshot, trajectory_problem
 from envharness.service.trajectory_pages import evidence_nav
 from envharness.service.trajectory_schemas import TrajectorySummary
-from envharness.service.trajectory_view import check_callout, trajectory_table
+from envharness.service.trajectory_view import check_callout, trajectory_href, trajectory_table
 from envharness.sources import AsyncSources
 from envharness.store.sources import SourceHealth
 from envharness.trajectories import (
@@ -289,9 +289,10 @@ async def _preview(call: Call[NoParameters], dataset: Dataset) -> Html:
         problem = html('<div class="callout bad">{m}</div>', m=str(error))
     items = join(
         html(
-            '<tr><td><a class="mono small" href="/trajectories/{s}">{s}</a></td><td>{p}</td>'
+            '<tr><td><a class="mono small" href="{href}">{s}</a></td><td>{p}</td>'
             '<td class="num">{reward}</td><td class="num">{n}</td><td class="small">{first}'
             "</td></tr>",
+            href=trajectory_href(row.session_id),
             s=row.session_id,
             p=row.participant,
             reward=number(row.reward),

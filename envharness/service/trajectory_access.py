@@ -151,13 +151,10 @@ class TrajectoryAccess:
             raise not_found(f"trajectory {wanted!r}")
         source, episode = imported
         try:
-            episodes = await SourceStore(self.access.service.store.directory).episodes(source)
+            found = await SourceStore(self.access.service.store.directory).episode(source, episode)
         except NotFoundError:
             raise not_found(f"trajectory {wanted!r}") from None
-        for found in episodes:
-            if found.episode == episode:
-                return await self.project(Candidate(wanted, episode=found))
-        raise not_found(f"trajectory {wanted!r}")
+        return await self.project(Candidate(wanted, episode=found))
 
     async def check(self, trajectory: Trajectory) -> EvidenceCheck:
         """Re-read the trajectory's evidence and compare it with its digest binding."""

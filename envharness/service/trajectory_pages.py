@@ -24,6 +24,7 @@ from envharness.service.trajectory_access import TrajectoryAccess, TrajectoryFil
 from envharness.service.trajectory_api import TrajectoryQuery, trajectory_problem
 from envharness.service.trajectory_view import (
     state_tag,
+    trajectory_href,
     trajectory_sections,
     trajectory_table,
 )
@@ -299,7 +300,7 @@ async def trajectory_page(call: Call[TrajectoryQuery]) -> Response:
         facts=join(facts, " · "),
         sections=trajectory_sections(
             summary, trajectories.segments(trajectory), trajectory if full else None, check,
-            recheck=f"/trajectories/{summary.id}?check=true",
+            recheck=f"{trajectory_href(summary.id)}?check=true",
         ),
     )  # fmt: skip
     return page(call.service, call.principal, title=summary.id, body=body,

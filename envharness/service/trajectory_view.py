@@ -10,6 +10,7 @@ TrajectoryAccess` gave this reader: a participant's summary arrives with its pri
 from __future__ import annotations
 
 from collections.abc import Sequence
+from urllib.parse import quote
 
 from envharness.service.html import DASH, Html, html, join, value
 from envharness.service.layout import status_badge, when
@@ -22,6 +23,7 @@ __all__ = [
     "check_callout",
     "segments_table",
     "state_tag",
+    "trajectory_href",
     "trajectory_link",
     "trajectory_sections",
     "trajectory_table",
@@ -48,8 +50,17 @@ def state_tag(kind: str, state: str | None) -> Html:
     )
 
 
+def trajectory_href(trajectory_id: str) -> str:
+    """The URL of a trajectory's page. An imported episode's id is the source's own text (it
+    may hold ``?``, ``#`` or ``%``), so it is percent-encoded; ``/`` and ``:`` stay readable."""
+    return "/trajectories/" + quote(trajectory_id, safe="/:@")
+
+
 def trajectory_link(trajectory_id: str) -> Html:
-    return html('<a class="mono" href="/trajectories/{id}">{id}</a>', id=trajectory_id)
+    return html(
+        '<a class="mono" href="{href}">{id}</a>', href=trajectory_href(trajectory_id),
+        id=trajectory_id,
+    )  # fmt: skip
 
 
 def _origin(summary: TrajectorySummary) -> Html:

@@ -232,10 +232,13 @@ class SnapshotStore:
         return await self._write(insert)
 
     async def dataset(self, name: str) -> StoredDataset:
+        """The dataset with this id or name. An id (content-addressed, unique) wins over a
+        name that happens to equal it (names starting ``dst_`` are refused since)."""
         rows = await self._read(
             lambda c: c.execute(
-                "SELECT name, id, content, created_at FROM datasets WHERE name = ? OR id = ?",
-                (name, name),
+                "SELECT name, id, content, created_at FROM datasets WHERE name = ? OR id = ?"
+                " ORDER BY id = ? DESC LIMIT 1",
+                (name, name, name),
             ).fetchall()
         )
         if not rows:

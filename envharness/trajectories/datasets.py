@@ -17,9 +17,9 @@ immutable.
 Rows are in the conversational format TRL's trainers accept, one row per (trajectory,
 participant): ``{"messages": [{"role": "user", "content": ...}, {"role": "assistant", ...}],
 "reward": ..., ...}`` — what the participant was shown becomes ``user`` messages, what its
-policy answered ``assistant`` messages; an imported ``message`` record (``{"role": ...,
-"content": ...}``) is taken as it is. The evidence is checked against its digest binding as
-the rows are read.
+policy answered ``assistant`` messages. Of an imported trajectory only ``message`` records
+(``{"role": ..., "content": ...}``) count, taken as they are: other kinds are the source's own.
+The evidence is checked against its digest binding as the rows are read.
 """
 
 from __future__ import annotations
@@ -112,7 +112,11 @@ _attempted = msgspec.json.Decoder(ActionAttempted)
 _blocked = msgspec.json.Decoder(ActionBlocked)
 _hint = msgspec.json.Decoder(Hint)
 _message_decoder = msgspec.json.Decoder(Message)
-_CONVERSATION = frozenset({"observation", "action.attempted", "action.blocked", "hint", "message"})
+_NATIVE_CONVERSATION = frozenset({"observation", "action.attempted", "action.blocked", "hint"})
+_IMPORTED_CONVERSATION = frozenset({"message"})
+"""An imported record's kind is the source's word, its payload the source's shape: only a
+``message`` record (``{"role", "content"}``) says what was said. A source's ``observation`` is
+not our Observation and is never decoded as one."""
 
 
 # -- admission -----------------------------------------------------------------------------------
@@ -209,6 +213,11 @@ async def create_dataset(
     if not isinstance(name, str) or not name.strip() or not name.isprintable() or len(name) > 100:
         raise ConfigurationError(
             f"dataset name {name!r} must be printable text of 1 to 100 characters"
+        )
+    if name.startswith(DATASET_PREFIX):
+        raise ConfigurationError(
+            f"dataset name {name!r} starts with {DATASET_PREFIX!r}, which begins dataset ids: "
+            "a dataset is found by its name or its id, so choose a name without it"
         )
     if not snapshot_ids:
         raise ConfigurationError(f"dataset {name!r} needs at least one snapshot id")
@@ -342,10 +351,13 @@ async def _conversations(
     """
     bounds = _replayed_after(trajectory)
     conversations: dict[str, list[Message]] = {name: [] for name in trajectory.participants}
+    kinds = (
+        _NATIVE_CONVERSATION if trajectory.provenance.origin == "native" else _IMPORTED_CONVERSATION
+    )
     rows = reader.rows(trajectory)
     try:
         async for row in rows:
-            if row.kind not in _CONVERSATION or row.participant is None:
+            if row.kind not in kinds or row.participant is None:
                 continue
             if _superseded(row, bounds):
                 continue

@@ -110,6 +110,7 @@ class RecordLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", ta
 ExportLine = SnapshotLine | TrajectoryLine | RecordLine
 
 _plain = msgspec.json.Encoder()
+_MAX_DECLARATION = 1000
 
 
 # -- projecting and freezing ---------------------------------------------------------------------
@@ -186,6 +187,8 @@ async def freeze_trajectories(
         raise ConfigurationError(
             f"snapshot label {label!r} must be printable text of at most 200 characters"
         )
+    if entitlement is not None:
+        _check_entitlement(entitlement)
     ordered = [by_session[key] for key in sorted(by_session)]
     members = [(trajectory.session_id, encode(trajectory)) for trajectory in ordered]
     content = SnapshotContent(
@@ -203,6 +206,23 @@ async def freeze_trajectories(
         metadata=metadata_of(snapshot_id, content, stored.created_at),
         trajectories=tuple(ordered),
     )
+
+
+def _check_entitlement(entitlement: Entitlement) -> None:
+    """A declaration must say why: the command line and the API refuse a blank basis, and so
+    does the Python API, which all three reach through here."""
+    basis, declared_by = entitlement.basis, entitlement.declared_by
+    if not isinstance(basis, str) or not basis.strip() or not basis.isprintable():
+        raise ConfigurationError(
+            f"entitlement basis {basis!r} must say, in printable text, why these trajectories "
+            "may train models, e.g. 'own evaluation data'"
+        )
+    if not isinstance(declared_by, str) or not declared_by.isprintable():
+        raise ConfigurationError(f"entitlement declared_by {declared_by!r} must be printable text")
+    if len(basis) > _MAX_DECLARATION or len(declared_by) > _MAX_DECLARATION:
+        raise ConfigurationError(
+            f"an entitlement's basis and declared_by are at most {_MAX_DECLARATION} characters"
+        )
 
 
 # -- reading -------------------------------------------------------------------------------------

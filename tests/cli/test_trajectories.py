@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from pathlib import Path
 
 import msgspec
+import pytest
 
 from envharness import EnvironmentHarness
 from envharness.fixtures import SyntheticAgent, SyntheticEnvironment
@@ -135,6 +137,54 @@ def test_dataset_create_and_export(invoke: Invoke, tmp_path: Path) -> None:
     assert "wrote 2 rows" in result.stderr
     table = importlib.import_module("pyarrow.parquet").read_table(parquet)
     assert table.to_pylist() == rows
+
+
+def test_dataset_export_to_stdout_refuses_altered_evidence_before_the_first_row(
+    invoke: Invoke, tmp_path: Path
+) -> None:
+    # Rows on stdout cannot be taken back: the first trajectory's rows were written before
+    # the second's altered record stopped the export.
+    store = tmp_path / "store"
+    sessions = sorted(synthetic_store(store))
+    snapshot_id = snapshot_of(invoke, store, *sessions, "--entitle-training", "own data")
+    assert invoke("--store", store, "dataset", "create", "sft", snapshot_id).exit_code == 0
+    flip_payload_byte(store, sessions[1], 4)
+    result = invoke("--store", store, "dataset", "export", "sft")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert f"trajectory {sessions[1]}: record seq 4" in result.stderr
+
+
+def test_dataset_export_names_an_output_it_cannot_write(invoke: Invoke, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    snapshot_id = snapshot_of(invoke, store, *synthetic_store(store), "--entitle-training", "own")
+    assert invoke("--store", store, "dataset", "create", "sft", snapshot_id).exit_code == 0
+    missing = tmp_path / "no-such-directory"
+    for extra in ((), ("--format", "parquet")):
+        output = missing / ("rows.parquet" if extra else "rows.jsonl")
+        result = invoke("--store", store, "dataset", "export", "sft", "-o", output, *extra)
+        assert result.exit_code == 2, result.output
+        assert f"there is no directory {str(missing)!r}; create it first" in result.stderr
+        assert "Traceback" not in result.output
+    assert not missing.exists()
+
+
+def test_dataset_export_names_a_directory_it_may_not_write(invoke: Invoke, tmp_path: Path) -> None:
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        pytest.skip("running as root: root writes anywhere, so permissions cannot block it")
+    store = tmp_path / "store"
+    snapshot_id = snapshot_of(invoke, store, *synthetic_store(store), "--entitle-training", "own")
+    assert invoke("--store", store, "dataset", "create", "sft", snapshot_id).exit_code == 0
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        result = invoke("--store", store, "dataset", "export", "sft", "-o", locked / "rows.jsonl")
+    finally:
+        locked.chmod(0o700)
+    assert result.exit_code == 2, result.output
+    assert "cannot write --output" in result.stderr
+    assert "Traceback" not in result.output
 
 
 def test_dataset_refusals_are_named(invoke: Invoke, tmp_path: Path) -> None:

@@ -203,6 +203,26 @@ async def test_what_agents_and_sources_wrote_is_escaped(world: World) -> None:
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
 
 
+async def test_links_to_an_episode_with_url_characters_in_its_id_reach_it(world: World) -> None:
+    # An episode id is the source's own text: unencoded, '?' and '#' cut the link short.
+    from envharness.trajectories.sources import SourceChain, import_records
+
+    episode = "run 1/ä?x=1#y%2F"
+    chain = SourceChain("acme/odd")
+    rows = [
+        chain.seal(episode, "episode.started", {}),
+        chain.seal(episode, "episode.ended", {"status": "completed"}),
+    ]
+    await import_records(world.store, "acme/odd", rows)
+    text = await _page(world, "viewer", "/trajectories?source=acme/odd")
+    [href] = re.findall(r'<a class="mono" href="(/trajectories/[^"]+)">', text)
+    assert href == "/trajectories/acme/odd:run%201/%C3%A4%3Fx%3D1%23y%252F"
+    page = await _page(world, "viewer", href)
+    assert '<h1><span class="mono">acme/odd:run 1/ä?x=1#y%2F</span>' in page
+    unchecked = await _page(world, "viewer", f"{href}?check=false")
+    assert f'href="{href}?check=true"' in unchecked
+
+
 @pytest.fixture
 def long_world(tmp_path: Path) -> tuple[World, str]:
     """A store with one session of 10,000 turns, each observed by alice."""

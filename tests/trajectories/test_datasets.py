@@ -161,6 +161,17 @@ def test_a_dataset_name_is_taken_for_good(tmp_path: Path) -> None:
         runner.create_dataset("f", [])
 
 
+def test_a_name_that_looks_like_a_dataset_id_is_refused(tmp_path: Path) -> None:
+    # Datasets are found by name or id: a name equal to another dataset's id made that id
+    # reach the wrong dataset's rows.
+    runner = harness(tmp_path)
+    snapshot = runner.snapshot([runner.run(REACH, turns=5)], entitlement="own data")
+    first = runner.create_dataset("d", [snapshot.metadata.id])
+    with pytest.raises(ConfigurationError, match="starts with 'dst_', which begins dataset ids"):
+        runner.create_dataset(first.id, [snapshot.metadata.id], reward="total")
+    assert runner.dataset(first.id) == first
+
+
 def test_rows_are_checked_against_the_evidence(tmp_path: Path) -> None:
     journal = Journal().complete()
     write(tmp_path, journal)
@@ -266,3 +277,27 @@ def test_imported_trajectories_need_their_source_to_declare_training_rights(
     [row] = runner.dataset_rows("imports")
     assert [(m.role, m.content) for m in row.messages] == [("user", "2+2?"), ("assistant", "4")]
     assert (row.reward, row.participant, row.scorer_version) == (1.0, "bot", "exact@1")
+
+
+def test_an_imported_trajectory_speaks_only_through_its_message_records(tmp_path: Path) -> None:
+    # A source's own 'observation' is not our Observation: decoding it as one failed every
+    # export of a dataset that had admitted it.
+    from envharness.trajectories.sources import SourceChain
+
+    runner = harness(tmp_path)
+    runner.run(REACH, turns=5)  # the store exists
+    chain = SourceChain("acme/evals")
+    rows = [
+        chain.seal("ep", "episode.started", {"participants": {"bot": "bot@1"}}),
+        chain.seal("ep", "observation", {"cells": [1, 2]}, participant="bot", turn=1),
+        chain.seal("ep", "action", {"move": "up"}, participant="bot", turn=1),
+        chain.seal("ep", "message", {"role": "user", "content": "2+2?"}, participant="bot"),
+        chain.seal("ep", "message", {"role": "assistant", "content": "4"}, participant="bot"),
+        chain.seal("ep", "score", {"scorer": "exact@1", "passed": True, "cites": [1, 2]}),
+        chain.seal("ep", "episode.ended", {"status": "completed"}),
+    ]
+    runner.sources().import_records("acme/evals", rows, training=True)
+    snapshot = runner.snapshot(["acme/evals:ep"], entitlement="licensed")
+    runner.create_dataset("imported", [snapshot.metadata.id])
+    [row] = runner.dataset_rows("imported")
+    assert [(m.role, m.content) for m in row.messages] == [("user", "2+2?"), ("assistant", "4")]

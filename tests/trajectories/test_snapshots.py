@@ -271,6 +271,26 @@ def test_bad_snapshot_requests_are_named(tmp_path: Path) -> None:
         anyio.run(lambda: forged("snp_forged", b"{}", [], "2026-01-01"))
 
 
+@pytest.mark.parametrize(
+    ("entitlement", "expected"),
+    [
+        ("", "must say, in printable text, why"),
+        (" ", "must say, in printable text, why"),
+        ("own\x1b[31m data", "must say, in printable text, why"),
+        (Entitlement(basis="own data", declared_by="me\n"), "declared_by 'me.* must be printable"),
+        ("x" * 1001, "at most 1000 characters"),
+    ],
+)
+def test_a_training_entitlement_must_say_why(
+    tmp_path: Path, entitlement: Entitlement | str, expected: str
+) -> None:
+    # The command line and the API refused a blank basis; the Python API declared training
+    # rights with no reason at all.
+    session = harness(tmp_path).run(REACH, turns=5)
+    with pytest.raises(ConfigurationError, match=expected):
+        session.snapshot(entitlement=entitlement)
+
+
 def test_session_snapshot_freezes_one_session(tmp_path: Path) -> None:
     session = harness(tmp_path).run(REACH, turns=5)
     snapshot = session.snapshot(entitlement=Entitlement(basis="own data", declared_by="me"))

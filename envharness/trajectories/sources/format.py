@@ -37,13 +37,17 @@ from envharness.trajectories.sources.kinds import check_payload
 
 __all__ = [
     "MAX_EPISODE_LENGTH",
+    "MAX_INTEGER",
     "SourceChain",
     "SourceRecord",
     "encode_source_row",
     "read_source_lines",
+    "row_problem",
 ]
 
 MAX_EPISODE_LENGTH = 200
+MAX_INTEGER = 2**63 - 1
+"""The largest position or turn: SQLite's INTEGER is a signed 64-bit number."""
 _KIND = re.compile(r"[a-z][a-z0-9_]*(\.[a-z0-9_]+)*")
 _HASH = re.compile(r"[0-9a-f]{64}")
 _plain = msgspec.json.Encoder()
@@ -207,28 +211,31 @@ def _decode(source: str, text: bytes, where: str) -> SourceRow:
             source=source,
             position=position,
         ) from None
-    problem = _field_problem(source, record)
-    if problem is not None:
-        raise SourceFormatError(
-            f"{where}{_at(position)}: {problem}", source=source, position=position
-        )
-    payload = bytes(record.payload)
-    problem = check_payload(record.kind, payload)
-    if problem is not None:
-        raise SourceFormatError(
-            f"{where}{_at(position)}: {problem}", source=source, position=position
-        )
-    return SourceRow(
+    row = SourceRow(
         record.source, record.position, record.schema_version, record.episode, record.kind,
-        record.turn, record.participant, record.at, payload, record.prev, record.hash,
+        record.turn, record.participant, record.at, bytes(record.payload), record.prev,
+        record.hash,
     )  # fmt: skip
+    problem = row_problem(source, row)
+    if problem is not None:
+        raise SourceFormatError(
+            f"{where}{_at(position)}: {problem}", source=source, position=position
+        )
+    return row
 
 
 def _at(position: int | None) -> str:
     return f" (position {position})" if position is not None else ""
 
 
-def _field_problem(source: str, record: SourceRecord) -> str | None:
+def row_problem(source: str, row: SourceRow) -> str | None:
+    """What is wrong with one record's fields or, for a kind that shapes the trajectory, its
+    payload (``None``: nothing). Lines and records sealed in Python pass the same checks, so
+    whatever is stored projects, and exports as lines that import again."""
+    return _field_problem(source, row) or check_payload(row.kind, row.payload)
+
+
+def _field_problem(source: str, record: SourceRow) -> str | None:
     if record.source != source:
         return (
             f"the record belongs to source {record.source!r}, but it is being imported as "
@@ -236,6 +243,11 @@ def _field_problem(source: str, record: SourceRecord) -> str | None:
         )
     if record.position < 0:
         return f"position {record.position} is negative; positions count from 0"
+    if record.position > MAX_INTEGER or (record.turn is not None and record.turn > MAX_INTEGER):
+        return (
+            f"position and turn must be at most {MAX_INTEGER} (2^63 - 1), the largest "
+            "number the store holds"
+        )
     if not record.episode or len(record.episode) > MAX_EPISODE_LENGTH:
         return (
             f"episode must be a non-empty string of at most {MAX_EPISODE_LENGTH} characters "

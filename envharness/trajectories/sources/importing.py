@@ -19,12 +19,13 @@ from envharness.errors import ConfigurationError
 from envharness.store.sources import (
     ImportBatch,
     ImportReceipt,
+    SourceFormatError,
     SourceImportError,
     SourceRow,
     SourceStore,
     check_source_id,
 )
-from envharness.trajectories.sources.format import read_source_lines
+from envharness.trajectories.sources.format import read_source_lines, row_problem
 from envharness.trajectories.sources.otel import OtelGenAIImporter
 
 __all__ = [
@@ -103,7 +104,18 @@ async def import_records(
         origin=origin,
         training=training,
     )
-    return await SourceStore(Path(store)).append(batch, records)
+    sources = SourceStore(Path(store))
+    for row in records:  # the checks a line gets: stored records are never removed
+        problem = row_problem(batch.source, row)
+        if problem is not None:
+            refused = SourceFormatError(
+                f"{origin + ': ' if origin else ''}position {row.position}: {problem}",
+                source=batch.source,
+                position=row.position,
+            )
+            await sources.note_refusal(batch, records, refused)
+            raise refused
+    return await sources.append(batch, records)
 
 
 async def import_lines(

@@ -48,6 +48,8 @@ IMPORTER = "envharness.otel-genai/1"
 _SPAN_KINDS = ("unspecified", "internal", "server", "client", "producer", "consumer")
 _STATUS_CODES = ("unset", "ok", "error")
 _OPERATION = re.compile(r"[^a-z0-9_]+")
+_LATEST = 253_402_300_799_999_999_999
+"""9999-12-31T23:59:59.999999999Z in unix nanoseconds: the last time RFC 3339 can write."""
 
 
 class OtelGenAIImporter:
@@ -207,6 +209,14 @@ def _span_records(
     }
     if dropped:
         payload["dropped"] = dropped
+    if (end or start or 0) > _LATEST:
+        raise SourceFormatError(
+            f"{where}: span {name!r} ({span_id}) ends {end or start} ns after 1970, after the "
+            "year 9999, which no record time can hold; the exporter's clock or the file is "
+            "wrong",
+            source=source,
+            position=chain.next_position,
+        )
     at = _time(end or start)
     yield chain.seal(trace_id, kind, payload, at=at, participant=participant)
     if dropped:

@@ -22,8 +22,11 @@ from contextlib import aclosing
 from os import PathLike
 from pathlib import Path
 
+import msgspec
+
 from envharness.errors import NotFoundError
 from envharness.store.sources import EpisodeInfo, SourceRow, SourceStore
+from envharness.trajectories.errors import TrajectoryError
 from envharness.trajectories.model import (
     CollectionStatus,
     ExecutionState,
@@ -49,6 +52,7 @@ __all__ = [
     "SOURCE_DIGEST_ALGORITHM",
     "EpisodeProjector",
     "project_episode",
+    "project_info",
     "project_rows",
     "source_trajectories",
     "split_trajectory_id",
@@ -103,7 +107,14 @@ class EpisodeProjector:
             self._turns = max(self._turns, row.turn)
         if row.participant is not None:
             self._participants.setdefault(row.participant, "")
-        payload = decode_shaping(row.kind, row.payload)
+        try:
+            payload = decode_shaping(row.kind, row.payload)
+        except msgspec.DecodeError as exc:  # stored before imports checked every record
+            raise TrajectoryError(
+                f"source {row.source!r} position {row.position}: the payload of its "
+                f"{row.kind!r} record is malformed ({exc}), so episode {row.episode!r} cannot "
+                "be projected; re-import the source's records under another name"
+            ) from None
         if isinstance(payload, EpisodeStarted):
             self._started = payload
             self._participants.update(payload.participants)
@@ -243,15 +254,17 @@ def project_rows(info: EpisodeInfo, rows: Iterable[SourceRow]) -> Trajectory:
 
 async def project_episode(store: str | PathLike[str], source: str, episode: str) -> Trajectory:
     """The trajectory of one imported episode; :class:`NotFoundError` when there is none."""
-    sources = SourceStore(Path(store))
-    found = [info for info in await sources.episodes(source) if info.episode == episode]
-    if not found:
-        raise NotFoundError(
-            f"source {source!r} has no episode {episode!r}; `envharness sources` lists sources"
-        )
-    projector = EpisodeProjector(found[0])
-    async with aclosing(sources.rows(source, episode=episode)) as rows:
-        async for row in rows:
+    info = await SourceStore(Path(store)).episode(source, episode)
+    return await project_info(store, info)
+
+
+async def project_info(store: str | PathLike[str], info: EpisodeInfo) -> Trajectory:
+    """The trajectory of the episode ``info`` describes (as a listing found it): its own
+    records only, read through the episode index."""
+    projector = EpisodeProjector(info)
+    rows = SourceStore(Path(store)).rows(info.source, episode=info.episode)
+    async with aclosing(rows) as found:
+        async for row in found:
             projector.feed(row)
     return projector.trajectory()
 

@@ -9,13 +9,14 @@ import msgspec
 import pytest
 
 from envharness.errors import ConfigurationError
-from envharness.store.sources import SourceRow, source_hash_of
+from envharness.store.sources import SourceRow, SourceStore, source_hash_of
 from envharness.trajectories.sources import (
     SourceChain,
     SourceChainError,
     SourceFormatError,
     encode_source_row,
     import_file,
+    import_records,
     read_source_lines,
 )
 from tests.trajectories.sources._support import AT, SOURCE, dump, episode, lines, write_lines
@@ -96,6 +97,7 @@ def test_an_unknown_schema_version_names_the_line_position_and_fix() -> None:
         ({"payload": [1]}, "payload must be a JSON object"),
         ({"hash": "ABC"}, "is not a sha256 in lowercase hex"),
         ({"turn": -1}, "turn -1 is negative"),
+        ({"turn": 2**63}, "must be at most 9223372036854775807"),
     ],
 )
 def test_a_malformed_field_is_named(changes: dict[str, object], expected: str) -> None:
@@ -201,3 +203,39 @@ def test_sealed_payloads_are_canonical() -> None:
     row = SourceChain(SOURCE).seal("e", "note", {"b": 1, "a": 2}, at=AT)
     assert row.payload == b'{"a":2,"b":1}'
     assert msgspec.json.decode(encode_source_row(row))["payload"] == {"a": 2, "b": 1}
+
+
+def test_a_position_beyond_what_the_store_holds_is_refused() -> None:
+    row = episode(SourceChain(SOURCE))[0]
+    with pytest.raises(SourceFormatError, match="must be at most 9223372036854775807"):
+        read([line_of(row, position=2**63)])
+
+
+@pytest.mark.parametrize(
+    ("kind", "payload", "changes", "expected"),
+    [
+        ("score", {"metrics": {"a": "x"}}, {}, "the payload of a 'score' record is malformed"),
+        ("episode.ended", {"status": "finished"}, {}, "status is one of completed, failed"),
+        ("note", {}, {"at": "yesterday"}, "is not an RFC 3339 time with a zone"),
+        ("note", {}, {"turn": 2**63}, "must be at most 9223372036854775807"),
+        ("Bad Kind", {}, {}, "is not a kind name"),
+    ],
+)
+@pytest.mark.anyio
+async def test_records_sealed_in_python_get_the_checks_of_a_line(
+    tmp_path: Path, kind: str, payload: dict[str, object], changes: dict[str, object], expected: str
+) -> None:
+    # Stored records are never removed: one that does not project would break every
+    # projection of its source for good.
+    chain = SourceChain(SOURCE)
+    good = chain.seal("run-1", "episode.started", {}, at=AT)
+    bad = chain.seal("run-1", kind, payload, at=AT)._replace(**changes)  # type: ignore[arg-type]
+    bad = bad._replace(hash=source_hash_of(*bad[:10]))
+    with pytest.raises(SourceFormatError) as caught:
+        await import_records(tmp_path, SOURCE, [good, bad])
+    assert caught.value.position == 1
+    assert expected in str(caught.value)
+    records, heads, _ = dump(tmp_path)
+    assert (records, heads) == ([], [])
+    [health] = await SourceStore(tmp_path).health(SOURCE)
+    assert (health.refused, health.records) == (1, 0)

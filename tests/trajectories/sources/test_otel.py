@@ -202,3 +202,16 @@ def test_the_records_reimport_as_envharness_lines() -> None:
 def test_input_that_is_not_otlp_json_is_refused(texts: list[bytes], expected: str) -> None:
     with pytest.raises(SourceFormatError, match=expected):
         read(texts)
+
+
+@pytest.mark.parametrize("nanos", ["253402300800000000000", "9" * 40])
+def test_a_span_ending_after_the_year_9999_is_refused(nanos: str) -> None:
+    # No RFC 3339 time can say when it ended (and a larger one overflowed the clock).
+    found = requests()
+    only_span(found[0])["endTimeUnixNano"] = nanos
+    with pytest.raises(SourceFormatError, match=f"ends {nanos} ns after 1970, after the year 9999"):
+        read([json.dumps(request).encode() for request in found])
+    only_span(found[0])["endTimeUnixNano"] = "253402300799999999999"
+    assert read([json.dumps(request).encode() for request in found])[0].at == (
+        "9999-12-31T23:59:59.999999Z"
+    )

@@ -8,7 +8,8 @@ import msgspec
 import pytest
 
 from envharness.errors import NotFoundError
-from envharness.trajectories import EvidenceMismatchError
+from envharness.store.sources import ImportBatch, SourceStore
+from envharness.trajectories import EvidenceMismatchError, TrajectoryError
 from envharness.trajectories.codec import decode_trajectory, encode
 from envharness.trajectories.sources import (
     SOURCE_DIGEST_ALGORITHM,
@@ -155,3 +156,31 @@ async def test_unknown_episodes_and_sources_are_named(store_path: Path) -> None:
 def test_trajectory_ids_split_back_into_source_and_episode() -> None:
     assert split_trajectory_id(trajectory_id(SOURCE, "a:b")) == (SOURCE, "a:b")
     assert split_trajectory_id("ses_0123") is None
+
+
+async def test_projecting_one_episode_reads_only_that_episode(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A listing projects every episode: if each projection summarised the whole source,
+    # a source of E episodes would cost E passes over it (minutes at a few thousand).
+    chain = SourceChain(SOURCE)
+    await import_records(store_path, SOURCE, episode(chain, "a") + episode(chain, "b"))
+
+    def whole_source(self: SourceStore, source: str) -> None:
+        raise AssertionError("projected one episode by summarising every episode")
+
+    monkeypatch.setattr(SourceStore, "episodes", whole_source)
+    trajectory = await project_episode(store_path, SOURCE, "b")
+    assert (trajectory.journal.first_seq, trajectory.journal.last_seq) == (5, 9)
+    info = await SourceStore(store_path).episode(SOURCE, "a")
+    assert (info.first_position, info.last_position, info.records) == (0, 4, 5)
+
+
+async def test_a_stored_payload_that_does_not_project_is_named(store_path: Path) -> None:
+    # Stores written before imports checked every sealed record may hold one.
+    chain = SourceChain(SOURCE)
+    rows = [chain.seal("run-1", "score", {"metrics": {"a": "x"}}, at=AT)]
+    batch = ImportBatch(source=SOURCE, format="envharness", importer="old/0")
+    await SourceStore(store_path).append(batch, rows)
+    with pytest.raises(TrajectoryError, match="position 0: the payload of its 'score' record"):
+        await project_episode(store_path, SOURCE, "run-1")

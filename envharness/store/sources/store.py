@@ -1,0 +1,343 @@
+"""The store side of imports: one batch per transaction, compared with what the source holds.
+
+An import is a batch: every record of it is stored in one transaction, or none is. A record at a
+position the source already holds is compared by hash: the same hash is an idempotent retry
+(nothing written), another hash a conflict that refuses the whole batch. Every import, stored or
+refused, is noted in ``source_imports`` (which batch brought which positions, in which format,
+with what declaration); refusals are what source health reports as gaps and backlog.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sqlite3
+from collections.abc import AsyncGenerator, Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import anyio
+
+from envharness.errors import ConfigurationError, NotFoundError, StoreError
+from envharness.records import new_id, utc_now_text
+from envharness.store.connections import read_in_thread
+from envharness.store.schema import connect, translate_sqlite_error
+from envharness.store.sources.chain import (
+    COLUMNS,
+    SourceRow,
+    check_batch,
+    check_source_id,
+    position_span,
+)
+from envharness.store.sources.errors import SourceChainError, SourceConflictError, SourceImportError
+from envharness.store.sources.reads import episodes_of, health_of
+from envharness.store.sources.reports import EpisodeInfo, ImportBatch, ImportReceipt, SourceHealth
+
+__all__ = ["SourceStore"]
+
+_PAGE = 500
+_T = TypeVar("_T")
+
+_INSERT = f"INSERT INTO source_records ({COLUMNS}, import_id) VALUES ({', '.join('?' * 12)})"
+_INSERT_IMPORT = (
+    "INSERT INTO source_imports (id, source, at, format, importer, origin, training,"
+    " first_position, last_position, stored, duplicates, status, problem, problem_kind,"
+    f" problem_position) VALUES ({', '.join('?' * 15)})"
+)
+
+
+class SourceStore:
+    """The imported sources of one store. Each call is one short transaction in a worker
+    thread, on a connection of its own (imports are rare and batch-sized: they wait for the
+    journal's lock like any other writer, up to the busy timeout)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._ready = False
+
+    async def append(self, batch: ImportBatch, rows: Sequence[SourceRow]) -> ImportReceipt:
+        """Store ``rows`` (one piece of ``batch.source``'s chain) whole, or refuse them whole.
+
+        Raises :class:`SourceImportError` naming the position at fault; a refusal is noted in
+        the import log (for health) and changes nothing else.
+        """
+        source = check_source_id(batch.source)
+        if not rows:
+            raise ConfigurationError(f"nothing to import into {source!r}: the batch has no records")
+        try:
+            # Every hash is recomputed: in a worker thread, so a large batch cannot stall the loop.
+            await anyio.to_thread.run_sync(
+                functools.partial(check_batch, source, rows, prefix=_origin(batch))
+            )
+        except SourceImportError as refused:
+            await self.note_refusal(batch, rows, refused)
+            raise
+        import_id = new_id("imp")
+
+        def run() -> ImportReceipt:
+            connection = connect(self.directory, create=True)
+            try:
+                try:
+                    connection.execute("BEGIN IMMEDIATE")
+                    receipt = _apply(connection, batch, rows, import_id, utc_now_text())
+                    connection.execute("COMMIT")
+                    return receipt
+                except BaseException:
+                    if connection.in_transaction:
+                        connection.execute("ROLLBACK")
+                    raise
+            except SourceImportError as refused:
+                _note(connection, batch, rows, refused)
+                raise
+            except sqlite3.Error as exc:
+                raise translate_sqlite_error(exc, self.directory) from exc
+            finally:
+                connection.close()
+
+        # Not abandoned on cancel: the caller learns whether the batch was stored.
+        return await anyio.to_thread.run_sync(run)
+
+    async def note_refusal(
+        self, batch: ImportBatch, rows: Sequence[SourceRow], refused: SourceImportError
+    ) -> None:
+        """Note in the import log that a batch was refused before it reached the store (a
+        line that did not parse), so health can report it. Like an import, this creates the
+        store when there is none; it changes no record. Best effort: a store that cannot be
+        opened is left alone, and the caller still raises the refusal itself."""
+
+        def run() -> None:
+            try:
+                connection = connect(self.directory, create=True)
+            except StoreError:
+                return
+            try:
+                _note(connection, batch, rows, refused)
+            finally:
+                connection.close()
+
+        await anyio.to_thread.run_sync(run)
+
+    async def head(self, source: str) -> tuple[int, str | None]:
+        """The acknowledged position and hash of ``source``; ``(-1, None)`` before the first."""
+        rows = await self._read(
+            lambda c: c.execute(
+                "SELECT head_position, head_hash FROM sources WHERE id = ?", (source,)
+            ).fetchall()
+        )
+        return (int(rows[0][0]), str(rows[0][1])) if rows else (-1, None)
+
+    async def health(self, source: str | None = None) -> list[SourceHealth]:
+        """Every source (or the one named), in name order; refused-only sources included."""
+        found = await self._read(lambda c: health_of(c, source))
+        if source is not None and not found:
+            raise NotFoundError(
+                f"no source {source!r} in the store at {str(self.directory)!r}; "
+                "`envharness sources` lists them"
+            )
+        return found
+
+    async def episodes(self, source: str) -> list[EpisodeInfo]:
+        """The episodes of ``source``, in the order their first records were imported."""
+        found = await self._read(lambda c: episodes_of(c, source))
+        if not found:
+            raise NotFoundError(
+                f"no records of source {source!r} in the store at {str(self.directory)!r}; "
+                "`envharness sources` lists the sources"
+            )
+        return found
+
+    async def episode(self, source: str, episode: str) -> EpisodeInfo:
+        """One episode of ``source``, read through its index: projecting an episode must not
+        cost a pass over the whole source (a listing projects every episode)."""
+        found = await self._read(lambda c: episodes_of(c, source, episode))
+        if found:
+            return found[0]
+        if (await self.head(source))[0] < 0:
+            raise NotFoundError(
+                f"no records of source {source!r} in the store at {str(self.directory)!r}; "
+                "`envharness sources` lists the sources"
+            )
+        raise NotFoundError(
+            f"source {source!r} has no episode {episode!r}; `envharness sources` lists sources"
+        )
+
+    async def rows(
+        self, source: str, *, episode: str | None = None, after: int = -1, upto: int | None = None
+    ) -> AsyncGenerator[SourceRow, None]:
+        """``source``'s records (of one ``episode``, when given) with ``after`` < position
+        <= ``upto``, in position order, one short read transaction per page."""
+        clauses = ["source = ?", "position > ?"]
+        extra: list[object] = []
+        if episode is not None:
+            clauses.append("episode = ?")
+            extra.append(episode)
+        if upto is not None:
+            clauses.append("position <= ?")
+            extra.append(upto)
+        query = (
+            f"SELECT {COLUMNS} FROM source_records WHERE {' AND '.join(clauses)}"
+            f" ORDER BY position LIMIT {_PAGE}"
+        )
+        while True:
+            arguments = (source, after, *extra)
+
+            def fetch(connection: sqlite3.Connection) -> list[SourceRow]:
+                return [SourceRow(*row) for row in connection.execute(query, arguments)]  # noqa: B023 - called at once
+
+            page = await self._read(fetch)
+            for row in page:
+                yield row
+            if len(page) < _PAGE:
+                return
+            after = page[-1].position
+
+    async def _read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        if not self._ready:
+            # Like read_store: refuse a missing or newer store, migrate an older one.
+            opened = await anyio.to_thread.run_sync(lambda: connect(self.directory, create=False))
+            await anyio.to_thread.run_sync(opened.close)
+            self._ready = True
+
+        return await read_in_thread(self.directory, work)
+
+
+def _apply(
+    connection: sqlite3.Connection,
+    batch: ImportBatch,
+    rows: Sequence[SourceRow],
+    import_id: str,
+    now: str,
+) -> ImportReceipt:
+    """Inside the import transaction: compare with what is held, then insert what is new."""
+    source = batch.source
+    held = connection.execute(
+        "SELECT head_position, head_hash FROM sources WHERE id = ?", (source,)
+    ).fetchone()
+    head, head_hash = (int(held[0]), str(held[1])) if held else (-1, None)
+    first, last = rows[0].position, rows[-1].position
+    if first > head + 1:
+        have = f"it holds positions 0..{head}" if head >= 0 else "it holds no records yet"
+        raise SourceChainError(
+            f"{_origin(batch)}source {source!r} position {first}: position(s) "
+            f"{position_span(head + 1, first - 1)} "
+            f"were never imported ({have}); import the missing records first, or resend this "
+            f"batch starting at position {head + 1}",
+            source=source,
+            position=first,
+            problem="gap",
+        )
+    duplicates = 0
+    if first <= head:
+        stored = dict(
+            connection.execute(
+                "SELECT position, hash FROM source_records WHERE source = ?"
+                " AND position BETWEEN ? AND ?",
+                (source, first, min(last, head)),
+            ).fetchall()
+        )
+        for row in rows:
+            if row.position > head:
+                break
+            if stored.get(row.position) != row.hash:
+                raise SourceConflictError(
+                    f"{_origin(batch)}source {source!r} position {row.position} is already "
+                    "imported with "
+                    f"hash {stored.get(row.position)}, and this batch sends hash {row.hash} "
+                    "there: a retry with different content. Nothing was stored. If the "
+                    "source rewrote its history, import it as a new source (another NAME); "
+                    "stored records are never replaced",
+                    source=source,
+                    position=row.position,
+                )
+            duplicates += 1
+    new = rows[duplicates:]
+    if new and new[0].prev != head_hash:
+        raise SourceChainError(
+            f"{_origin(batch)}source {source!r} position {new[0].position}: its prev "
+            f"{new[0].prev!r} is not "
+            f"the hash of the acknowledged position {head} ({head_hash}); the batch does not "
+            "continue the source's chain: resend it from the source as it was exported",
+            source=source,
+            position=new[0].position,
+            problem="chain",
+        )
+    if new:
+        connection.executemany(_INSERT, [(*row, import_id) for row in new])
+        tail = new[-1]
+        if held:
+            connection.execute(
+                "UPDATE sources SET head_position = ?, head_hash = ?, updated_at = ? WHERE id = ?",
+                (tail.position, tail.hash, now, source),
+            )
+        else:
+            connection.execute(
+                "INSERT INTO sources (id, created_at, updated_at, head_position, head_hash)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (source, now, now, tail.position, tail.hash),
+            )
+        head, head_hash = tail.position, tail.hash
+    connection.execute(
+        _INSERT_IMPORT,
+        (
+            import_id, source, now, batch.format, batch.importer, batch.origin,
+            int(batch.training), first, last, len(new), duplicates,
+            "stored" if new else "duplicate", None, None, None,
+        ),
+    )  # fmt: skip
+    assert head_hash is not None  # a non-empty batch leaves a head
+    return ImportReceipt(
+        import_id=import_id,
+        source=source,
+        format=batch.format,
+        stored=len(new),
+        duplicates=duplicates,
+        first_position=first,
+        last_position=last,
+        head_position=head,
+        head_hash=head_hash,
+    )
+
+
+def _origin(batch: ImportBatch) -> str:
+    """``"run.jsonl: "`` when the batch says where it came from, so errors name the file."""
+    return f"{batch.origin}: " if batch.origin else ""
+
+
+def _note(
+    connection: sqlite3.Connection,
+    batch: ImportBatch,
+    rows: Sequence[SourceRow],
+    refused: SourceImportError,
+) -> None:
+    """Log a refused batch in a transaction of its own (the batch's was rolled back).
+
+    Best effort: the log feeds health, and failing to write it (a store locked past the busy
+    timeout) must not hide the refusal the caller is about to get.
+    """
+    positions = [row.position for row in rows]
+    with contextlib.suppress(sqlite3.Error):
+        _insert_refusal(connection, batch, positions, refused)
+
+
+def _insert_refusal(
+    connection: sqlite3.Connection,
+    batch: ImportBatch,
+    positions: list[int],
+    refused: SourceImportError,
+) -> None:
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        connection.execute(
+            _INSERT_IMPORT,
+            (
+                new_id("imp"), batch.source, utc_now_text(), batch.format, batch.importer,
+                batch.origin, int(batch.training), min(positions, default=None),
+                max(positions, default=None), 0, 0, "refused", str(refused), refused.problem,
+                refused.position,
+            ),
+        )  # fmt: skip
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise

@@ -1,0 +1,29 @@
+"""The snapshots and datasets tables: rows found by their content address."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from envharness.store.schema import connect
+from envharness.store.snapshots import DATASET_PREFIX, SnapshotStore, content_address
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_dataset_id_wins_over_a_name_that_equals_it(store_path: Path) -> None:
+    # A store written before such names were refused may hold one: the id, which is unique
+    # and content-addressed, must still reach its own dataset.
+    (await anyio.to_thread.run_sync(lambda: connect(store_path, create=True))).close()
+    datasets = SnapshotStore(store_path)
+    first_content = b'{"name":"first"}'
+    first_id = content_address(DATASET_PREFIX, first_content)
+    impostor_content = b'{"name":"impostor"}'
+    impostor_id = content_address(DATASET_PREFIX, impostor_content)
+    await datasets.put_dataset(first_id, impostor_id, impostor_content, "2026-01-01T00:00:00Z")
+    await datasets.put_dataset("first", first_id, first_content, "2026-01-02T00:00:00Z")
+    assert (await datasets.dataset(first_id)).content == first_content
+    assert (await datasets.dataset("first")).content == first_content
+    assert (await datasets.dataset(impostor_id)).content == impostor_content
