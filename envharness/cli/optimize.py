@@ -10,6 +10,7 @@ the same functions the Python API offers.
 
 from __future__ import annotations
 
+import os
 import shlex
 import tempfile
 from collections.abc import Callable, Sequence
@@ -45,7 +46,7 @@ from envharness.optimizer import (
 from envharness.optimizer.results import report_lines
 from envharness.optimizer.versions import diff_versions, harness_version, patch_text
 from envharness.scenario import Scenario
-from envharness.store import HarnessVersionInfo, read_store
+from envharness.store import HarnessVersionInfo, OptimizerRunInfo, read_store
 
 __all__ = ["load_scenarios", "register_optimizer_commands"]
 
@@ -100,8 +101,12 @@ def register_optimizer_commands(app: typer.Typer, store_of: StoreOf) -> None:
             optimizer = HarnessOptimizer(
                 harness, MiningEngineer(), config=config, progress=_progress
             )
-            result = _run(lambda: optimizer.optimize_async(tickets(count)))
+            result = _run(
+                optimizer, lambda: optimizer.optimize_async(tickets(count)), resumable=False
+            )
             for line in report_lines(result):
+                if not given and line.startswith("run directory: "):
+                    line = "run directory: removed with the temporary store (--store keeps it)"
                 typer.echo(printable(line))
             if result.patch is not None:
                 typer.echo("accepted patch:")
@@ -203,6 +208,23 @@ def register_optimizer_commands(app: typer.Typer, store_of: StoreOf) -> None:
                 "the test without gating on it.",
             ),
         ] = 0.05,
+        metric: Annotated[
+            str | None,
+            typer.Option(
+                "--metric",
+                metavar="NAME",
+                help="Optimize this score metric instead of pass/fail (a scenario counts as "
+                "solved at --solved).",
+            ),
+        ] = None,
+        solved: Annotated[
+            float,
+            typer.Option(
+                "--solved",
+                metavar="VALUE",
+                help="The value at which a scenario counts as solved (regression protection).",
+            ),
+        ] = 1.0,
         answers: Annotated[
             Path | None,
             typer.Option(
@@ -269,15 +291,18 @@ def register_optimizer_commands(app: typer.Typer, store_of: StoreOf) -> None:
             capacity=capacity,
             sandbox="local" if sandbox == "local" else "subprocess",
             alpha=alpha if 0.0 < alpha < 1.0 else None,
+            metric=metric,
+            solved=solved,
         )
         optimizer = HarnessOptimizer(
             harness, chosen, config=config, progress=None if as_json else _progress
         )
         if resume is None:
-            result = _run(lambda: optimizer.optimize_async(train, held, suite))
+            result = _run(optimizer, lambda: optimizer.optimize_async(train, held, suite))
         else:
             result = _run(
-                lambda: optimizer.resume_async(resume, train, held_out=held, regression=suite)
+                optimizer,
+                lambda: optimizer.resume_async(resume, train, held_out=held, regression=suite),
             )
         if as_json:
             typer.echo(msgspec.json.encode(result).decode())
@@ -288,10 +313,44 @@ def register_optimizer_commands(app: typer.Typer, store_of: StoreOf) -> None:
             raise typer.Exit(EXIT_NO)
 
     harness_app = typer.Typer(
-        help="The harness versions the optimizer accepted: list, show one, diff two.",
+        help="The harness versions the optimizer accepted: list, show one, diff two; the "
+        "optimizer runs.",
         no_args_is_help=True,
     )
     app.add_typer(harness_app, name="harness")
+
+    @harness_app.command("runs")
+    def list_runs(
+        ctx: typer.Context,
+        as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+    ) -> None:
+        """List the optimizer runs, oldest first: what an interrupted run's --resume needs."""
+        store = store_of(ctx)
+
+        async def listed() -> tuple[list[OptimizerRunInfo], list[HarnessVersionInfo]]:
+            reader = await read_store(store)
+            return await reader.optimizer_runs(), await reader.harness_versions()
+
+        runs, versions = anyio.run(listed)
+        accepted: dict[str, list[str]] = {}
+        for info in versions:
+            accepted.setdefault(info.run_id, []).append(info.version)
+        if as_json:
+            for run in runs:
+                entry = {**msgspec.to_builtins(run), "versions": accepted.get(run.id, [])}
+                typer.echo(msgspec.json.encode(entry).decode())
+            return
+        if not runs:
+            typer.echo(f"no optimizer runs in {shlex.quote(printable(str(store)))}", err=True)
+            return
+        typer.echo(f"{'run':<28} {'status':<11} {'created':<28} versions")
+        for run in runs:
+            typer.echo(
+                printable(
+                    f"{run.id:<28} {run.status:<11} {run.created_at:<28} "
+                    f"{', '.join(accepted.get(run.id, [])) or '-'}"
+                )
+            )
 
     @harness_app.command("list")
     def list_versions(
@@ -465,16 +524,36 @@ def _engineer(
         return ScriptedEngineer(given)
     if not model:
         raise CliError("--engineer openai needs --model NAME (e.g. --model gpt-4o-mini)")
+    if key_env and not os.environ.get(key_env):
+        raise CliError(
+            f"--engineer openai reads its API key from ${key_env}, which is not set: export "
+            f"{key_env}=..., name another variable with --api-key-env VAR, or give "
+            "--api-key-env '' for an endpoint that needs no key (a local vLLM or llama.cpp server)"
+        )
     provider = OpenAICompatibleProvider.from_env(
         model, base_url=base_url, api_key_env=key_env or None
     )
     return ModelEngineer(provider)
 
 
-def _run(work: Callable[[], Any]) -> OptimizationResult:
+def _run(
+    optimizer: HarnessOptimizer, work: Callable[[], Any], *, resumable: bool = True
+) -> OptimizationResult:
+    """Run the optimizer; on Ctrl-C, say which run was stopped and how to finish it."""
     result: OptimizationResult | None = anyio.run(lambda: interruptible(work))
     if result is None:
-        typer.echo("interrupted: the optimizer run was recorded as stopped; --resume it", err=True)
+        if not resumable:
+            typer.echo("interrupted: the selftest was stopped", err=True)
+        elif optimizer.run_id is None:
+            typer.echo(
+                "interrupted before the optimizer run started; nothing was recorded", err=True
+            )
+        else:
+            typer.echo(
+                f"interrupted: optimizer run {optimizer.run_id} was recorded as stopped; finish it "
+                f"with the same command and --resume {optimizer.run_id}",
+                err=True,
+            )
         raise typer.Exit(EXIT_INTERRUPTED)
     return result
 

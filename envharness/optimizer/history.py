@@ -17,14 +17,13 @@ every figure is a record's, or is computed from records the way the loop compute
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
 from envharness.errors import EnvharnessError
-from envharness.optimizer.results import LedgerEntry, MeasurementSummary
+from envharness.optimizer.results import LedgerEntry, MeasurementSummary, summarize
 from envharness.records import (
     CandidateVerdict,
     OptimizerAccepted,
@@ -121,28 +120,6 @@ class RunHistory(msgspec.Struct, frozen=True, kw_only=True):
     iterations: tuple[IterationRecord, ...] = ()
     versions: tuple[VersionRecord, ...] = ()
     ledger: tuple[LedgerEntry, ...] = ()
-
-
-def summarize(
-    measured: OptimizerMeasured, scenarios: Sequence[str], solved: float, *, version: str | None
-) -> MeasurementSummary:
-    """One measurement's figures over ``scenarios`` (a suite of it), as the loop reports them."""
-    values = {scenario: measured.values.get(scenario) for scenario in scenarios}
-    filled = [value or 0.0 for value in values.values()]
-    return MeasurementSummary(
-        role=measured.role,
-        experiment_id=measured.experiment_id,
-        version=version,
-        values=values,
-        mean_reward=sum(filled) / len(filled) if filled else 0.0,
-        passed=sum(1 for value in filled if value >= solved),
-        total=len(filled),
-        failures={s: why for s, why in measured.failures.items() if s in values},
-        hooks=dict(measured.hooks),
-        hook_errors=measured.hook_errors,
-        tokens=measured.tokens,
-        seconds=measured.seconds,
-    )
 
 
 @dataclass(slots=True)

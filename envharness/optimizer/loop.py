@@ -26,6 +26,7 @@ without asking the engineer again or re-measuring anything measured.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
@@ -56,12 +57,13 @@ from envharness.optimizer.results import (
     MeasurementSummary,
     OptimizationResult,
     report_lines,
+    summarize,
     write_bytes,
     write_json,
 )
 from envharness.optimizer.runlog import RunLog, RunMemo, measurement_key
 from envharness.optimizer.sandbox import LocalSandbox, Sandbox, SandboxLimits, SubprocessSandbox
-from envharness.optimizer.stats import PairedComparison, paired_comparison
+from envharness.optimizer.stats import PairedComparison, paired_comparison, sign_test
 from envharness.records import (
     CandidateVerdict,
     Cost,
@@ -72,6 +74,7 @@ from envharness.records import (
     OptimizerMeasured,
     OptimizerProposal,
     OptimizerStatus,
+    ParticipantRef,
     new_id,
 )
 from envharness.scenario import Scenario
@@ -235,6 +238,9 @@ class HarnessOptimizer:
         if self._base is not None and not self._base_version:
             self._base_version = f"patch-{self._base.digest()[:12]}"
         self._progress = progress
+        self.run_id: str | None = None
+        """The run this optimizer started or resumed last, set as soon as its chain exists
+        (``None`` before): what to pass to :meth:`resume` after an interruption."""
 
     # -- the blocking face ---------------------------------------------------------------------
 
@@ -299,6 +305,9 @@ class HarnessOptimizer:
         _disjoint(train, held, suite)
         environment = self._harness.new_environment()
         _require_success_signal(environment, self.config.metric)
+        if resume is None:
+            _require_a_passable_gate(train, self.config.alpha)
+        participants = self._participants(train)
         async with AsyncExitStack() as stack:
             if not self._harness.is_open:
                 await stack.enter_async_context(self._harness)
@@ -308,25 +317,39 @@ class HarnessOptimizer:
                 config = self.config
                 directory = config.directory or Path(self._harness.store) / "optimizer" / run_id
                 log = await RunLog.start(
-                    store, run_id, self._config_ref(environment, train, held, suite, directory)
+                    store,
+                    run_id,
+                    self._config_ref(environment, participants, train, held, suite, directory),
                 )
                 memo = RunMemo()
             else:
                 log, memo = await RunLog.reopen(store, resume)
                 assert memo.config is not None
-                self._check_resumable(memo.config, train, held, suite)
+                self._check_resumable(memo.config, environment, participants, train, held, suite)
                 await log.resumed()
                 config = OptimizationConfig.from_record(memo.config)
                 directory = Path(memo.config.directory)
+            self.run_id = log.run_id
+            self._say(
+                f"optimizer run {log.run_id} {'started' if resume is None else 'resumed'} "
+                f"(run directory {directory})"
+            )
             sandbox: Sandbox = await stack.enter_async_context(_sandbox(config))
             run = _Run(
                 self, config, store, log, memo, environment, sandbox, directory, train, held, suite
             )
             return await run.execute()
 
+    def _participants(self, train: list[Scenario[Any]]) -> dict[str, ParticipantRef]:
+        """The participants every rerun will run, as an experiment records them (the agents are
+        made to read their implementations; nothing runs and nothing is recorded)."""
+        probe = self._harness.experiment(self.config.name, train[:1], turns=self.config.turns)
+        return dict(probe.config.participants)
+
     def _config_ref(
         self,
         environment: Environment[Any, Any],
+        participants: dict[str, ParticipantRef],
         train: list[Scenario[Any]],
         held: list[Scenario[Any]],
         suite: list[Scenario[Any]],
@@ -336,6 +359,7 @@ class HarnessOptimizer:
         return OptimizerConfigRef(
             name=config.name,
             environment=environment.spec.reference(),
+            participants=participants,
             engineer=self._engineer.name,
             engineer_version=self._engineer.version,
             scenarios=tuple(s.id for s in train),
@@ -366,6 +390,8 @@ class HarnessOptimizer:
     def _check_resumable(
         self,
         recorded: OptimizerConfigRef,
+        environment: Environment[Any, Any],
+        participants: dict[str, ParticipantRef],
         train: list[Scenario[Any]],
         held: list[Scenario[Any]],
         suite: list[Scenario[Any]],
@@ -390,6 +416,13 @@ class HarnessOptimizer:
         if base != recorded.base_digest:
             raise ConfigurationError(
                 "the run was recorded on another base patch; resume it with the same base_patch"
+            )
+        changed = _code_changes(recorded, environment, participants)
+        if changed:
+            raise ConfigurationError(
+                f"the run was recorded with other code ({'; '.join(changed)}): its measurements "
+                "would not be comparable; resume it with the environment and agents it was "
+                "recorded with, or start a new run"
             )
 
     def _say(self, line: str) -> None:
@@ -532,17 +565,30 @@ class _Run:
             return
         traces = await experiment_traces(self.store, measured.experiment_id)
         if self.config.metric is None:
-            if traces and all(t.passed is None for t in traces):
-                raise ConfigurationError(
-                    f"environment {self.environment_name}'s score() never reported `passed` in "
-                    f"the baseline ({len(traces)} sessions); the optimizer needs a success signal:"
-                    " return ScoreReport(metrics=..., passed=True/False), or optimize a metric "
-                    "(OptimizationConfig(metric=...))"
-                )
-        elif traces and all(self.config.metric not in t.metrics for t in traces):
+            silent = bool(traces) and all(t.passed is None for t in traces)
+        else:
+            silent = bool(traces) and all(self.config.metric not in t.metrics for t in traces)
+        if not silent:
+            return
+        failed = [t for t in traces if t.status != "completed"]
+        if len(failed) == len(traces):  # nothing was scored because nothing finished
+            first = failed[0]
             raise ConfigurationError(
-                f"no baseline session's score has the metric {self.config.metric!r}"
+                f"every baseline session ended {first.status} ({len(traces)} sessions), so "
+                f"nothing was scored; the first, {first.session_id}: "
+                f"{first.reason or 'no reason recorded'} (envharness show {first.session_id}); "
+                "fix the environment or agents before optimizing"
             )
+        if self.config.metric is None:
+            raise ConfigurationError(
+                f"environment {self.environment_name}'s score() never reported `passed` in "
+                f"the baseline ({len(traces)} sessions); the optimizer needs a success signal:"
+                " return ScoreReport(metrics=..., passed=True/False), or optimize a metric "
+                "(OptimizationConfig(metric=...); envharness optimize --metric NAME)"
+            )
+        raise ConfigurationError(
+            f"no baseline session's score has the metric {self.config.metric!r}"
+        )
 
     # -- one iteration -----------------------------------------------------------------------
 
@@ -619,6 +665,11 @@ class _Run:
                 engineer_tokens=spent.engineer_tokens,
                 rerun_tokens=spent.rerun_tokens,
                 seconds=spent.seconds,
+                hooks={
+                    item.record.candidate: dict(measured[item.record.digest].hooks)
+                    for item in proposed
+                    if item.record.digest is not None and item.record.digest in measured
+                },
             )
         )
         say(f"iteration {iteration}: {reason}")
@@ -1191,6 +1242,46 @@ def _require_success_signal(environment: Environment[Any, Any], metric: str | No
         )
 
 
+def _require_a_passable_gate(train: list[Scenario[Any]], alpha: float | None) -> None:
+    """Refuse a run whose significance gate no candidate could pass: with n scenarios the sign
+    test's smallest p-value is 2**-n, however many trials each scenario has."""
+    smallest = sign_test(len(train), 0)
+    if alpha is not None and smallest > alpha:
+        needed = math.ceil(math.log2(1 / alpha))
+        raise ConfigurationError(
+            f"with {len(train)} scenario(s) no candidate could ever be accepted: the sign test's "
+            f"smallest p-value is {smallest:.3g} (every scenario improved), over alpha {alpha}; "
+            f"give at least {needed} scenarios, or decide by the mean reward alone with "
+            "OptimizationConfig(alpha=None) (envharness optimize --alpha 1)"
+        )
+
+
+def _code_changes(
+    recorded: OptimizerConfigRef,
+    environment: Environment[Any, Any],
+    participants: dict[str, ParticipantRef],
+) -> list[str]:
+    """How the environment and agents about to run differ from those the run recorded."""
+    found = []
+    was, now = recorded.environment, environment.spec.reference()
+    if (was.name, was.version) != (now.name, now.version):
+        found.append(f"environment {was.name}@{was.version} is now {now.name}@{now.version}")
+    if not recorded.participants:  # recorded before participants were: nothing to compare
+        return found
+    for name in sorted(recorded.participants.keys() | participants.keys()):
+        before, after = recorded.participants.get(name), participants.get(name)
+        if before is None:
+            found.append(f"participant {name!r} was not in the recorded roster")
+        elif after is None:
+            found.append(f"participant {name!r} is no longer in the roster")
+        elif (before.role, before.implementation) != (after.role, after.implementation):
+            found.append(
+                f"agent {name!r} was {before.implementation!r} ({before.role}), is now "
+                f"{after.implementation!r} ({after.role})"
+            )
+    return found
+
+
 def _subset(measured: OptimizerMeasured, scenarios: list[Scenario[Any]]) -> OptimizerMeasured:
     wanted = [s.id for s in scenarios]
     return msgspec.structs.replace(
@@ -1201,21 +1292,8 @@ def _subset(measured: OptimizerMeasured, scenarios: list[Scenario[Any]]) -> Opti
 
 
 def _summary(measured: OptimizerMeasured, config: OptimizationConfig) -> MeasurementSummary:
-    values = [v or 0.0 for v in measured.values.values()]
-    return MeasurementSummary(
-        role=measured.role,
-        experiment_id=measured.experiment_id,
-        version=measured.version,
-        values=dict(measured.values),
-        mean_reward=sum(values) / len(values) if values else 0.0,
-        passed=sum(1 for v in values if v >= config.solved),
-        total=len(values),
-        failures=dict(measured.failures),
-        hooks=dict(measured.hooks),
-        hook_errors=measured.hook_errors,
-        tokens=measured.tokens,
-        seconds=measured.seconds,
-    )
+    """A measurement's figures over the scenarios it holds, named by its own version."""
+    return summarize(measured, list(measured.values), config.solved, version=measured.version)
 
 
 def _tokens(cost: Cost) -> int:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from envharness.records import CandidateVerdict
+from envharness.records import CandidateVerdict, OptimizerMeasured
 
 __all__ = [
     "AcceptedVersion",
@@ -24,6 +25,7 @@ __all__ = [
     "MeasurementSummary",
     "OptimizationResult",
     "report_lines",
+    "summarize",
     "write_bytes",
     "write_json",
 ]
@@ -84,6 +86,10 @@ class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class IterationReport(msgspec.Struct, frozen=True, kw_only=True):
+    """One iteration: every candidate's verdict, what was selected and why, what it spent, and
+    ``hooks`` — for each candidate that was rerun, which hooks intervened how often
+    (``on_before_action:block_and_prompt`` → n; empty when its hooks never did)."""
+
     iteration: int
     verdicts: tuple[CandidateVerdict, ...]
     selected: int | None
@@ -92,6 +98,7 @@ class IterationReport(msgspec.Struct, frozen=True, kw_only=True):
     engineer_tokens: int = 0
     rerun_tokens: int = 0
     seconds: float = 0.0
+    hooks: dict[int, dict[str, int]] = {}
 
 
 class OptimizationResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -111,6 +118,29 @@ class OptimizationResult(msgspec.Struct, frozen=True, kw_only=True):
     ledger: tuple[LedgerEntry, ...] = ()
     patch: dict[str, Any] | None = None
     held_out: MeasurementSummary | None = None
+
+
+def summarize(
+    measured: OptimizerMeasured, scenarios: Sequence[str], solved: float, *, version: str | None
+) -> MeasurementSummary:
+    """One measurement's figures over ``scenarios`` (a suite of it): what the loop reports and
+    what :mod:`envharness.optimizer.history` reads back, computed one way."""
+    values = {scenario: measured.values.get(scenario) for scenario in scenarios}
+    filled = [value or 0.0 for value in values.values()]
+    return MeasurementSummary(
+        role=measured.role,
+        experiment_id=measured.experiment_id,
+        version=version,
+        values=values,
+        mean_reward=sum(filled) / len(filled) if filled else 0.0,
+        passed=sum(1 for value in filled if value >= solved),
+        total=len(filled),
+        failures={s: why for s, why in measured.failures.items() if s in values},
+        hooks=dict(measured.hooks),
+        hook_errors=measured.hook_errors,
+        tokens=measured.tokens,
+        seconds=measured.seconds,
+    )
 
 
 def write_json(path: Path, value: Any) -> None:
@@ -135,6 +165,13 @@ def write_bytes(path: Path, data: bytes) -> None:
 
 def _figure(summary: MeasurementSummary) -> str:
     return f"{summary.passed}/{summary.total} passed (mean {summary.mean_reward:.3f})"
+
+
+def _fired(hooks: dict[str, int]) -> str:
+    """Which hooks intervened in a rerun: the evidence that a patch did anything at all."""
+    if not hooks:
+        return "; its hooks never intervened"
+    return "; hooks fired: " + ", ".join(f"{name} x{n}" for name, n in sorted(hooks.items()))
 
 
 def report_lines(result: OptimizationResult) -> list[str]:
@@ -163,9 +200,12 @@ def report_lines(result: OptimizationResult) -> list[str]:
                     figures += f" [{low:+.3f}, {high:+.3f}]"
                 if verdict.p_value is not None:
                     figures += f" p={verdict.p_value:.3g}"
-            lines.append(
-                f"  candidate {verdict.candidate}: {verdict.status}{figures} — {verdict.reason}"
-            )
+            first, *rest = verdict.reason.splitlines() or [""]
+            fired = iteration.hooks.get(verdict.candidate)
+            if fired is not None:
+                first += _fired(fired)
+            lines.append(f"  candidate {verdict.candidate}: {verdict.status}{figures} — {first}")
+            lines.extend(f"      {line}" for line in rest)
     for version in result.versions:
         interval = (
             f" [{version.interval[0]:+.3f}, {version.interval[1]:+.3f}]" if version.interval else ""

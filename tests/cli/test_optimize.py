@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
+from envharness.demos.support_desk import RefundFirstPolicy
 from tests.cli._support import Invoke
 from tests.optimizer._loops import LOOK_UP_FIRST
+
+ROOT = Path(__file__).resolve().parents[2]
 
 DESK = "envharness.demos.support_desk"
 SHELL = "envharness.demos.coding_shell"
@@ -27,6 +36,7 @@ def test_selftest_runs_offline_in_a_temporary_store(
     assert "selftest passed: baseline 0/8 -> patched 8/8, accepted as harness-v1" in out
     assert "ctx.predicates.get('order_looked_up') is False" in out, "the learned hook is shown"
     assert not Path("environment-sessions").exists(), "the default store was not touched"
+    assert "run directory: removed with the temporary store (--store keeps it)" in out
 
 
 def test_selftest_keeps_its_evidence_when_given_a_store(invoke: Invoke, tmp_path: Path) -> None:
@@ -118,10 +128,43 @@ def test_optimize_exits_1_when_nothing_is_accepted(invoke: Invoke, tmp_path: Pat
         "--environment", f"{DESK}:SupportDesk", "--agent", f"alice={DESK}:RefundFirstPolicy",
         "--engineer", "scripted", "--answers", answers, "--input",
         '{"order_id": "A-1", "customer": "Kay", "amount": 3.0}',
-        "--turns", "8", "--sandbox", "local", "--iterations", "1",
+        "--turns", "8", "--sandbox", "local", "--iterations", "1", "--alpha", "1",
     )  # fmt: skip
     assert result.exit_code == 1, result.output
     assert "candidate 0: invalid" in result.stdout
+
+
+def test_optimize_refuses_a_single_scenario_its_gate_could_never_accept(
+    invoke: Invoke, tmp_path: Path
+) -> None:
+    """One scenario (the --input default): the sign test's p is at best 0.5, so nothing could
+    ever be accepted at the default alpha; refused before the engineer is asked."""
+    store = tmp_path / "store"
+    result = invoke(
+        "--store", store, "optimize",
+        "--environment", f"{DESK}:SupportDesk", "--agent", f"alice={DESK}:RefundFirstPolicy",
+        "--input", '{"order_id": "A-1", "customer": "Kay", "amount": 3.0}', "--turns", "8",
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "with 1 scenario(s) no candidate could ever be accepted" in result.stderr
+    assert "--alpha 1" in result.stderr
+    assert not (store / "evidence.sqlite3").exists()
+
+
+def test_optimize_a_score_metric(invoke: Invoke, tmp_path: Path) -> None:
+    answers = tmp_path / "answers.json"
+    answers.write_text(json.dumps([LOOK_UP_FIRST]))
+    result = invoke(
+        "--store", tmp_path / "store", "optimize",
+        "--environment", f"{DESK}:SupportDesk", "--agent", f"alice={DESK}:RefundFirstPolicy",
+        "--engineer", "scripted", "--answers", answers, "--scenarios", f"{DESK}:tickets",
+        "--metric", "resolved", "--turns", "8", "--sandbox", "local", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["accepted_version"] == "harness-v1"
+    assert report["final"]["mean_reward"] == 1.0
+    assert report["iterations"][0]["hooks"] == {"0": {"on_before_action:block_and_prompt": 8}}
 
 
 def test_bad_optimize_arguments_are_named(invoke: Invoke, tmp_path: Path) -> None:
@@ -131,6 +174,10 @@ def test_bad_optimize_arguments_are_named(invoke: Invoke, tmp_path: Path) -> Non
         (("--engineer", "oracle"), "--engineer must be one of mining, scripted, openai"),
         (("--engineer", "scripted"), "--engineer scripted needs --answers FILE"),
         (("--engineer", "openai"), "--engineer openai needs --model NAME"),
+        (
+            ("--engineer", "openai", "--model", "m", "--api-key-env", "ENVHARNESS_NO_SUCH_KEY"),
+            "reads its API key from $ENVHARNESS_NO_SUCH_KEY, which is not set",
+        ),
         (("--sandbox", "vm"), "--sandbox must be one of subprocess, local"),
         (("--scenarios", str(tmp_path / "missing.jsonl")), "cannot read"),
         (("--scenarios", f"{DESK}:nothing"), "has no attribute 'nothing'"),
@@ -151,6 +198,27 @@ def test_bad_optimize_arguments_are_named(invoke: Invoke, tmp_path: Path) -> Non
     assert "must be a JSON list of answer strings" in result.stderr
 
 
+def test_harness_runs_lists_the_runs_and_what_they_accepted(invoke: Invoke, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    invoke("--store", store, "selftest", "--sandbox", "local", "--tickets", "5")
+    result = invoke("--store", store, "harness", "runs")
+    assert result.exit_code == 0, result.output
+    header, row = result.stdout.splitlines()
+    assert header.split() == ["run", "status", "created", "versions"]
+    assert row.startswith("opt_")
+    assert row.split()[1:2] == ["completed"]
+    assert row.endswith("harness-v1")
+    [entry] = [json.loads(line) for line in invoke("--store", store, "harness", "runs",
+                                                   "--json").stdout.splitlines()]  # fmt: skip
+    assert entry["status"] == "completed"
+    assert entry["versions"] == ["harness-v1"]
+    empty = tmp_path / "empty"
+    invoke("--store", empty, "quickstart", "--turns", "2")
+    none = invoke("--store", empty, "harness", "runs")
+    assert none.exit_code == 0
+    assert "no optimizer runs" in none.stderr
+
+
 def test_harness_list_on_a_store_without_versions(invoke: Invoke, tmp_path: Path) -> None:
     invoke("--store", tmp_path / "store", "selftest", "--sandbox", "local", "--tickets", "5")
     empty = tmp_path / "empty"
@@ -168,3 +236,53 @@ def test_the_openai_engineer_is_wired_to_the_model_engineer() -> None:
     assert isinstance(engineer, ModelEngineer)
     assert engineer.name == "openai"
     assert engineer.version.endswith("/tiny-model")
+
+
+class SlowDeskPolicy(RefundFirstPolicy):
+    """The support desk's frozen policy, slow enough to be interrupted mid-run."""
+
+    implementation = "slow-refund-first-policy@1"
+
+    async def act(self, observation: Any) -> dict[str, Any]:  # type: ignore[override]
+        await anyio.sleep(0.05)
+        return super().act(observation)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_names_the_run_and_resume_finishes_it(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    command = [
+        sys.executable, "-m", "envharness.cli", "--store", str(store), "optimize",
+        "--environment", f"{DESK}:SupportDesk",
+        "--agent", "alice=tests.cli.test_optimize:SlowDeskPolicy",
+        "--scenarios", f"{DESK}:tickets", "--turns", "8", "--sandbox", "local",
+    ]  # fmt: skip
+    environment = {k: v for k, v in os.environ.items() if k != "ENVHARNESS_STORE"}
+    with subprocess.Popen(
+        command, cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    ) as process:  # fmt: skip
+        assert process.stderr is not None
+        started = process.stderr.readline()
+        assert started.startswith("optimizer run opt_"), started
+        run_id = started.split()[2]
+        assert process.stderr.readline().startswith("baseline: 0/8 passed")
+        process.send_signal(signal.SIGINT)  # while iteration 1's candidates are asked or rerun
+        _, rest = process.communicate(timeout=60)
+    assert process.returncode == 130, rest
+    assert f"optimizer run {run_id} was recorded as stopped" in rest
+    assert f"--resume {run_id}" in rest
+    listed = subprocess.run(
+        [*command[:5], "harness", "runs"], cwd=ROOT, env=environment, capture_output=True,
+        text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert f"{run_id}   stopped" in listed.stdout, listed
+    resumed = subprocess.run(
+        [*command, "--resume", run_id], cwd=ROOT, env=environment, capture_output=True,
+        text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"optimizer run {run_id} resumed" in resumed.stderr
+    assert f"optimizer run {run_id}: completed" in resumed.stdout
+    assert "final:    8/8 passed" in resumed.stdout

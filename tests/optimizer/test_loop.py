@@ -31,6 +31,7 @@ from envharness.optimizer import (
     paired_comparison,
     sign_test,
 )
+from envharness.optimizer.results import report_lines
 from envharness.optimizer.runlog import RunLog
 from envharness.records import (
     HookCalled,
@@ -127,6 +128,9 @@ async def test_the_selftest_path_learns_the_precondition_in_a_subprocess_sandbox
     accepted_rerun = measured[0]
     assert accepted_rerun.hooks == {"on_before_action:block_and_prompt": 8}
     assert any(line.startswith("accepted harness-v1") for line in lines)
+    # The run says its id as soon as it exists: what an interrupted caller resumes.
+    assert optimizer.run_id == result.run_id
+    assert lines[0] == f"optimizer run {result.run_id} started (run directory {result.directory})"
 
 
 def test_the_accepted_patch_loads_in_production(tmp_path: Path) -> None:
@@ -216,6 +220,32 @@ def test_a_regression_suite_and_a_held_out_split_gate_promotion(tmp_path: Path) 
     assert result.held_out.passed == 2
 
 
+def test_the_report_says_which_hooks_fired_in_each_rerun(tmp_path: Path) -> None:
+    """A rerun without improvement reads differently when its hooks never intervened."""
+    result = HarnessOptimizer(
+        desk(tmp_path / "store"),
+        ScriptedEngineer(["not a patch", DO_NOTHING, LOOK_UP_FIRST]),
+        config=fast(),
+    ).optimize(tickets(5))
+    assert result.iterations[0].hooks == {1: {}, 2: {"on_before_action:block_and_prompt": 5}}
+    lines = report_lines(result)
+    assert any(
+        line.startswith("  candidate 1: rejected")
+        and line.endswith("no improvement (mean reward +0.000); its hooks never intervened")
+        for line in lines
+    ), lines
+    assert any(
+        line.startswith("  candidate 2: accepted")
+        and line.endswith(
+            "improves 5 scenario(s); hooks fired: on_before_action:block_and_prompt x5"
+        )
+        for line in lines
+    ), lines
+    assert any(line.startswith("  candidate 0: invalid") and "hooks" not in line for line in lines)
+    report = json.loads((Path(result.directory) / "report.json").read_text())
+    assert report["iterations"][0]["hooks"]["2"] == {"on_before_action:block_and_prompt": 5}
+
+
 def test_identical_patches_are_measured_once(tmp_path: Path) -> None:
     store = tmp_path / "store"
     engineer = ScriptedEngineer(rounds=[[DO_NOTHING, DO_NOTHING], [DO_NOTHING]])
@@ -228,20 +258,49 @@ def test_identical_patches_are_measured_once(tmp_path: Path) -> None:
     assert [m.role for m in measured] == ["baseline", "candidate"]
 
 
+LOOK_UP_FIRST_ON_FOUR_ORDERS = answer(
+    """
+    orders = ["A-1000", "A-1007", "A-1014", "A-1021"]
+    if ctx.action.get("tool") == "issue_refund" and ctx.state.get("order_id") in orders:
+        if not ctx.predicates.get("order_looked_up"):
+            return block_and_prompt("look the order up first")
+    return None
+    """
+)
+"""Fixes the first four tickets only."""
+
+
 def test_a_significance_gate_refuses_a_gain_too_small_to_tell_from_noise(tmp_path: Path) -> None:
+    engineer = ScriptedEngineer([LOOK_UP_FIRST_ON_FOUR_ORDERS])
     result = HarnessOptimizer(
-        desk(tmp_path / "store"), ScriptedEngineer([LOOK_UP_FIRST]), config=fast(iterations=1)
-    ).optimize(tickets(3))
+        desk(tmp_path / "store"), engineer, config=fast(iterations=1)
+    ).optimize(tickets(6))
     verdict = by_candidate(result)[0]
     assert verdict.status == "rejected"
-    assert verdict.mean_reward == 1.0
-    assert verdict.p_value == pytest.approx(1 / 8)
-    assert verdict.reason.startswith("not significant: sign test p=0.125 > alpha 0.05")
+    assert verdict.mean_reward == pytest.approx(4 / 6)
+    assert verdict.p_value == pytest.approx(1 / 16)
+    assert verdict.reason.startswith("not significant: sign test p=0.0625 > alpha 0.05")
     ungated = HarnessOptimizer(
         desk(tmp_path / "other"),
-        ScriptedEngineer([LOOK_UP_FIRST]),
+        ScriptedEngineer([LOOK_UP_FIRST_ON_FOUR_ORDERS]),
         config=fast(iterations=1, alpha=None),
-    ).optimize(tickets(3))
+    ).optimize(tickets(6))
+    assert ungated.accepted_version == "harness-v1"
+
+
+def test_a_gate_no_candidate_could_pass_is_refused_before_spending(tmp_path: Path) -> None:
+    """Four scenarios that all improve give p = 1/16 > 0.05, whatever the trials: the run could
+    only spend the engineer for nothing."""
+    store = tmp_path / "store"
+    engineer = ScriptedEngineer([LOOK_UP_FIRST])
+    optimizer = HarnessOptimizer(desk(store), engineer, config=fast(trials=3))
+    with pytest.raises(ConfigurationError, match=r"with 4 scenario\(s\) no candidate could ever"):
+        optimizer.optimize(tickets(4))
+    assert engineer.packets == []
+    assert not (store / "evidence.sqlite3").exists(), "refused before anything was recorded"
+    ungated = HarnessOptimizer(
+        desk(store), ScriptedEngineer([LOOK_UP_FIRST]), config=fast(iterations=1, alpha=None)
+    ).optimize(tickets(1))
     assert ungated.accepted_version == "harness-v1"
 
 
@@ -419,6 +478,11 @@ class ScoreWithoutPass(NoScore):
         return {"n": float(state["n"])}
 
 
+class ScoreRaises(NoScore):
+    def score(self, state: Any, scenario: Any) -> dict[str, float]:
+        raise RuntimeError("the scorer is down")
+
+
 class Noop:
     implementation = "noop@1"
 
@@ -437,11 +501,22 @@ def test_an_environment_without_a_success_signal_is_refused_before_spending(
     assert not (store / "evidence.sqlite3").exists(), "refused before anything was recorded"
 
     harness = EnvironmentHarness(store, environment=ScoreWithoutPass, agents={"a": Noop})
+    optimizer = HarnessOptimizer(harness, engineer, config=fast(alpha=None))
     with pytest.raises(ConfigurationError, match="never reported `passed`"):
-        HarnessOptimizer(harness, engineer, config=fast()).optimize([Scenario(id="s", input={})])
+        optimizer.optimize([Scenario(id="s", input={})])
     assert engineer.packets == [], "the engineer was never asked"
     run = anyio.run(_only_run, store)
     assert run.status == "failed"
+
+
+def test_a_baseline_where_every_session_failed_is_refused_naming_why(tmp_path: Path) -> None:
+    engineer = ScriptedEngineer([LOOK_UP_FIRST])
+    harness = EnvironmentHarness(tmp_path / "store", environment=ScoreRaises, agents={"a": Noop})
+    optimizer = HarnessOptimizer(harness, engineer, config=fast(alpha=None))
+    with pytest.raises(ConfigurationError, match="every baseline session ended failed") as caught:
+        optimizer.optimize([Scenario(id="s", input={})])
+    assert "RuntimeError: the scorer is down" in str(caught.value)
+    assert engineer.packets == [], "the engineer was never asked"
 
 
 async def _only_run(store: Path) -> Any:
@@ -547,8 +622,29 @@ def test_a_resume_is_refused_when_it_cannot_be_faithful(tmp_path: Path) -> None:
     other = HarnessOptimizer(desk(store), MiningEngineer(), config=fast())
     with pytest.raises(ConfigurationError, match="recorded with engineer 'scripted'"):
         other.resume(failed, tickets(5))
+    other_agent = EnvironmentHarness(
+        store, environment=SupportDesk, agents={"alice": PoliteRefundFirstPolicy}
+    )
+    changed = HarnessOptimizer(other_agent, ScriptedEngineer([LOOK_UP_FIRST]), config=fast())
+    with pytest.raises(ConfigurationError, match="recorded with other code") as caught:
+        changed.resume(failed, tickets(5))
+    assert "agent 'alice' was 'refund-first-policy@1' (agent), is now 'polite@1'" in str(
+        caught.value
+    )
+    other_name = EnvironmentHarness(
+        store, environment=SupportDesk, agents={"bob": RefundFirstPolicy}
+    )
+    renamed = HarnessOptimizer(other_name, ScriptedEngineer([LOOK_UP_FIRST]), config=fast())
+    with pytest.raises(ConfigurationError, match="participant 'alice' is no longer"):
+        renamed.resume(failed, tickets(5))
     statuses = [p.status for p in chain(store, failed) if isinstance(p, OptimizerStatus)]
     assert statuses == ["running", "failed"], "a refused resume writes nothing"
+
+
+class PoliteRefundFirstPolicy(RefundFirstPolicy):
+    """Other code under the same participant name."""
+
+    implementation = "polite@1"
 
 
 # -- statistics ------------------------------------------------------------------------------------

@@ -179,6 +179,16 @@ NEUTRALIZED = [
             kind=None),  # a local name in this call only
     Attempt("inadmissible-rewrite", "return rewrite({'tool': 'drop_database'})",
             kind="inadmissible"),
+    # One list held thousands of times costs a pointer each; converting it to JSON used to copy
+    # every element in the runtime's own untraced code (unbounded time and memory in-process).
+    Attempt("aliased-list-through-json-dumps",
+            "return hint(str(len(json.dumps([[0] * 1000] * 3000))))", kind="exception"),
+    Attempt("aliased-list-into-notebook", "nb['x'] = [[0] * 1000] * 3000", kind="notebook"),
+    Attempt("aliased-list-rewrite", "return rewrite([[0] * 1000] * 3000)", kind="result"),
+    # Python refuses to write integers over 4,300 digits as text: the sandbox's own encoding used
+    # to fail there, and the patch's failure passed for the sandbox's (infrastructure, no blame).
+    Attempt("blame-dodging-int-in-notebook", "nb['x'] = 10**4400", kind="notebook"),
+    Attempt("blame-dodging-int-in-rewrite", "return rewrite({'n': 10**4400})", kind="result"),
 ]  # fmt: skip
 
 

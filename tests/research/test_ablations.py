@@ -33,7 +33,7 @@ def packet(tmp_path_factory: pytest.TempPathFactory) -> FailurePacket:
         store, environment=SupportDesk, agents={"agent": RefundFirstPolicy}
     )
     engineer = ScriptedEngineer(["nothing"])
-    config = OptimizationConfig(candidates=1, iterations=1, turns=8, sandbox="local")
+    config = OptimizationConfig(candidates=1, iterations=1, turns=8, sandbox="local", alpha=None)
     HarnessOptimizer(harness, engineer, config=config).optimize(tickets(3))
     return engineer.packets[0]
 

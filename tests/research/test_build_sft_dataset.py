@@ -6,6 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import anyio
 import pytest
 
 from envharness.demos.support_desk import RefundFirstPolicy, SupportDesk, tickets
@@ -121,7 +122,7 @@ def test_a_store_without_accepted_patches_has_nothing_to_learn(tmp_path: Path) -
     harness = AsyncEnvironmentHarness(
         store, environment=SupportDesk, agents={"agent": RefundFirstPolicy}
     )
-    config = OptimizationConfig(candidates=1, iterations=1, turns=8, sandbox="local")
+    config = OptimizationConfig(candidates=1, iterations=1, turns=8, sandbox="local", alpha=None)
     HarnessOptimizer(harness, ScriptedEngineer(["nothing"]), config=config).optimize(tickets(2))
     out = tmp_path / "sft.jsonl"
     done = build("--store", str(store), "--environment", DESK, "--out", str(out))
@@ -152,3 +153,37 @@ def test_a_missing_store_is_named(tmp_path: Path) -> None:
     done = build("--store", str(tmp_path / "nope"), "--environment", DESK, "--out", "x.jsonl")
     assert done.returncode == 2
     assert "there is no store" in done.stderr
+
+
+def test_non_terminal_evidence_is_refused_by_name(tmp_path: Path) -> None:
+    """A paused session (not terminal) among the evidence: the datasets layer refuses it."""
+    from envharness.store import open_store
+    from envharness.trajectories.errors import AdmissionError
+    from research.sft_data import admit_evidence
+
+    store = tmp_path / "store"
+    harness = AsyncEnvironmentHarness(
+        store, environment=SupportDesk, agents={"agent": RefundFirstPolicy}
+    )
+
+    def pause_after_one(session_id: str, completed: int, planned: int) -> None:
+        if completed == 1:
+            harness.pause(session_id)
+
+    async def sessions() -> tuple[str, str]:
+        done = await harness.run(tickets(1)[0], turns=8)
+        paused = await harness.run(tickets(2)[1], turns=8, progress=pause_after_one)
+        assert (done.status, paused.status) == ("completed", "paused")
+        return done.id, paused.id
+
+    done, paused = anyio.run(sessions)
+
+    async def admit() -> None:
+        async with open_store(store) as opened:
+            await admit_evidence(opened, [done, paused], name="sft-test", entitlement="ours")
+
+    with pytest.raises(AdmissionError) as refused:
+        anyio.run(admit)
+    assert paused in str(refused.value)
+    assert "terminal" in str(refused.value)
+    assert done not in str(refused.value)

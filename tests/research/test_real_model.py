@@ -63,7 +63,7 @@ def test_the_openai_engineer_runs_an_optimizer_iteration_against_the_real_server
     harness = AsyncEnvironmentHarness(
         tmp_path / "store", environment=SupportDesk, agents={"agent": RefundFirstPolicy}
     )
-    config = OptimizationConfig(candidates=2, iterations=1, turns=8, sandbox="local")
+    config = OptimizationConfig(candidates=2, iterations=1, turns=8, sandbox="local", alpha=None)
     result = HarnessOptimizer(harness, engineer, config=config).optimize(tickets(2))
     [iteration] = result.iterations
     assert len(iteration.verdicts) == 2

@@ -47,6 +47,8 @@ __all__ = [
     "EFFECTS",
     "HOOK_FILE",
     "MAX_INT_BITS",
+    "MAX_JSON_INT_BITS",
+    "MAX_JSON_VALUES",
     "MAX_RANGE",
     "MAX_SEQUENCE",
     "SAFE_BUILTINS",
@@ -71,6 +73,15 @@ MAX_RANGE = 1_000_000
 """The most items a hook's ``range`` may have."""
 MAX_JSON_DEPTH = 64
 """How deeply an effect or notebook value may nest."""
+MAX_JSON_VALUES = 100_000
+"""The most values one conversion to JSON visits (an effect, the notebook, ``json.dumps``'s
+argument). A list can hold the same big list a million times for the price of a pointer each;
+converting it would copy every element in this module's own, untraced code, which no line
+budget stops (a 64 KiB notebook or effect holds far fewer values anyway)."""
+MAX_JSON_INT_BITS = 4096
+"""The biggest integer (in bits, about 1,200 digits) a JSON value from hook code may hold: Python
+refuses to write integers over 4,300 digits as text, and that refusal must be the patch's
+failure, not the sandbox's."""
 EFFECTS = ("allow", "rewrite", "block_and_prompt", "hint")
 CATCHABLE = (
     "ArithmeticError",
@@ -345,12 +356,26 @@ def _context(ctx: Mapping[str, Any]) -> Record:
     return Record("ctx", fields)
 
 
-def to_json(value: Any, where: str, kind: str, *, strict: bool = False, depth: int = 0) -> Any:
+def to_json(
+    value: Any,
+    where: str,
+    kind: str,
+    *,
+    strict: bool = False,
+    depth: int = 0,
+    left: list[int] | None = None,
+) -> Any:
     """``value`` as plain JSON (read-only copies thawed), or :class:`HookError` naming where it
-    stops being JSON. ``strict`` (the notebook's rule) refuses tuples, which JSON would turn
-    into lists."""
+    stops being JSON or holds more than :data:`MAX_JSON_VALUES` values. ``strict`` (the
+    notebook's rule) refuses tuples, which JSON would turn into lists. ``left`` counts down the
+    values still allowed (the caller passes none)."""
     if depth > MAX_JSON_DEPTH:
         raise HookError(kind, f"{where} nests deeper than {MAX_JSON_DEPTH} levels")
+    if left is None:
+        left = [MAX_JSON_VALUES]
+    left[0] -= 1
+    if left[0] < 0:
+        raise HookError(kind, f"{where} is past the limit of {MAX_JSON_VALUES} values as JSON")
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, str):
@@ -360,6 +385,11 @@ def to_json(value: Any, where: str, kind: str, *, strict: bool = False, depth: i
             raise HookError(kind, f"{where} holds a lone surrogate, which is not UTF-8") from None
         return str(value)
     if isinstance(value, int):
+        if value.bit_length() > MAX_JSON_INT_BITS:
+            raise HookError(
+                kind, f"{where} is an integer of {value.bit_length()} bits, over the "
+                f"{MAX_JSON_INT_BITS} a JSON value may have here"
+            )  # fmt: skip
         return int(value)
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -368,7 +398,7 @@ def to_json(value: Any, where: str, kind: str, *, strict: bool = False, depth: i
     if isinstance(value, Record):
         fields = object.__getattribute__(value, "_fields")
         return {
-            key: to_json(item, f"{where}.{key}", kind, strict=strict, depth=depth + 1)
+            key: to_json(item, f"{where}.{key}", kind, strict=strict, depth=depth + 1, left=left)
             for key, item in fields.items()
         }
     if isinstance(value, dict):
@@ -377,7 +407,7 @@ def to_json(value: Any, where: str, kind: str, *, strict: bool = False, depth: i
             if not isinstance(key, str):
                 raise HookError(kind, f"{where} has the key {key!r}; JSON keys are strings")
             result[str(key)] = to_json(
-                item, f"{where}[{key!r}]", kind, strict=strict, depth=depth + 1
+                item, f"{where}[{key!r}]", kind, strict=strict, depth=depth + 1, left=left
             )
         return result
     if (
@@ -386,7 +416,7 @@ def to_json(value: Any, where: str, kind: str, *, strict: bool = False, depth: i
         or (not strict and isinstance(value, tuple))
     ):
         return [
-            to_json(item, f"{where}[{index}]", kind, strict=strict, depth=depth + 1)
+            to_json(item, f"{where}[{index}]", kind, strict=strict, depth=depth + 1, left=left)
             for index, item in enumerate(value)
         ]
     hint = " (use a list)" if isinstance(value, tuple | set | frozenset) else ""
@@ -421,7 +451,7 @@ def hint(text: str) -> dict[str, Any]:
 
 
 def _json_dumps(value: Any, sort_keys: bool = False) -> str:
-    return json.dumps(to_json(value, "the value", "exception"), sort_keys=bool(sort_keys))
+    return json.dumps(to_json(value, "json.dumps' value", "exception"), sort_keys=bool(sort_keys))
 
 
 def _json_loads(text: str) -> Any:
