@@ -47,6 +47,8 @@ class Door:
         return {"open": state["open"]}  # the agent cannot see the lock: it must try
 
     def resolve(self, state: dict[str, Any], actions: Mapping[str, Any]) -> Resolution:
+        if not actions:  # a hook vetoed the action max_blocks times: the turn passes
+            return Resolution(state=state)
         [(name, action)] = actions.items()
         new = dict(state)
         if action.get("do") == "unlock":

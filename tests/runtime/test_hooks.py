@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ from envharness import (
     BlockAndPrompt,
     CommandAgent,
     ConfigurationError,
+    EnvironmentHarness,
     EnvironmentSpec,
     HookContext,
     Hooks,
@@ -802,6 +804,28 @@ def test_the_hooked_session_example_vetoes_and_reprompts(tmp_path: Path) -> None
     assert "with hooks:" in result.stdout
     assert "the environment reported done at turn 2" in result.stdout
     assert "'by': 'hook'" in result.stdout
+
+
+def test_the_example_door_passes_a_turn_a_hook_vetoed_max_blocks_times(tmp_path: Path) -> None:
+    """The documented repeated-block policy resolves the turn without the action."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "hooked_session.py"
+    spec = importlib.util.spec_from_file_location("hooked_session_example", example)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def always(ctx: HookContext, nb: dict[str, Any]) -> BlockAndPrompt:
+        return BlockAndPrompt(message="no")
+
+    harness = EnvironmentHarness(tmp_path / "store", environment=module.Door,
+                                 agents={"alice": module.Pusher})  # fmt: skip
+    session = harness.run(
+        Scenario(id="always-vetoed", input=module.DoorInput()),
+        turns=2,
+        hooks=Hooks("veto-all@1", on_before_action=always),
+    )
+    assert (session.status, session.turns_completed) == ("completed", 2)
 
 
 async def test_in_a_simultaneous_turn_only_the_blocked_participant_is_asked_again(
