@@ -140,8 +140,9 @@ def _common_args(settings: SFTSettings | GRPOSettings, out: Path) -> dict[str, A
 
 
 def _settings_record(
-    stage: str, model: str, settings: Any, paper: Mapping[str, Any], extra: Mapping[str, Any]
+    stage: str, model: str, settings: Any, extra: Mapping[str, Any]
 ) -> dict[str, Any]:
+    """What must match for a run to be resumed: the stage, model, settings and data digest."""
     return {"stage": stage, "model": model, **dataclasses.asdict(settings), **extra}
 
 
@@ -189,7 +190,7 @@ def train_sft(
         raise DataError(
             "the SFT rows mix the 'messages' and the 'prompt'/'completion' shapes; use one"
         )
-    key = _settings_record("sft", model, settings, SFT_PAPER, {"data": data_digest})
+    key = _settings_record("sft", model, settings, {"data": data_digest})
     earlier, checkpoint = check_resumable(out, "sft", key)
     location = _reuse_or_resolve(model, texts_of(rows), out)
     offline()
@@ -256,7 +257,7 @@ def train_grpo(
     if not rows:
         raise NothingToLearn("there is no failure batch to learn from: nothing to train")
     check_prompt_rows(rows, "GRPO prompts")
-    key = _settings_record("grpo", model, settings, GRPO_PAPER, {"data": data_digest})
+    key = _settings_record("grpo", model, settings, {"data": data_digest})
     earlier, checkpoint = check_resumable(out, "grpo", key)
     location = _reuse_or_resolve(model, texts_of(rows), out)
     offline()

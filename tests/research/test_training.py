@@ -41,6 +41,13 @@ class HalfRight:
         return Measured(baseline={"s1": 0.0, "s2": 0.0}, patched={"s1": helped, "s2": 0.0})
 
 
+class EveryTextCounts(HalfRight):
+    """Like HalfRight, but any answer counts as a patch (a tiny model's 8 tokens rarely have <)."""
+
+    async def prepare(self, text: str, batch: str) -> Prepared | Invalid:
+        return Prepared(digest=hashlib.sha256(text.encode()).hexdigest())
+
+
 class StopAt:
     """A trainer callback that interrupts training after ``step`` (as a crash would)."""
 
@@ -216,3 +223,22 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
         timeout=300,
         check=False,
     )
+
+
+def test_an_interrupted_grpo_run_resumes_and_reuses_its_measured_rewards(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "grpo"
+    rows = [{"prompt": row, "batch": "batch-a"} for row in _prompts(2)]
+    settings = GRPOSettings(max_steps=4, max_completion_length=8, save_steps=2, num_generations=4)
+    first = EveryTextCounts()
+    with pytest.raises(KeyboardInterrupt):
+        train_grpo(str(tiny_model), rows, RerunReward(first, cache_file=out / "rewards.jsonl"),
+                   out, settings, callbacks=[StopAt(3)])  # fmt: skip
+    measured = first.reruns
+    assert measured > 0
+    reward = RerunReward(EveryTextCounts(), cache_file=out / "rewards.jsonl")
+    assert len(reward.cached) == measured  # what was measured before the crash is kept
+    record = train_grpo(str(tiny_model), rows, reward, out, settings)
+    assert record["global_step"] == 4
+    assert [resume["from"] for resume in record["resumes"]] == ["checkpoint-2"]
