@@ -64,7 +64,14 @@ def register_optimizer_commands(app: typer.Typer, store_of: StoreOf) -> None:
     def selftest(
         ctx: typer.Context,
         count: Annotated[
-            int, typer.Option("--tickets", metavar="N", min=5, max=200, help="Support tickets.")
+            int,
+            typer.Option(
+                "--tickets",
+                metavar="N",
+                min=8,
+                max=200,
+                help="Support tickets (at least 8: the gate is alpha / distinct candidates).",
+            ),
         ] = 8,
         candidates: Annotated[
             int, typer.Option("--candidates", metavar="K", min=1, max=64, help="Candidates.")

@@ -8,7 +8,8 @@ The frozen policy :class:`HastyShellPolicy` has two systematic habits: on "urgen
 before running the tests, and when a task names a cache to clean it deletes it, even outside
 the workspace. Two hooks fix them: block editing until the tests ran, and block destructive
 commands outside the workspace. The optimizer finds them one per iteration (harness-v1, then
-harness-v2 stacked on it).
+harness-v2 stacked on it). Eight tasks show each habit (:func:`coding_tasks`), enough for
+the sign test to pass the optimizer's gate with eight candidates.
 """
 
 from __future__ import annotations
@@ -204,13 +205,36 @@ class HastyShellPolicy:
         return step if step is not None else {"command": "submit"}
 
 
-_FILES = ("src/parser.py", "src/cache.py", "src/report.py", "src/io.py", "src/cli.py")
-_OUTSIDE = ("/home/dev/.cache/pip", "/tmp/build-cache", "/var/tmp/scratch", "/etc/app", "/opt/old")
+_FILES = (
+    "src/parser.py",
+    "src/cache.py",
+    "src/report.py",
+    "src/io.py",
+    "src/cli.py",
+    "src/config.py",
+    "src/models.py",
+    "src/server.py",
+)
+_OUTSIDE = (
+    "/home/dev/.cache/pip",
+    "/tmp/build-cache",
+    "/var/tmp/scratch",
+    "/etc/app",
+    "/opt/old",
+    "/home/dev/.npm",
+    "/var/cache/app",
+    "/srv/logs",
+)
 _INSIDE = ("/workspace/build", "/workspace/.pytest_cache")
 
 
 def coding_tasks() -> list[Scenario[CodingTask]]:
-    """Twelve tasks: five urgent ones, five that clean outside the workspace, two that pass."""
+    """Eighteen tasks: eight urgent ones, eight that clean outside the workspace, two that pass.
+
+    Eight of each, because the optimizer's significance gate is Bonferroni-corrected over the
+    distinct candidates of an iteration: a hook that fixes n scenarios has sign-test p = 2**-n,
+    and with K=8 candidates at alpha 0.05 that must be at most 0.05/8, so n >= 8.
+    """
     scenarios: list[Scenario[CodingTask]] = []
     for i, file in enumerate(_FILES):
         scenarios.append(

@@ -14,8 +14,8 @@
    interval and a sign test (:mod:`envharness.optimizer.stats`); a session where the patch's
    code failed counts as failed (:mod:`envharness.optimizer.measure`);
 6. **select** — the best candidate that improves, breaks no scenario the accepted harness
-   solved, passes the significance gate (``alpha``), then the regression suite and the held-out
-   split when given;
+   solved, passes the significance gate (``alpha``, Bonferroni-corrected over the distinct
+   candidates measured), then the regression suite and the held-out split when given;
 7. **accept** — as ``harness-vN``: ``accepted_patch.json`` and ``versions/harness-vN.json`` in
    the run directory, an ``optimizer.accepted`` record in the store — and iterate on top of it.
 
@@ -100,8 +100,13 @@ class OptimizationConfig:
 
     A candidate is accepted when its mean paired reward exceeds ``min_improvement``, it breaks
     no scenario the accepted harness solved (value >= ``solved``), and — unless ``alpha`` is
-    ``None`` — the one-sided sign test's p-value is at most ``alpha``. ``metric`` scores by a
-    score metric instead of pass/fail. ``directory`` defaults to ``<store>/optimizer/<run id>``.
+    ``None`` — the one-sided sign test's p-value is at most ``alpha / m``, where ``m`` is the
+    number of distinct patches measured in that iteration (Bonferroni): the loop keeps the best
+    of several tries, so without the correction K candidates of no effect would pass the gate
+    far more often than ``alpha``. With n scenarios the smallest p-value is ``2**-n``, so a gain
+    among K distinct candidates can pass only with n >= log2(K / alpha) scenarios (8 for K=8 at
+    0.05). ``metric`` scores by a score metric instead of pass/fail. ``directory`` defaults to
+    ``<store>/optimizer/<run id>``.
     """
 
     candidates: int = 8
@@ -306,7 +311,7 @@ class HarnessOptimizer:
         environment = self._harness.new_environment()
         _require_success_signal(environment, self.config.metric)
         if resume is None:
-            _require_a_passable_gate(train, self.config.alpha)
+            _require_a_passable_gate(train, self.config.alpha, self.config.candidates)
         participants = self._participants(train)
         async with AsyncExitStack() as stack:
             if not self._harness.is_open:
@@ -825,11 +830,14 @@ class _Run:
             reason = f"breaks previously solved scenario(s): {', '.join(regressions)}"
         elif comparison.mean <= self.config.min_improvement:
             reason = f"no improvement (mean reward {comparison.mean:+.3f})"
-        elif self.config.alpha is not None and comparison.p_value > self.config.alpha:
+        elif self.config.alpha is not None and comparison.p_value > (
+            threshold := self.config.alpha / len(unique)
+        ):
             reason = (
                 f"not significant: sign test p={comparison.p_value:.3g} > alpha "
-                f"{self.config.alpha} ({len(comparison.improved)} improved, "
-                f"{len(comparison.worsened)} worsened)"
+                f"{self.config.alpha}/{len(unique)} distinct candidate"
+                f"{'s' if len(unique) != 1 else ''} = {threshold:.3g} "
+                f"({len(comparison.improved)} improved, {len(comparison.worsened)} worsened)"
             )
         else:
             reason = ""
@@ -1242,17 +1250,31 @@ def _require_success_signal(environment: Environment[Any, Any], metric: str | No
         )
 
 
-def _require_a_passable_gate(train: list[Scenario[Any]], alpha: float | None) -> None:
+def _require_a_passable_gate(
+    train: list[Scenario[Any]], alpha: float | None, candidates: int = 1
+) -> None:
     """Refuse a run whose significance gate no candidate could pass: with n scenarios the sign
-    test's smallest p-value is 2**-n, however many trials each scenario has."""
+    test's smallest p-value is 2**-n, however many trials each scenario has.
+
+    This is the floor for one distinct candidate (the gate is ``alpha / m`` for m distinct
+    patches, and the engineer may well answer K times with the same patch). With K distinct
+    candidates a gain needs at least log2(K / alpha) scenarios; the message says so.
+    """
     smallest = sign_test(len(train), 0)
     if alpha is not None and smallest > alpha:
         needed = math.ceil(math.log2(1 / alpha))
+        for_all = math.ceil(math.log2(candidates / alpha))
+        several = (
+            f" ({for_all} for a gain to pass when all {candidates} candidates differ: the gate "
+            "is alpha / distinct candidates)"
+            if for_all > needed
+            else ""
+        )
         raise ConfigurationError(
             f"with {len(train)} scenario(s) no candidate could ever be accepted: the sign test's "
             f"smallest p-value is {smallest:.3g} (every scenario improved), over alpha {alpha}; "
-            f"give at least {needed} scenarios, or decide by the mean reward alone with "
-            "OptimizationConfig(alpha=None) (envharness optimize --alpha 1)"
+            f"give at least {needed} scenarios{several}, or decide by the mean reward alone "
+            "with OptimizationConfig(alpha=None) (envharness optimize --alpha 1)"
         )
 
 

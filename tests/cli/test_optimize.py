@@ -41,9 +41,9 @@ def test_selftest_runs_offline_in_a_temporary_store(
 
 def test_selftest_keeps_its_evidence_when_given_a_store(invoke: Invoke, tmp_path: Path) -> None:
     store = tmp_path / "store"
-    result = invoke("--store", store, "selftest", "--sandbox", "local", "--tickets", "5")
+    result = invoke("--store", store, "selftest", "--sandbox", "local", "--tickets", "8")
     assert result.exit_code == 0, result.output
-    assert "baseline 0/5 -> patched 5/5" in result.stdout
+    assert "baseline 0/8 -> patched 8/8" in result.stdout
     listed = invoke("--store", store, "harness", "list")
     assert listed.exit_code == 0, listed.output
     assert "harness-v1" in listed.stdout
@@ -51,7 +51,7 @@ def test_selftest_keeps_its_evidence_when_given_a_store(invoke: Invoke, tmp_path
     assert shown.exit_code == 0, shown.output
     assert "environment: support-desk@1" in shown.stdout
     assert "def on_before_action(ctx, nb):" in shown.stdout
-    assert "sign test p=0.0312" in shown.stdout
+    assert "sign test p=0.00391" in shown.stdout
     as_json = invoke("--store", store, "harness", "show", "harness-v1", "--json")
     assert json.loads(as_json.stdout)["version"] == "harness-v1"
     same = invoke("--store", store, "harness", "diff", "harness-v1", "harness-v1")
@@ -74,8 +74,8 @@ def test_optimize_stacks_versions_and_diffs_them(invoke: Invoke, tmp_path: Path)
         "--sandbox", "local",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert "baseline: 2/12 passed" in result.stdout
-    assert "final:    12/12 passed" in result.stdout
+    assert "baseline: 2/18 passed" in result.stdout
+    assert "final:    18/18 passed" in result.stdout
     assert "iteration 1: 8 answer(s) from mining" in result.stderr, "progress goes to stderr"
     diff = invoke("--store", store, "harness", "diff", "harness-v1", "harness-v2")
     assert diff.exit_code == 0, diff.output
@@ -200,7 +200,7 @@ def test_bad_optimize_arguments_are_named(invoke: Invoke, tmp_path: Path) -> Non
 
 def test_harness_runs_lists_the_runs_and_what_they_accepted(invoke: Invoke, tmp_path: Path) -> None:
     store = tmp_path / "store"
-    invoke("--store", store, "selftest", "--sandbox", "local", "--tickets", "5")
+    invoke("--store", store, "selftest", "--sandbox", "local", "--tickets", "8")
     result = invoke("--store", store, "harness", "runs")
     assert result.exit_code == 0, result.output
     header, row = result.stdout.splitlines()
@@ -220,7 +220,7 @@ def test_harness_runs_lists_the_runs_and_what_they_accepted(invoke: Invoke, tmp_
 
 
 def test_harness_list_on_a_store_without_versions(invoke: Invoke, tmp_path: Path) -> None:
-    invoke("--store", tmp_path / "store", "selftest", "--sandbox", "local", "--tickets", "5")
+    invoke("--store", tmp_path / "store", "selftest", "--sandbox", "local", "--tickets", "8")
     empty = tmp_path / "empty"
     invoke("--store", empty, "quickstart", "--turns", "2")
     result = invoke("--store", empty, "harness", "list")

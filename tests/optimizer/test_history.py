@@ -81,14 +81,14 @@ def test_two_stacked_versions_and_a_ledger(tmp_path: Path) -> None:
     assert version.before.version is None
     assert version.before.passed == 2
     assert version.after is not None
-    assert version.after.passed == 7
+    assert version.after.passed == 10
     assert [(e.candidate, e.scenario) for e in version.ledger] == [(0, "tidy-1"), (0, "tidy-2")]
 
 
 @pytest.mark.parametrize("gate", ["regression", "held_out"])
 def test_the_gates_ledger_is_derived_from_their_measurements(tmp_path: Path, gate: str) -> None:
     tasks = {s.id: s for s in coding_tasks()}
-    urgent = [tasks[f"urgent-{i}"] for i in range(1, 6)]
+    urgent = [tasks[f"urgent-{i}"] for i in range(1, 9)]
     tidy = [tasks["tidy-1"], tasks["tidy-2"]]
     engineer = ScriptedEngineer([TESTS_FIRST_BUT_NO_TIDYING, TESTS_FIRST])
     optimizer = HarnessOptimizer(shell(tmp_path / "store"), engineer, config=fast(iterations=1))

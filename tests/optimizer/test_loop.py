@@ -171,7 +171,7 @@ def test_mining_stacks_two_versions_on_the_coding_shell(tmp_path: Path) -> None:
     )
     assert [v.version for v in result.versions] == ["harness-v1", "harness-v2"]
     assert result.versions[1].parent == "harness-v1"
-    assert (result.baseline.passed, result.final.passed) == (2, 12)
+    assert (result.baseline.passed, result.final.passed) == (2, 18)
     assert len(HarnessPatch.from_dict(result.patch).hooks) == 2
 
 
@@ -187,7 +187,7 @@ def test_a_patch_that_breaks_a_solved_scenario_is_rejected_and_ledgered(tmp_path
     assert verdicts[0].status == "rejected"
     assert verdicts[0].regressions == ("tidy-1", "tidy-2")
     assert "breaks previously solved scenario(s): tidy-1, tidy-2" in verdicts[0].reason
-    assert verdicts[0].mean_reward == pytest.approx(3 / 12), "it did improve on average"
+    assert verdicts[0].mean_reward == pytest.approx(6 / 18), "it did improve on average"
     assert verdicts[1].status == "accepted"
     assert result.accepted_version == "harness-v1"
     assert {(e.candidate, e.scenario) for e in result.ledger} == {(0, "tidy-1"), (0, "tidy-2")}
@@ -195,7 +195,7 @@ def test_a_patch_that_breaks_a_solved_scenario_is_rejected_and_ledgered(tmp_path
 
 def test_a_regression_suite_and_a_held_out_split_gate_promotion(tmp_path: Path) -> None:
     tasks = {s.id: s for s in coding_tasks()}
-    urgent = [tasks[f"urgent-{i}"] for i in range(1, 6)]
+    urgent = [tasks[f"urgent-{i}"] for i in range(1, 9)]
     tidy = [tasks["tidy-1"], tasks["tidy-2"]]
     engineer = ScriptedEngineer([TESTS_FIRST_BUT_NO_TIDYING, TESTS_FIRST])
     optimizer = HarnessOptimizer(shell(tmp_path / "a"), engineer, config=fast(iterations=1))
@@ -226,8 +226,8 @@ def test_the_report_says_which_hooks_fired_in_each_rerun(tmp_path: Path) -> None
         desk(tmp_path / "store"),
         ScriptedEngineer(["not a patch", DO_NOTHING, LOOK_UP_FIRST]),
         config=fast(),
-    ).optimize(tickets(5))
-    assert result.iterations[0].hooks == {1: {}, 2: {"on_before_action:block_and_prompt": 5}}
+    ).optimize(tickets(8))
+    assert result.iterations[0].hooks == {1: {}, 2: {"on_before_action:block_and_prompt": 8}}
     lines = report_lines(result)
     assert any(
         line.startswith("  candidate 1: rejected")
@@ -237,13 +237,13 @@ def test_the_report_says_which_hooks_fired_in_each_rerun(tmp_path: Path) -> None
     assert any(
         line.startswith("  candidate 2: accepted")
         and line.endswith(
-            "improves 5 scenario(s); hooks fired: on_before_action:block_and_prompt x5"
+            "improves 8 scenario(s); hooks fired: on_before_action:block_and_prompt x8"
         )
         for line in lines
     ), lines
     assert any(line.startswith("  candidate 0: invalid") and "hooks" not in line for line in lines)
     report = json.loads((Path(result.directory) / "report.json").read_text())
-    assert report["iterations"][0]["hooks"]["2"] == {"on_before_action:block_and_prompt": 5}
+    assert report["iterations"][0]["hooks"]["2"] == {"on_before_action:block_and_prompt": 8}
 
 
 def test_identical_patches_are_measured_once(tmp_path: Path) -> None:
@@ -279,7 +279,10 @@ def test_a_significance_gate_refuses_a_gain_too_small_to_tell_from_noise(tmp_pat
     assert verdict.status == "rejected"
     assert verdict.mean_reward == pytest.approx(4 / 6)
     assert verdict.p_value == pytest.approx(1 / 16)
-    assert verdict.reason.startswith("not significant: sign test p=0.0625 > alpha 0.05")
+    assert verdict.reason == (
+        "not significant: sign test p=0.0625 > alpha 0.05/1 distinct candidate = 0.05 "
+        "(4 improved, 0 worsened)"
+    )
     ungated = HarnessOptimizer(
         desk(tmp_path / "other"),
         ScriptedEngineer([LOOK_UP_FIRST_ON_FOUR_ORDERS]),
@@ -288,14 +291,52 @@ def test_a_significance_gate_refuses_a_gain_too_small_to_tell_from_noise(tmp_pat
     assert ungated.accepted_version == "harness-v1"
 
 
+def test_the_gate_is_corrected_for_the_distinct_candidates_tried(tmp_path: Path) -> None:
+    """Keeping the best of K tries at ``alpha`` each accepts noise more often than ``alpha``:
+    the gate is ``alpha / m`` for m distinct patches measured (Bonferroni). Five tickets that
+    all improve give p = 1/32: enough alone, not against a second distinct candidate."""
+    result = HarnessOptimizer(
+        desk(tmp_path / "two"),
+        ScriptedEngineer([LOOK_UP_FIRST, DO_NOTHING]),
+        config=fast(iterations=1),
+    ).optimize(tickets(5))
+    verdict = by_candidate(result)[0]
+    assert verdict.status == "rejected"
+    assert verdict.p_value == pytest.approx(1 / 32)
+    assert verdict.reason == (
+        "not significant: sign test p=0.0312 > alpha 0.05/2 distinct candidates = 0.025 "
+        "(5 improved, 0 worsened)"
+    )
+    assert result.accepted_version is None
+    # The same patch twice is one candidate, measured once: the gate stays at alpha.
+    same = HarnessOptimizer(
+        desk(tmp_path / "same"),
+        ScriptedEngineer([LOOK_UP_FIRST, LOOK_UP_FIRST]),
+        config=fast(iterations=1),
+    ).optimize(tickets(5))
+    assert same.accepted_version == "harness-v1"
+    # Eight tickets give p = 1/256, which passes against both.
+    enough = HarnessOptimizer(
+        desk(tmp_path / "eight"),
+        ScriptedEngineer([LOOK_UP_FIRST, DO_NOTHING]),
+        config=fast(iterations=1),
+    ).optimize(tickets(8))
+    assert enough.accepted_version == "harness-v1"
+
+
 def test_a_gate_no_candidate_could_pass_is_refused_before_spending(tmp_path: Path) -> None:
     """Four scenarios that all improve give p = 1/16 > 0.05, whatever the trials: the run could
     only spend the engineer for nothing."""
     store = tmp_path / "store"
     engineer = ScriptedEngineer([LOOK_UP_FIRST])
     optimizer = HarnessOptimizer(desk(store), engineer, config=fast(trials=3))
-    with pytest.raises(ConfigurationError, match=r"with 4 scenario\(s\) no candidate could ever"):
+    with pytest.raises(
+        ConfigurationError, match=r"with 4 scenario\(s\) no candidate could ever"
+    ) as refused:
         optimizer.optimize(tickets(4))
+    assert "give at least 5 scenarios (7 for a gain to pass when all 4 candidates differ" in str(
+        refused.value
+    )
     assert engineer.packets == []
     assert not (store / "evidence.sqlite3").exists(), "refused before anything was recorded"
     ungated = HarnessOptimizer(

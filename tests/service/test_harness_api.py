@@ -67,16 +67,16 @@ async def test_versions_are_listed_with_before_after_and_reward(harness_world: W
     assert (first.run_name, first.environment) == ("shell-tune", "coding-shell@1")
     assert (first.iteration, first.candidate, second.iteration, second.candidate) == (1, 1, 2, 0)
     assert (first.hooks, second.hooks) == (1, 2)
-    # Before → after over the twelve tasks: 2 → 7 (tests first), then 7 → 12 (stay inside).
-    assert (first.before.passed, first.after and first.after.passed) == (2, 7)
-    assert (second.before.passed, second.after and second.after.passed) == (7, 12)
+    # Before → after over the eighteen tasks: 2 → 10 (tests first), then 10 → 18 (stay inside).
+    assert (first.before.passed, first.after and first.after.passed) == (2, 10)
+    assert (second.before.passed, second.after and second.after.passed) == (10, 18)
     assert first.after is not None
     assert first.after.experiment_id == first.experiment_id
     assert second.before.experiment_id == first.experiment_id
-    assert first.mean_reward == pytest.approx(5 / 12)
+    assert first.mean_reward == pytest.approx(8 / 18)
     assert first.interval is not None
     assert first.interval[0] > 0
-    assert first.p_value == pytest.approx(1 / 32)  # five improved, none worsened
+    assert first.p_value == pytest.approx(1 / 256)  # eight improved, none worsened
 
 
 async def test_the_listings_page_by_cursor(harness_world: World) -> None:
@@ -95,7 +95,7 @@ async def test_the_listings_page_by_cursor(harness_world: World) -> None:
     assert (run.id, run.name, run.status) == (await _run_id(harness_world), "shell-tune",
                                               "completed")  # fmt: skip
     assert (run.iterations, run.candidates, run.versions) == (2, 4, ["harness-v1", "harness-v2"])
-    assert (run.baseline and run.baseline.passed, run.final and run.final.passed) == (2, 12)
+    assert (run.baseline and run.baseline.passed, run.final and run.final.passed) == (2, 18)
 
 
 async def test_a_version_shows_its_code_evidence_and_cost(harness_world: World) -> None:
@@ -113,13 +113,13 @@ async def test_a_version_shows_its_code_evidence_and_cost(harness_world: World) 
         "harness-v1",
         2,
     )
-    assert (evidence.before.passed, evidence.before.version) == (7, "harness-v1")
+    assert (evidence.before.passed, evidence.before.version) == (10, "harness-v1")
     assert evidence.after is not None
-    assert (evidence.after.passed, evidence.after.total) == (12, 12)
+    assert (evidence.after.passed, evidence.after.total) == (18, 18)
     assert evidence.after.experiment_id == detail.version.experiment_id
-    assert evidence.after.hooks == {"on_before_action:block_and_prompt": 20}
+    assert evidence.after.hooks == {"on_before_action:block_and_prompt": 32}
     assert evidence.after.hook_errors == 0
-    assert evidence.improved == tuple(f"cleanup-{i}" for i in range(1, 6))
+    assert evidence.improved == tuple(f"cleanup-{i}" for i in range(1, 9))
     assert evidence.ledger == ()  # nothing was broken on the way from v1
     assert (detail.run.name, detail.run.versions) == ("shell-tune", ["harness-v1", "harness-v2"])
     cost = (detail.version.engineer_tokens, detail.version.rerun_tokens)
@@ -177,7 +177,7 @@ async def test_a_run_shows_every_candidate_with_its_verdict(harness_world: World
     assert broken.verdict is not None
     assert broken.verdict.reason == "breaks previously solved scenario(s): tidy-1, tidy-2"
     assert broken.rerun is not None
-    assert broken.rerun.passed == 5
+    assert broken.rerun.passed == 8
     assert chosen.rerun is not None
     assert chosen.rerun.experiment_id is not None
     assert invalid.verdict is not None
@@ -188,7 +188,7 @@ async def test_a_run_shows_every_candidate_with_its_verdict(harness_world: World
     assert {(e.candidate, e.scenario) for e in run.ledger} == {(0, "tidy-1"), (0, "tidy-2")}
     assert run.baseline is not None
     assert run.final is not None
-    assert (run.baseline.passed, run.final.passed, run.final.version) == (2, 12, "harness-v2")
+    assert (run.baseline.passed, run.final.passed, run.final.version) == (2, 18, "harness-v2")
 
 
 async def test_participants_are_refused_whatever_they_name(harness_world: World) -> None:
@@ -259,7 +259,7 @@ async def test_the_typed_client(harness_world: World) -> None:
         assert (await client.harness_versions(limit=1)).next_after == "harness-v1"
         detail = await client.harness_version("harness-v2")
         assert detail.evidence.after is not None
-        assert detail.evidence.after.passed == 12
+        assert detail.evidence.after.passed == 18
         assert not (await client.harness_diff("harness-v1", "harness-v2")).same
         assert [r.id for r in (await client.optimizer_runs()).runs] == [run_id]
         assert len((await client.optimizer_run(run_id)).iterations) == 2
@@ -297,7 +297,7 @@ def test_the_blocking_client_and_the_api_docs_example(
     monkeypatch.setenv("ENVHARNESS_TOKEN", harness_world.secrets["viewer"])
     exec(compile(example, "docs/api.md", "exec"), {"__name__": "docs"})
     printed = capsys.readouterr().out.splitlines()
-    assert printed[0] == "harness-v1 from unpatched: 2/12 -> 7/12, reward +0.417 p=0.0312"
+    assert printed[0] == "harness-v1 from unpatched: 2/18 -> 10/18, reward +0.444 p=0.00391"
     assert printed[1].startswith("  on_before_action: def on_before_action(ctx, nb):")
     assert any("rejected" in line and "tidy-1, tidy-2" in line for line in printed)
 

@@ -63,10 +63,10 @@ async def test_harnesses_is_a_global_destination(harness_world: World) -> None:
     assert versions == ["harness-v2", "harness-v1"]  # newest first
     run_id = await _run_id(harness_world)
     assert table.count(f'href="/harnesses/runs/{run_id}"') == 2
-    assert "<b>2</b>/12 passed · mean 0.167" in table  # harness-v1's before
-    assert "<b>12</b>/12 passed · mean 1.000" in table  # harness-v2's after
-    assert "+0.417" in table
-    assert "p=0.0312" in table
+    assert "<b>2</b>/18 passed · mean 0.111" in table  # harness-v1's before
+    assert "<b>18</b>/18 passed · mean 1.000" in table  # harness-v2's after
+    assert "+0.444" in table
+    assert "p=0.00391" in table
 
 
 async def test_a_participant_sees_no_harnesses(harness_world: World) -> None:
