@@ -10,11 +10,13 @@ harness versions and optimizer runs go to a store the optimizer wrote two versio
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
 import pytest
 import schemathesis
+import schemathesis.python.asgi as schemathesis_asgi
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis import CheckFunction, GenerationMode
@@ -72,6 +74,18 @@ class Bearer:
 
     def set(self, case: Any, data: str, context: Any) -> None:
         case.headers = {**(case.headers or {}), "Authorization": f"Bearer {data}"}
+
+
+@pytest.fixture(autouse=True)
+def schemathesis_portal_closed() -> Iterator[None]:
+    """schemathesis runs ASGI apps on one process-wide blocking portal and closes it in an
+    ``atexit`` handler, which Python runs only after it has waited for every non-daemon thread:
+    left open, the portal's thread keeps the test process from ever exiting. Close it after
+    each test (the next request starts a new one)."""
+    yield
+    shutdown = getattr(schemathesis_asgi, "_shutdown", None)
+    if shutdown is not None:  # a version without it is caught by the conftest's portal check
+        shutdown()
 
 
 def _existing(world: World) -> dict[str, list[Any]]:
