@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,3 +36,26 @@ def no_blocking_portal_outlives_its_test() -> Iterator[None]:
         if thread.is_alive():
             leaked.append(thread.name)
     assert not leaked, f"blocking portal thread(s) left running: {leaked}; close what opened them"
+
+
+_exit_status: list[int] = []
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _exit_status.append(int(exitstatus))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A non-daemon thread still running here would make Python wait for it forever after the
+    last test (a worker thread of an event loop that never ended). Name it, then end the process
+    with the tests' own status instead of hanging CI until its time limit."""
+    stray = [
+        thread.name
+        for thread in threading.enumerate()
+        if thread is not threading.main_thread() and not thread.daemon and thread.is_alive()
+    ]
+    if stray and _exit_status:
+        print(f"\nnon-daemon threads still running after the tests: {stray}", file=sys.stderr)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(_exit_status[0])
