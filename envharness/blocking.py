@@ -41,7 +41,7 @@ from envharness.runtime.experiment import (
     ExperimentResult,
 )
 from envharness.runtime.hooking import DEFAULT_HOOK_BUDGET, DEFAULT_MAX_BLOCKS
-from envharness.runtime.session import PauseRequest
+from envharness.runtime.plan import PauseRequest
 from envharness.scenario import Scenario
 from envharness.scoring import (
     DEFAULT_CONFIDENCE,

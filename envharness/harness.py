@@ -52,7 +52,7 @@ from envharness.runtime.resume import (
     restore_state,
     scenario_input,
 )
-from envharness.runtime.session import PauseRequest
+from envharness.runtime.plan import PauseRequest
 from envharness.scenario import Scenario, validate_input
 from envharness.scoring import (
     DEFAULT_CONFIDENCE,
@@ -666,8 +666,12 @@ class AsyncEnvironmentHarness:
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ConfigurationError(f"seed must be an integer, not {seed!r}")
         experiment_id = new_id("exp")
-        inputs = {s.id: self._plan(s, turns=turns, seed=seed).input for s in scenarios}
-        sample = self._plan(scenarios[0], turns=turns, seed=seed, hooks=hooks).config()
+        planned = self._plan(scenarios[0], turns=turns, seed=seed, hooks=hooks)
+        sample = planned.config()
+        # One environment's spec validates every input: planning each scenario here would
+        # build an environment and agents per session only to throw them away.
+        input_type = planned.environment.spec.input_type
+        inputs = {s.id: validate_input(s, input_type) for s in scenarios}
         config = ExperimentConfig(
             name=name,
             scenarios=tuple(s.reference_record(inputs[s.id]) for s in scenarios),

@@ -29,7 +29,7 @@ from envharness.records import (
     SessionCreated,
 )
 from envharness.runtime.hook_memory import MEMORY_KINDS, HookMemory, MemoryReader
-from envharness.runtime.session import Resumption, SessionResult
+from envharness.runtime.plan import Resumption, SessionResult
 from envharness.store import RecordFilter, Store
 from envharness.store.owners import is_gone
 

@@ -1,7 +1,8 @@
 """The session runner: the turn loop that turns agent decisions into evidence.
 
 One runner drives one session. Each turn's records are sealed into the session's hash chain and
-committed together (one commit per turn; the journal merges concurrent sessions' commits).
+handed to the journal at turn boundaries (:mod:`envharness.runtime.recorder` decides when; the
+journal merges concurrent sessions' commits).
 Whatever goes wrong inside the session — an agent that raises, times out or returns garbage, an
 environment whose state cannot be encoded — ends the session ``failed`` with the diagnosis
 recorded; cancellation (``stop()``, Ctrl-C) ends it ``stopped`` with every record up to then
@@ -10,24 +11,20 @@ committed. Only a store that cannot be written is raised to the caller.
 
 from __future__ import annotations
 
-import collections
 import inspect
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from random import Random
-from typing import Any, Literal
+from typing import Any
 
 import anyio
-import anyio.lowlevel
 import msgspec
 
-from envharness._version import __version__
-from envharness.agent import Agent, AgentContext, LogLevel, implementation_of
-from envharness.environment import Environment, ScoreReport
+from envharness.agent import AgentContext, LogLevel
+from envharness.environment import ScoreReport
 from envharness.errors import StoreError
-from envharness.hooks import BlockAndPrompt, HarnessHooks, Rewrite
-from envharness.operations import EnvironmentOperation, OperationResult, operation_ref
+from envharness.hooks import BlockAndPrompt, Rewrite
+from envharness.operations import OperationResult, operation_ref
 from envharness.records import (
     ActionAttempted,
     ActionBlocked,
@@ -41,15 +38,11 @@ from envharness.records import (
     Observation,
     OperationReceipt,
     Outcome,
-    ParticipantRef,
-    Payload,
     ProtocolViolation,
-    RecordRow,
     Score,
     SegmentEnded,
     SegmentStarted,
     SessionChain,
-    SessionConfig,
     SessionCreated,
     SessionStatus,
     Status,
@@ -64,15 +57,9 @@ from envharness.runtime.checks import (
     error_info,
     interruption,
     private_copy,
-    sha256,
 )
 from envharness.runtime.hook_memory import HookMemory
-from envharness.runtime.hooking import (
-    DEFAULT_HOOK_BUDGET,
-    DEFAULT_MAX_BLOCKS,
-    HookRunner,
-    with_hints,
-)
+from envharness.runtime.hooking import HookRunner, with_hints
 from envharness.runtime.participants import (
     AgentFailure,
     Reply,
@@ -81,143 +68,29 @@ from envharness.runtime.participants import (
     running,
     send_feedback,
 )
-from envharness.scenario import Scenario
+from envharness.runtime.plan import (
+    PAUSED_REASON,
+    PauseRequest,
+    ProgressCallback,
+    Resumption,
+    SessionPlan,
+    SessionResult,
+)
+from envharness.runtime.recorder import SessionRecorder
 from envharness.store import Store
-from envharness.store.journal import Pending
 from envharness.store.owners import this_process
 
-__all__ = ["PauseRequest", "ProgressCallback", "SessionPlan", "SessionResult", "SessionRunner"]
+__all__ = [
+    "PauseRequest",
+    "ProgressCallback",
+    "Resumption",
+    "SessionPlan",
+    "SessionResult",
+    "SessionRunner",
+]
 
 _json = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
-
-ProgressCallback = Callable[[str, int, int], None]
-"""Called with (session id, turns completed, turns planned): once when the session's start is
-committed (so a caller learns its id), then after each turn — whose commit may still be in
-flight: a crash loses at most the turns of the last :data:`HOLD_SECONDS` and the last
-:data:`IN_FLIGHT` commits, which a resume replays."""
-
-IN_FLIGHT = 32
-"""Commits of one session that may be pending while the next turns are played."""
-HOLD_SECONDS = 0.05
-"""How long a session may hold its finished turns' records before handing them to the journal:
-a fast session then commits many turns at once (one fsync instead of one per turn), and a slow
-one — whose turns take longer than this — still hands over every turn as it ends."""
-HOLD_ROWS = 512
-"""Records a session holds at most before handing them over, whatever the time."""
-
-
-class PauseRequest:
-    """Asks the sessions that hold it to pause at their next turn boundary.
-
-    A paused session finishes the turn it is playing, commits it, and ends its segment
-    ``paused`` (no score yet); ``resume`` continues it from there. One request can serve many
-    sessions (an experiment's).
-    """
-
-    __slots__ = ("_requested",)
-
-    def __init__(self) -> None:
-        self._requested = False
-
-    @property
-    def requested(self) -> bool:
-        return self._requested
-
-    def request(self) -> None:
-        self._requested = True
-
-
-PAUSED_REASON = "paused on request; resume it to go on"
-
-
-@dataclass(frozen=True, slots=True)
-class SessionPlan:
-    """Everything one session needs, decided before it starts."""
-
-    session_id: str
-    environment: Environment[Any, Any]
-    agents: Mapping[str, Agent]
-    roster: Mapping[str, str]
-    scenario: Scenario[Any]
-    input: Any
-    turns: int
-    seed: int
-    action_timeout: float | None = None
-    experiment_id: str | None = None
-    trial: int | None = None
-    operations: Mapping[str, EnvironmentOperation] = field(default_factory=dict)
-    checkpoint_every: int | None = None
-    hooks: HarnessHooks | None = None
-    """The harness hooks around the participants' policies; their ``version`` is the
-    session's ``harness_version``."""
-    hook_budget: float | None = DEFAULT_HOOK_BUDGET
-    max_blocks: int = DEFAULT_MAX_BLOCKS
-    pause: PauseRequest | None = None
-    """When given, the session pauses at the next turn boundary after it is requested."""
-    settling: Callable[[], None] | None = None
-    """Called once the session has handed its last records to the journal and only waits for
-    their commit: an experiment frees the session's concurrency slot there, so the next
-    session plays while this one's commit is written (its result still counts only after)."""
-
-    @property
-    def harness_version(self) -> str | None:
-        return self.hooks.version if self.hooks is not None else None
-
-    def config(self) -> SessionConfig:
-        spec = self.environment.spec
-        return SessionConfig(
-            environment=spec.reference(),
-            participants={
-                name: ParticipantRef(
-                    role=self.roster[name], implementation=implementation_of(agent, name)
-                )
-                for name, agent in self.agents.items()
-            },
-            scenario=self.scenario.reference_record(self.input),
-            seed=self.seed,
-            turns=self.turns,
-            envharness_version=__version__,
-            harness_version=self.harness_version,
-            scoring_version=spec.scoring_version,
-            experiment_id=self.experiment_id,
-            trial=self.trial,
-            action_timeout=self.action_timeout,
-            hook_budget=self.hook_budget if self.hooks is not None else None,
-            max_blocks=self.max_blocks if self.hooks is not None else None,
-            operations=tuple(operation_ref(o) for o in self.operations.values()),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class SessionResult:
-    """How a run ended. ``reason`` and ``error`` say why when it did not complete."""
-
-    id: str
-    status: Status
-    turns_completed: int
-    reason: str | None = None
-    error: ErrorInfo | None = field(default=None, repr=False)
-
-
-@dataclass(frozen=True, slots=True)
-class Resumption:
-    """Where a resumed session picks up: its chain's head, its last complete turn and the
-    state after it, and the segment that ended (see :mod:`envharness.runtime.resume`)."""
-
-    head_seq: int
-    head_digest: str
-    previous_segment: int
-    turn: int
-    state: Any
-    outcome_seqs: Mapping[int, Sequence[int]]
-    changes: tuple[str, ...] = ()
-    until: int | None = None
-    cause: Literal["resume", "branch"] = "resume"
-    memory: HookMemory | None = None
-    """What the hooks remembered after ``turn`` (notebook, pending hints, recent steps)."""
-    agent_states: Mapping[str, Any] = field(default_factory=dict)
-    """Agents' own states to restore before the first turn (a branch's checkpoint)."""
 
 
 class SessionRunner:
@@ -234,22 +107,25 @@ class SessionRunner:
         self._plan = plan
         self._progress = progress
         self._resumption = resumption
-        self._pending: list[RecordRow] = []
-        self._blobs: dict[str, bytes] = {}
-        self._in_flight: collections.deque[Pending] = collections.deque()
-        self._flush_due = time.monotonic() + HOLD_SECONDS
         self._outcome_seqs: dict[int, list[int]] = {}
         self._turns_completed = 0
         self._segment = 0
         if resumption is None:
-            self._chain = SessionChain(plan.session_id)
+            chain = SessionChain(plan.session_id)
         else:
-            self._chain = SessionChain(
+            chain = SessionChain(
                 plan.session_id, next_seq=resumption.head_seq + 1, prev=resumption.head_digest
             )
             self._segment = resumption.previous_segment + 1
             self._turns_completed = resumption.turn
             self._outcome_seqs = {t: list(s) for t, s in resumption.outcome_seqs.items()}
+        evidence = SessionRecorder(store, chain)
+        # Bound once: these run for every record and every turn.
+        self._record = evidence.record
+        self._keep_state = evidence.keep_state
+        self._keep_blob = evidence.keep_blob
+        self._flush = evidence.flush
+        self._settle = evidence.settle
         self._sequential = plan.environment.spec.turn_order == "sequential"
         # Sync agents' threads: one per participant, never shared with other sessions or the
         # journal, so a slow agent elsewhere cannot eat into this session's action timeout.
@@ -262,10 +138,10 @@ class SessionRunner:
         self._current_turn: int | None = None
         """The turn being played; logs from an agent outside any turn carry no turn."""
         self._last_state: str | None = None
+        """The digest of the state the evidence last named (an outcome or a receipt)."""
         self._checkpointed = 0
         """The last turn this segment checkpointed."""
         self._first_turn = self._turns_completed + 1
-        """The digest of the state the evidence last named (an outcome or a receipt)."""
         self._hooking: HookRunner | None = None
         if plan.hooks is not None:
             self._hooking = HookRunner(
@@ -797,78 +673,10 @@ class SessionRunner:
 
     # -- evidence plumbing ---------------------------------------------------------------------
 
-    def _record(
-        self, payload: Payload, *, turn: int | None = None, participant: str | None = None
-    ) -> RecordRow:
-        row = self._chain.seal(payload, turn=turn, participant=participant)
-        self._pending.append(row)
-        return row
-
-    async def _flush(self, *, durable: bool = True, hold: bool = True) -> None:
-        """Hand what is pending to the journal; ``durable`` waits for every commit so far.
-
-        Cancelled before the journal took the rows, they stay pending and go out with the
-        final status — a chain never has a gap. Not ``durable``, the rows may be held up to
-        :data:`HOLD_SECONDS` (or :data:`HOLD_ROWS`) so that consecutive turns share a commit,
-        and the session goes on while up to :data:`IN_FLIGHT` commits are pending. Nothing is
-        acknowledged by that: only a durable flush (the end of a run, feedback to an agent)
-        says the records are stored. Flushes happen at turn boundaries only, so a commit never
-        holds part of a turn.
-        """
-        if not durable and hold:
-            now = time.monotonic()
-            if now < self._flush_due and len(self._pending) < HOLD_ROWS:
-                # Still yield once a turn: other sessions get their turn, and a stop is heard.
-                await anyio.lowlevel.checkpoint()
-                return
-            self._flush_due = now + HOLD_SECONDS
-        if not self._pending and not self._blobs:
-            if durable:
-                await self._settle()
-            return
-        submitted = await self._store.submit(self._pending, self._blobs)
-        self._pending, self._blobs = [], {}
-        self._in_flight.append(submitted)
-        while self._in_flight and self._in_flight[0].done:  # learn of a failure at once
-            await self._in_flight.popleft().committed()
-        if durable:
-            await self._settle()
-        elif len(self._in_flight) > IN_FLIGHT:
-            await self._in_flight.popleft().committed()
-
-    async def _settle(self) -> None:
-        """Wait until everything recorded so far is committed."""
-        if self._pending or self._blobs:
-            await self._flush()
-            return
-        while self._in_flight:
-            await self._in_flight[0].committed()
-            self._in_flight.popleft()
-
-    def _keep_blob(self, data: bytes) -> str:
-        """Store ``data`` once, content-addressed (the notebook a hook left, say)."""
-        digest = sha256(data)
-        self._blobs[digest] = data
-        return digest
-
     def _observe(self, state: Any, participant: str) -> Any:
         """What ``participant`` sees of ``state``, as JSON (for an ``on_init`` context)."""
         observation = self._call_environment("observe", state, participant)
         return self._encodable(observation, f"observation for {participant!r}")
-
-    def _keep_state(self, state: Any) -> str:
-        """Encode the state once; the blob is stored content-addressed and shared."""
-        try:
-            data = canonical(state)
-        except (TypeError, msgspec.EncodeError) as exc:
-            raise SessionFailure(
-                f"the environment state ({type(state).__name__}) is not encodable by msgspec: "
-                f"{exc}; use a msgspec Struct, a dataclass or plain JSON types",
-                exc,
-            ) from exc
-        digest = sha256(data)
-        self._blobs[digest] = data
-        return digest
 
     def _encodable(self, value: Any, what: str) -> Any:
         try:

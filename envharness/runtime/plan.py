@@ -1,0 +1,149 @@
+"""What a session is asked to do, decided before it starts, and how it ended.
+
+Kept apart from the runner so that planners (the harness, experiments, resume and branch) and
+readers of results depend on these plain values, not on the turn loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from envharness._version import __version__
+from envharness.agent import Agent, implementation_of
+from envharness.environment import Environment
+from envharness.hooks import HarnessHooks
+from envharness.operations import EnvironmentOperation, operation_ref
+from envharness.records import ErrorInfo, ParticipantRef, SessionConfig, Status
+from envharness.runtime.hook_memory import HookMemory
+from envharness.runtime.hooking import DEFAULT_HOOK_BUDGET, DEFAULT_MAX_BLOCKS
+from envharness.scenario import Scenario
+
+__all__ = [
+    "PAUSED_REASON",
+    "PauseRequest",
+    "ProgressCallback",
+    "Resumption",
+    "SessionPlan",
+    "SessionResult",
+]
+
+ProgressCallback = Callable[[str, int, int], None]
+"""Called with (session id, turns completed, turns planned): once when the session's start is
+committed (so a caller learns its id), then after each turn — whose commit may still be in
+flight: a crash loses at most the turns held and the commits in flight (see
+:mod:`envharness.runtime.recorder`), which a resume replays."""
+
+
+class PauseRequest:
+    """Asks the sessions that hold it to pause at their next turn boundary.
+
+    A paused session finishes the turn it is playing, commits it, and ends its segment
+    ``paused`` (no score yet); ``resume`` continues it from there. One request can serve many
+    sessions (an experiment's).
+    """
+
+    __slots__ = ("_requested",)
+
+    def __init__(self) -> None:
+        self._requested = False
+
+    @property
+    def requested(self) -> bool:
+        return self._requested
+
+    def request(self) -> None:
+        self._requested = True
+
+
+PAUSED_REASON = "paused on request; resume it to go on"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPlan:
+    """Everything one session needs, decided before it starts."""
+
+    session_id: str
+    environment: Environment[Any, Any]
+    agents: Mapping[str, Agent]
+    roster: Mapping[str, str]
+    scenario: Scenario[Any]
+    input: Any
+    turns: int
+    seed: int
+    action_timeout: float | None = None
+    experiment_id: str | None = None
+    trial: int | None = None
+    operations: Mapping[str, EnvironmentOperation] = field(default_factory=dict)
+    checkpoint_every: int | None = None
+    hooks: HarnessHooks | None = None
+    """The harness hooks around the participants' policies; their ``version`` is the
+    session's ``harness_version``."""
+    hook_budget: float | None = DEFAULT_HOOK_BUDGET
+    max_blocks: int = DEFAULT_MAX_BLOCKS
+    pause: PauseRequest | None = None
+    """When given, the session pauses at the next turn boundary after it is requested."""
+    settling: Callable[[], None] | None = None
+    """Called once the session has handed its last records to the journal and only waits for
+    their commit: an experiment frees the session's concurrency slot there, so the next
+    session plays while this one's commit is written (its result still counts only after)."""
+
+    @property
+    def harness_version(self) -> str | None:
+        return self.hooks.version if self.hooks is not None else None
+
+    def config(self) -> SessionConfig:
+        spec = self.environment.spec
+        return SessionConfig(
+            environment=spec.reference(),
+            participants={
+                name: ParticipantRef(
+                    role=self.roster[name], implementation=implementation_of(agent, name)
+                )
+                for name, agent in self.agents.items()
+            },
+            scenario=self.scenario.reference_record(self.input),
+            seed=self.seed,
+            turns=self.turns,
+            envharness_version=__version__,
+            harness_version=self.harness_version,
+            scoring_version=spec.scoring_version,
+            experiment_id=self.experiment_id,
+            trial=self.trial,
+            action_timeout=self.action_timeout,
+            hook_budget=self.hook_budget if self.hooks is not None else None,
+            max_blocks=self.max_blocks if self.hooks is not None else None,
+            operations=tuple(operation_ref(o) for o in self.operations.values()),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SessionResult:
+    """How a run ended. ``reason`` and ``error`` say why when it did not complete."""
+
+    id: str
+    status: Status
+    turns_completed: int
+    reason: str | None = None
+    error: ErrorInfo | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Resumption:
+    """Where a resumed session picks up: its chain's head, its last complete turn and the
+    state after it, and the segment that ended (see :mod:`envharness.runtime.resume`)."""
+
+    head_seq: int
+    head_digest: str
+    previous_segment: int
+    turn: int
+    state: Any
+    outcome_seqs: Mapping[int, Sequence[int]]
+    changes: tuple[str, ...] = ()
+    until: int | None = None
+    cause: Literal["resume", "branch"] = "resume"
+    memory: HookMemory | None = None
+    """What the hooks remembered after ``turn`` (notebook, pending hints, recent steps)."""
+    agent_states: Mapping[str, Any] = field(default_factory=dict)
+    """Agents' own states to restore before the first turn (a branch's checkpoint)."""

@@ -1,0 +1,110 @@
+"""A session's evidence on its way to the store: sealing, holding and committing its records.
+
+The turn loop only says what happened; this decides when the records go to the journal. A fast
+session holds finished turns briefly so that many share one commit, a slow one hands each turn
+over as it ends, and only a durable flush — the end of a run, feedback to an agent — waits for
+the disk. Flushes happen at turn boundaries only, so a commit never holds part of a turn.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from typing import Any
+
+import anyio.lowlevel
+import msgspec
+
+from envharness.records import Payload, RecordRow, SessionChain, canonical
+from envharness.runtime.checks import SessionFailure, sha256
+from envharness.store import Store
+from envharness.store.journal import Pending
+
+__all__ = ["HOLD_ROWS", "HOLD_SECONDS", "IN_FLIGHT", "SessionRecorder"]
+
+IN_FLIGHT = 32
+"""Commits of one session that may be pending while the next turns are played."""
+HOLD_SECONDS = 0.05
+"""How long a session may hold its finished turns' records before handing them to the journal:
+a fast session then commits many turns at once (one fsync instead of one per turn), and a slow
+one — whose turns take longer than this — still hands over every turn as it ends."""
+HOLD_ROWS = 512
+"""Records a session holds at most before handing them over, whatever the time."""
+
+
+class SessionRecorder:
+    """Seals one session's records into its chain and hands them to the store's journal."""
+
+    __slots__ = ("_blobs", "_flush_due", "_in_flight", "_pending", "_store", "chain")
+
+    def __init__(self, store: Store, chain: SessionChain) -> None:
+        self._store = store
+        self.chain = chain
+        self._pending: list[RecordRow] = []
+        self._blobs: dict[str, bytes] = {}
+        self._in_flight: collections.deque[Pending] = collections.deque()
+        self._flush_due = time.monotonic() + HOLD_SECONDS
+
+    def record(
+        self, payload: Payload, *, turn: int | None = None, participant: str | None = None
+    ) -> RecordRow:
+        row = self.chain.seal(payload, turn=turn, participant=participant)
+        self._pending.append(row)
+        return row
+
+    def keep_blob(self, data: bytes) -> str:
+        """Store ``data`` once, content-addressed (the notebook a hook left, say)."""
+        digest = sha256(data)
+        self._blobs[digest] = data
+        return digest
+
+    def keep_state(self, state: Any) -> str:
+        """Encode the state once; the blob is stored content-addressed and shared."""
+        try:
+            data = canonical(state)
+        except (TypeError, msgspec.EncodeError) as exc:
+            raise SessionFailure(
+                f"the environment state ({type(state).__name__}) is not encodable by msgspec: "
+                f"{exc}; use a msgspec Struct, a dataclass or plain JSON types",
+                exc,
+            ) from exc
+        return self.keep_blob(data)
+
+    async def flush(self, *, durable: bool = True, hold: bool = True) -> None:
+        """Hand what is pending to the journal; ``durable`` waits for every commit so far.
+
+        Cancelled before the journal took the rows, they stay pending and go out with the
+        final status — a chain never has a gap. Not ``durable``, the rows may be held up to
+        :data:`HOLD_SECONDS` (or :data:`HOLD_ROWS`) so that consecutive turns share a commit,
+        and the session goes on while up to :data:`IN_FLIGHT` commits are pending. Nothing is
+        acknowledged by that: only a durable flush says the records are stored.
+        """
+        if not durable and hold:
+            now = time.monotonic()
+            if now < self._flush_due and len(self._pending) < HOLD_ROWS:
+                # Still yield once a turn: other sessions get their turn, and a stop is heard.
+                await anyio.lowlevel.checkpoint()
+                return
+            self._flush_due = now + HOLD_SECONDS
+        if not self._pending and not self._blobs:
+            if durable:
+                await self.settle()
+            return
+        submitted = await self._store.submit(self._pending, self._blobs)
+        self._pending, self._blobs = [], {}
+        self._in_flight.append(submitted)
+        while self._in_flight and self._in_flight[0].done:  # learn of a failure at once
+            await self._in_flight.popleft().committed()
+        if durable:
+            await self.settle()
+        elif len(self._in_flight) > IN_FLIGHT:
+            await self._in_flight.popleft().committed()
+
+    async def settle(self) -> None:
+        """Wait until everything recorded so far is committed."""
+        if self._pending or self._blobs:
+            await self.flush()
+            return
+        while self._in_flight:
+            await self._in_flight[0].committed()
+            self._in_flight.popleft()
