@@ -11,7 +11,9 @@ a separate program needs (see ``CommandAgent``):
   exited when the session ends, however it ends; ``context`` says where the agent is and lets
   it add ``log`` records to the evidence.
 - ``feedback(turn, outcome, blocked)`` (sync or async) is called after each turn's evidence is
-  committed, with the participant's executed outcome, or the reason its action was blocked.
+  committed, with the participant's executed outcome, or the reason its action was blocked. A
+  ``feedback`` that also takes an ``action`` keyword is told what was executed, which differs
+  from what the agent answered when a harness hook rewrote it.
 """
 
 from __future__ import annotations

@@ -186,14 +186,19 @@ class CommandAgentProcess:
             cost = Cost(c.input_tokens, c.output_tokens, c.usd, c.seconds, c.model)
         return AgentReply(action.action, cost)
 
-    async def feedback(self, turn: int, outcome: Any, blocked: str | None) -> None:
+    async def feedback(
+        self, turn: int, outcome: Any, blocked: str | None, *, action: Any = None
+    ) -> None:
+        """Tell the program what became of its last action: ``action`` is what was executed
+        (a harness hook may have rewritten the program's answer), ``None`` when blocked."""
         channel = self._require_channel()
         last = self._last_act
+        executed = action if action is not None or last is None else last.action
         message = Feedback(
             turn=turn,
             act_id=last.id if last is not None else "",
             status="blocked" if blocked is not None else "executed",
-            action=last.action if last is not None else None,
+            action=executed if blocked is None else None,
             outcome=outcome if blocked is None else None,
             reason=blocked,
         )

@@ -131,15 +131,45 @@ async def ask_all(
     return replies
 
 
+def takes_executed_action(agent: Agent) -> bool:
+    """Whether the agent's ``feedback`` accepts the ``action`` keyword (what was executed)."""
+    feedback = getattr(agent, "feedback", None)
+    if feedback is None:
+        return False
+    try:
+        parameters = inspect.signature(feedback).parameters.values()
+    except (TypeError, ValueError):  # a builtin or C callable: call it the plain way
+        return False
+    return any(
+        (p.name == "action" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+        or p.kind is p.VAR_KEYWORD
+        for p in parameters
+    )
+
+
 async def send_feedback(
-    participant: str, agent: Agent, turn: int, outcome: Any, blocked: str | None
+    participant: str,
+    agent: Agent,
+    turn: int,
+    outcome: Any,
+    blocked: str | None,
+    action: Any = None,
+    *,
+    with_action: bool = False,
 ) -> None:
-    """Tell an agent how its action went, if it wants to know (``feedback`` is optional)."""
+    """Tell an agent how its action went, if it wants to know (``feedback`` is optional).
+
+    ``with_action`` (see :func:`takes_executed_action`) adds ``action=``, the JSON form of what
+    was executed (``None`` when blocked).
+    """
     feedback: Callable[..., Any] | None = getattr(agent, "feedback", None)
     if feedback is None:
         return
     try:
-        result = feedback(turn, outcome, blocked)
+        if with_action:
+            result = feedback(turn, outcome, blocked, action=action)
+        else:
+            result = feedback(turn, outcome, blocked)
         if inspect.isawaitable(result):
             await result
     except Exception as exc:

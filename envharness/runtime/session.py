@@ -67,6 +67,7 @@ from envharness.runtime.participants import (
     ask_all,
     running,
     send_feedback,
+    takes_executed_action,
 )
 from envharness.runtime.plan import (
     PAUSED_REASON,
@@ -130,11 +131,14 @@ class SessionRunner:
         # Sync agents' threads: one per participant, never shared with other sessions or the
         # journal, so a slow agent elsewhere cannot eat into this session's action timeout.
         self._threads = anyio.CapacityLimiter(max(1, len(plan.agents)))
-        self._feedback: dict[str, tuple[Any, str | None]] = {}
-        self._listening = frozenset(
-            name for name, agent in plan.agents.items() if getattr(agent, "feedback", None)
-        )
-        """The participants whose agents want ``feedback``."""
+        self._feedback: dict[str, tuple[Any, str | None, Any]] = {}
+        """Per participant this turn: (outcome, why it was blocked, the executed action)."""
+        self._listening = {
+            name: takes_executed_action(agent)
+            for name, agent in plan.agents.items()
+            if getattr(agent, "feedback", None)
+        }
+        """The participants whose agents want ``feedback``, and whether with the action."""
         self._current_turn: int | None = None
         """The turn being played; logs from an agent outside any turn carry no turn."""
         self._last_state: str | None = None
@@ -391,13 +395,21 @@ class SessionRunner:
         """After the turn is committed — an agent learns nothing the evidence lacks."""
         feedback, self._feedback = self._feedback, {}
         listening = self._listening
-        if not listening or listening.isdisjoint(feedback):
+        if not listening or listening.keys().isdisjoint(feedback):
             return
         await self._settle()  # feedback is an effect outside the store: commit first
-        for participant, (outcome, blocked) in feedback.items():
+        for participant, (outcome, blocked, action) in feedback.items():
             if participant in listening:
                 agent = self._plan.agents[participant]
-                await send_feedback(participant, agent, turn, outcome, blocked)
+                await send_feedback(
+                    participant,
+                    agent,
+                    turn,
+                    outcome,
+                    blocked,
+                    action,
+                    with_action=listening[participant],
+                )
 
     async def _turn(self, turn: int, state: Any) -> tuple[Any, bool]:
         roster = list(self._plan.agents)
@@ -457,7 +469,7 @@ class SessionRunner:
                     ActionBlocked(action=shown_raw, reason=problem, by="validation"),
                     turn=turn, participant=participant,
                 )  # fmt: skip
-                self._feedback[participant] = (None, problem)
+                self._feedback[participant] = (None, problem, None)
                 if hooking is not None:
                     hooking.blocked(turn, participant, shown_raw, problem, prompt=False)
             else:
@@ -474,7 +486,7 @@ class SessionRunner:
                 ActionExecuted(action=shown_action, outcome=outcome),
                 turn=turn, participant=participant,
             )  # fmt: skip
-            self._feedback[participant] = (outcome, None)
+            self._feedback[participant] = (outcome, None, shown_action)
             if hooking is not None:
                 hooking.executed(turn, participant, shown_action, outcome)
                 executed[participant] = shown_action
@@ -549,7 +561,7 @@ class SessionRunner:
             )  # fmt: skip
             hooking.blocked(turn, participant, attempted, reason, prompt=not final)
             if final:
-                self._feedback[participant] = (None, reason)
+                self._feedback[participant] = (None, reason, None)
                 return None, None
             observation = with_hints(
                 private_copy(original, _decode(data)), hooking.take_hints(turn, participant)

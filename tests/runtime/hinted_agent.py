@@ -2,7 +2,7 @@
 
 It plays ``tests/runtime/test_hooks.py``'s desk: it refunds unless a hint it was shown mentions
 ``lookup`` — then it looks the order up. Every hint it sees goes to stderr (a ``log`` record),
-so a test can check what reached the program.
+so a test can check what reached the program; so does each ``feedback``'s status and action.
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ def main() -> None:
                 sys.stderr.flush()
             tool = "lookup" if any("lookup" in hint for hint in hints) else "refund"
             send({"type": "action", "id": message["id"], "action": {"tool": tool}})
+        elif kind == "feedback":
+            sys.stderr.write(f"feedback: {message['status']} {json.dumps(message['action'])}\n")
+            sys.stderr.flush()
         elif kind == "shutdown":
             return
 

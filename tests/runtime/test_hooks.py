@@ -777,9 +777,64 @@ async def test_a_command_agent_sees_hints_in_its_observation(store_path: Path) -
     assert (session.status, session.turns_completed) == ("completed", 2)
     records = await records_of(harness, session.id)
     logs = [p.message for p in payloads(records, Log) if p.stream == "stderr"]
-    assert logs == ["hint: look the order up first: use lookup"]
+    assert [line for line in logs if line.startswith("hint:")] == [
+        "hint: look the order up first: use lookup"
+    ]
     executed = [r.payload.action for r in records if r.kind == "action.executed"]
     assert executed == [{"tool": "lookup"}, {"tool": "refund"}]
+
+
+async def test_a_command_agent_is_told_the_rewrite_that_ran(store_path: Path) -> None:
+    """Protocol: ``feedback.action`` is what was executed, a harness's rewrite included."""
+    agent = CommandAgent(
+        [sys.executable, str(HINTED_AGENT)],
+        implementation="hinted@1",
+        limits=Limits(ready_timeout=10.0, act_timeout=10.0, shutdown_grace=0.5),
+    )
+
+    def lookup_instead(ctx: HookContext, nb: dict[str, Any]) -> Any:
+        if ctx.action == {"tool": "refund"} and not ctx.predicates["looked_up"]:
+            return Rewrite(action={"tool": "lookup"}, reason="refund needs a lookup")
+        return Allow()
+
+    harness = harness_for(
+        store_path, agent=agent, hooks=Hooks("desk@1", on_before_action=lookup_instead)
+    )
+    session = await harness.run(TASK, turns=3)
+    assert (session.status, session.turns_completed) == ("completed", 2)
+    records = await records_of(harness, session.id)
+    logs = [p.message for p in payloads(records, Log) if p.stream == "stderr"]
+    assert [line for line in logs if line.startswith("feedback:")] == [
+        'feedback: executed {"tool": "lookup"}',
+        'feedback: executed {"tool": "refund"}',
+    ]
+
+
+async def test_a_python_agent_may_ask_for_the_executed_action(store_path: Path) -> None:
+    told: list[tuple[str, Any]] = []
+
+    class Listening(Stubborn):
+        def feedback(
+            self, turn: int, outcome: Any, blocked: str | None, *, action: Any = None
+        ) -> None:
+            told.append(("new", action))
+
+    class Plain(Stubborn):
+        def feedback(self, turn: int, outcome: Any, blocked: str | None) -> None:
+            told.append(("plain", outcome))
+
+    def lookup_instead(ctx: HookContext, nb: dict[str, Any]) -> Any:
+        return Rewrite(action={"tool": "lookup"}) if not ctx.predicates["looked_up"] else Allow()
+
+    hooks = Hooks("desk@1", on_before_action=lookup_instead)
+    for agent in (Listening, Plain):
+        await harness_for(store_path, agent=agent, hooks=hooks).run(TASK, turns=2)
+    assert told == [
+        ("new", {"tool": "lookup"}),
+        ("new", {"tool": "refund"}),
+        ("plain", "order 7: 20 EUR"),
+        ("plain", "refunded"),
+    ]
 
 
 def test_how_hints_reach_an_agent() -> None:
