@@ -139,6 +139,7 @@ async def find_resume_point(
         reader.feed(record)
         if isinstance(payload, Branch):
             branched = payload
+            await _feed_lineage(store, reader, payload)
         elif isinstance(payload, SessionCreated):
             config = payload.config
             participants = len(config.participants)
@@ -288,3 +289,15 @@ def restore_state(data: bytes, state_type: type[Any] | None) -> Any:
 
 def scenario_input(config: SessionConfig, input_type: type[Any]) -> Any:
     return msgspec.convert(config.scenario.input, input_type)
+
+
+async def _feed_lineage(store: Store, reader: MemoryReader, branch: Branch) -> None:
+    """What the hooks knew at the checkpoint a branch was taken from, read from the parent's
+    history (which the branch references instead of copying): recent steps and hints still to
+    show, so the branch's hooks go on from where the parent's were, not from nothing."""
+    wanted = RecordFilter(kinds=("branch", *MEMORY_KINDS), until=branch.checkpoint_seq)
+    async for record in store.records(branch.parent_session, wanted):
+        if isinstance(record.payload, Branch):
+            await _feed_lineage(store, reader, record.payload)
+        else:
+            reader.feed(record)

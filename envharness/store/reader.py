@@ -177,6 +177,8 @@ class RecordFilter(msgspec.Struct, frozen=True, kw_only=True):
     """Which records of a session to read; every field narrows the selection."""
 
     after: int = -1
+    until: int | None = None
+    """The last ``seq`` to read (inclusive): a branch's view of its parent's history."""
     kinds: Collection[str] = ()
     participant: str | None = None
     turn: int | None = None
@@ -212,6 +214,9 @@ async def iterate_rows(
     if selection.turn is not None:
         clauses.append("turn = ?")
         parameters.append(selection.turn)
+    if selection.until is not None:
+        clauses.append("seq <= ?")
+        parameters.append(selection.until)
     query = (
         "SELECT session_id, seq, kind, turn, participant, at, payload, prev, digest FROM records"
         f" WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT ?"

@@ -675,7 +675,30 @@ async def test_checkpoints_resumes_and_branches_keep_the_notebook(store_path: Pa
     await harness.continue_(child.id, turns=1)
     child_hooks = payloads(await records_of(harness, child.id), HookCalled)
     assert [h.detail["text"] for h in child_hooks] == ["call 3"]
+    # ...and with the hint the parent's hooks left to be shown at the next ask.
+    assert [o.get("hints") for o in seen] == [["call 2"]]
     assert await harness.verify()
+
+
+async def test_a_branch_hooks_remember_the_parents_steps(store_path: Path) -> None:
+    """The branch references its parent's history instead of copying it; its hooks still see
+    the steps played before the checkpoint, through a branch of a branch too."""
+    histories: list[list[int]] = []
+
+    def remember(ctx: HookContext, nb: dict[str, Any]) -> None:
+        histories.append([step.step for step in ctx.history])
+
+    hooks = Hooks("h@1", on_post_step=remember)
+    harness = harness_for(store_path, agent=Stubborn, hooks=hooks, checkpoint_every=2)
+    session = await harness.run(TASK, turns=2)
+    [checkpoint] = await harness.checkpoints(session.id)
+    child = await harness.branch(checkpoint, intervention={"steps": 0}, reason="again")
+    await harness.continue_(child.id, turns=2)
+    [grandchild_point] = await harness.checkpoints(child.id)
+    grandchild = await harness.branch(grandchild_point, intervention={}, reason="and again")
+    histories.clear()
+    await harness.continue_(grandchild.id, turns=1)
+    assert histories == [[1, 2, 3, 4, 5]]
 
 
 async def test_a_resumed_hooked_session_plays_like_one_never_stopped(store_path: Path) -> None:
