@@ -43,6 +43,7 @@ from envharness.runtime.experiment import (
     ExperimentRunner,
 )
 from envharness.runtime.hooking import DEFAULT_HOOK_BUDGET, DEFAULT_MAX_BLOCKS, check_hooks
+from envharness.runtime.plan import PauseRequest
 from envharness.runtime.resume import (
     CONTINUABLE,
     RESUMABLE,
@@ -52,7 +53,6 @@ from envharness.runtime.resume import (
     restore_state,
     scenario_input,
 )
-from envharness.runtime.plan import PauseRequest
 from envharness.scenario import Scenario, validate_input
 from envharness.scoring import (
     DEFAULT_CONFIDENCE,
@@ -696,6 +696,7 @@ class AsyncEnvironmentHarness:
                 experiment_id=experiment_id,
                 trial=trial,
                 hooks=hooks,
+                validated=inputs[scenario.id],
             )
 
         async def resume(pause: PauseRequest) -> ExperimentResult:
@@ -722,7 +723,10 @@ class AsyncEnvironmentHarness:
         experiment_id: str | None = None,
         trial: int | None = None,
         hooks: HarnessHooks | None = None,
+        validated: Any = None,
     ) -> SessionPlan:
+        """One session's plan; ``validated`` is the scenario's input when the caller has
+        already checked it (an experiment checks all of them before it starts)."""
         if not isinstance(scenario, Scenario):
             raise ConfigurationError(
                 f"expected a Scenario(id=..., input=...), got {type(scenario).__name__}"
@@ -741,7 +745,11 @@ class AsyncEnvironmentHarness:
             agents=agents,
             roster=self._roster,
             scenario=scenario,
-            input=validate_input(scenario, environment.spec.input_type),
+            input=(
+                validate_input(scenario, environment.spec.input_type)
+                if validated is None
+                else validated
+            ),
             turns=turns,
             seed=seed,
             action_timeout=self._action_timeout,

@@ -11,8 +11,7 @@ import inspect
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 
@@ -20,7 +19,15 @@ from envharness.agent import Agent, AgentContext, AgentReply, is_async_agent
 from envharness.protocol import ProtocolViolationError
 from envharness.records import Cost
 
-__all__ = ["AgentFailure", "Reply", "ask", "ask_all", "running", "send_feedback"]
+__all__ = [
+    "AgentFailure",
+    "Caller",
+    "Reply",
+    "ask_all",
+    "running",
+    "send_feedback",
+    "takes_executed_action",
+]
 
 
 class AgentFailure(Exception):
@@ -37,8 +44,7 @@ class AgentFailure(Exception):
         return self.cause if isinstance(self.cause, ProtocolViolationError) else None
 
 
-@dataclass(frozen=True, slots=True)
-class Reply:
+class Reply(NamedTuple):
     """What one participant answered, how long it took, and what it said it cost."""
 
     action: Any
@@ -46,61 +52,74 @@ class Reply:
     cost: Cost | None = None
 
 
-async def ask(
-    participant: str,
-    agent: Agent,
-    observation: Any,
-    action_timeout: float | None,
-    threads: anyio.CapacityLimiter | None = None,
-) -> Reply:
-    """One action from one agent, within ``action_timeout`` seconds (configuration).
+class Caller:
+    """Asks one participant's agent for actions; how to call it is decided once, not per turn.
 
     A sync ``act`` runs in a worker thread so a blocking model call cannot stall other
     sessions; on timeout the thread is abandoned (it cannot be interrupted) and the session
     fails. An agent whose ``act`` is quick pure computation may say ``runs_inline = True`` to
     be called on the event loop instead (no timeout can interrupt it there).
     """
-    started = time.perf_counter()
-    reply: Any = None
-    is_async = is_async_agent(agent)
-    inline = not is_async and getattr(agent, "runs_inline", False)
-    try:
-        if inline:  # pure computation: no thread hop, and no timeout could interrupt it
-            reply = agent.act(observation)
-        else:
-            with anyio.move_on_after(action_timeout) as deadline:
-                if is_async:
-                    reply = await agent.act(observation)  # type: ignore[misc]
-                else:
-                    reply = await anyio.to_thread.run_sync(
-                        agent.act, observation, abandon_on_cancel=True, limiter=threads
-                    )
-    except Exception as exc:  # including the agent's own TimeoutError: that is its failure
-        raise _failure(participant, "acting", exc) from exc
-    if not inline and deadline.cancelled_caught:
-        raise AgentFailure(
-            participant,
-            f"agent {participant!r} did not answer within {action_timeout}s (action_timeout)",
-            TimeoutError(f"no action within {action_timeout}s"),
-        )
-    seconds = time.perf_counter() - started
-    if isinstance(reply, AgentReply):
-        if reply.cost is not None and not isinstance(reply.cost, Cost):
+
+    __slots__ = ("_inline", "_is_async", "_threads", "_timeout", "agent", "participant")
+
+    def __init__(
+        self,
+        participant: str,
+        agent: Agent,
+        action_timeout: float | None,
+        threads: anyio.CapacityLimiter | None = None,
+    ) -> None:
+        self.participant = participant
+        self.agent = agent
+        self._timeout = action_timeout
+        self._threads = threads
+        self._is_async = is_async_agent(agent)
+        self._inline = not self._is_async and bool(getattr(agent, "runs_inline", False))
+
+    async def ask(self, observation: Any) -> Reply:
+        """One action, within ``action_timeout`` seconds (configuration)."""
+        participant = self.participant
+        started = time.perf_counter()
+        reply: Any = None
+        try:
+            if self._inline:  # pure computation: no thread hop, and no timeout could interrupt it
+                reply = self.agent.act(observation)
+            else:
+                with anyio.move_on_after(self._timeout) as deadline:
+                    if self._is_async:
+                        reply = await self.agent.act(observation)  # type: ignore[misc]
+                    else:
+                        reply = await anyio.to_thread.run_sync(
+                            self.agent.act,
+                            observation,
+                            abandon_on_cancel=True,
+                            limiter=self._threads,
+                        )
+        except Exception as exc:  # including the agent's own TimeoutError: that is its failure
+            raise _failure(participant, "acting", exc) from exc
+        if not self._inline and deadline.cancelled_caught:
             raise AgentFailure(
                 participant,
-                f"agent {participant!r} reported a cost of type {type(reply.cost).__name__}; "
-                "use envharness.Cost(input_tokens=..., output_tokens=..., usd=...)",
-                TypeError(type(reply.cost).__name__),
+                f"agent {participant!r} did not answer within {self._timeout}s (action_timeout)",
+                TimeoutError(f"no action within {self._timeout}s"),
             )
-        return Reply(reply.action, seconds, reply.cost)
-    return Reply(reply, seconds)
+        seconds = time.perf_counter() - started
+        if isinstance(reply, AgentReply):
+            if reply.cost is not None and not isinstance(reply.cost, Cost):
+                raise AgentFailure(
+                    participant,
+                    f"agent {participant!r} reported a cost of type "
+                    f"{type(reply.cost).__name__}; "
+                    "use envharness.Cost(input_tokens=..., output_tokens=..., usd=...)",
+                    TypeError(type(reply.cost).__name__),
+                )
+            return Reply(reply.action, seconds, reply.cost)
+        return Reply(reply, seconds)
 
 
 async def ask_all(
-    agents: Mapping[str, Agent],
-    observations: Mapping[str, Any],
-    action_timeout: float | None,
-    threads: anyio.CapacityLimiter | None = None,
+    callers: Mapping[str, Caller], observations: Mapping[str, Any]
 ) -> dict[str, Reply]:
     """Ask every participant in ``observations`` concurrently.
 
@@ -109,16 +128,13 @@ async def ask_all(
     """
     if len(observations) == 1:
         [(participant, observation)] = observations.items()
-        agent = agents[participant]
-        return {participant: await ask(participant, agent, observation, action_timeout, threads)}
+        return {participant: await callers[participant].ask(observation)}
     replies: dict[str, Reply] = {}
     failures: dict[str, AgentFailure] = {}
 
     async def one(participant: str, observation: Any) -> None:
         try:
-            replies[participant] = await ask(
-                participant, agents[participant], observation, action_timeout, threads
-            )
+            replies[participant] = await callers[participant].ask(observation)
         except AgentFailure as failure:
             failures[participant] = failure
 

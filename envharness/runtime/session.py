@@ -62,8 +62,8 @@ from envharness.runtime.hook_memory import HookMemory
 from envharness.runtime.hooking import HookRunner, with_hints
 from envharness.runtime.participants import (
     AgentFailure,
+    Caller,
     Reply,
-    ask,
     ask_all,
     running,
     send_feedback,
@@ -130,7 +130,11 @@ class SessionRunner:
         self._sequential = plan.environment.spec.turn_order == "sequential"
         # Sync agents' threads: one per participant, never shared with other sessions or the
         # journal, so a slow agent elsewhere cannot eat into this session's action timeout.
-        self._threads = anyio.CapacityLimiter(max(1, len(plan.agents)))
+        threads = anyio.CapacityLimiter(max(1, len(plan.agents)))
+        self._callers = {
+            name: Caller(name, agent, plan.action_timeout, threads)
+            for name, agent in plan.agents.items()
+        }
         self._feedback: dict[str, tuple[Any, str | None, Any]] = {}
         """Per participant this turn: (outcome, why it was blocked, the executed action)."""
         self._listening = {
@@ -440,9 +444,7 @@ class SessionRunner:
                 seen[participant] = (observation, data)
                 hints = await hooking.before_ask(turn, participant, state, msgspec.Raw(data))
                 observations[participant] = with_hints(observations[participant], hints)
-        replies = await ask_all(
-            self._plan.agents, observations, self._plan.action_timeout, self._threads
-        )
+        replies = await ask_all(self._callers, observations)
         actions: dict[str, Any] = {}
         for participant in acting:
             reply: Reply | None = replies[participant]
@@ -566,13 +568,7 @@ class SessionRunner:
             observation = with_hints(
                 private_copy(original, _decode(data)), hooking.take_hints(turn, participant)
             )
-            reply = await ask(
-                participant,
-                self._plan.agents[participant],
-                observation,
-                self._plan.action_timeout,
-                self._threads,
-            )
+            reply = await self._callers[participant].ask(observation)
 
     def _validate(self, raw: Any) -> tuple[str | None, Any]:
         if not isinstance(raw, dict):
