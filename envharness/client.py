@@ -26,9 +26,9 @@ parameter when there is one); a service that cannot be reached raises httpx's ow
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, aclosing
-from typing import Any, Self, TypeVar, cast
+from typing import Any, Protocol, Self, TypeVar, cast
 from urllib.parse import quote
 
 import anyio
@@ -111,6 +111,29 @@ class ServiceError(EnvharnessError):
         self.parameter = parameter
 
 
+class _Paged(Protocol):
+    @property
+    def next_after(self) -> Any: ...
+
+
+_Page = TypeVar("_Page", bound=_Paged)
+
+
+async def _every(
+    fetch: Callable[[Any], Awaitable[_Page]], items: Callable[[_Page], Iterable[_T]]
+) -> AsyncGenerator[_T, None]:
+    """Every item of a paged listing: ``fetch(after)`` gets a page (``after`` is ``None`` for
+    the first), ``items`` picks its entries, and its ``next_after`` says where the next starts."""
+    after: Any = None
+    while True:
+        page = await fetch(after)
+        for item in items(page):
+            yield item
+        if page.next_after is None:
+            return
+        after = page.next_after
+
+
 class AsyncClient:
     """The API of one running service. ``token`` is a bearer token (``eht_…``).
 
@@ -158,7 +181,7 @@ class AsyncClient:
         )
         return await self._get("/api/sessions", SessionPage, params)
 
-    async def iter_sessions(
+    def iter_sessions(
         self,
         *,
         status: str | None = None,
@@ -166,16 +189,12 @@ class AsyncClient:
         scenario: str | None = None,
     ) -> AsyncGenerator[SessionSummary, None]:
         """Every matching session, fetching pages as it goes."""
-        after: str | None = None
-        while True:
-            page = await self.sessions(
+        return _every(
+            lambda after: self.sessions(
                 status=status, experiment=experiment, scenario=scenario, after=after, limit=500
-            )
-            for summary in page.sessions:
-                yield summary
-            if page.next_after is None:
-                return
-            after = page.next_after
+            ),
+            lambda page: page.sessions,
+        )
 
     async def experiments(
         self, *, status: str | None = None, after: str | None = None, limit: int = 100
@@ -183,18 +202,14 @@ class AsyncClient:
         params = _params(status=status, after=after, limit=limit)
         return await self._get("/api/experiments", ExperimentPage, params)
 
-    async def iter_experiments(
+    def iter_experiments(
         self, *, status: str | None = None
     ) -> AsyncGenerator[ExperimentSummary, None]:
         """Every matching experiment, fetching pages as it goes."""
-        after: str | None = None
-        while True:
-            page = await self.experiments(status=status, after=after, limit=500)
-            for summary in page.experiments:
-                yield summary
-            if page.next_after is None:
-                return
-            after = page.next_after
+        return _every(
+            lambda after: self.experiments(status=status, after=after, limit=500),
+            lambda page: page.experiments,
+        )
 
     async def experiment(self, experiment_id: str) -> ExperimentDetail:
         return await self._get(f"/api/experiments/{experiment_id}", ExperimentDetail)
@@ -238,7 +253,7 @@ class AsyncClient:
         params += [("kind", kind) for kind in kinds]
         return await self._get(f"/api/sessions/{session_id}/records", RecordPage, params)
 
-    async def iter_records(
+    def iter_records(
         self,
         session_id: str,
         *,
@@ -246,17 +261,18 @@ class AsyncClient:
         participant: str | None = None,
         turn: int | None = None,
     ) -> AsyncGenerator[RecordOut, None]:
-        after = -1
-        while True:
-            page = await self.records(
-                session_id, after=after, limit=1000, kinds=kinds, participant=participant,
+        """Every matching record of the session, in order, fetching pages as it goes."""
+        return _every(
+            lambda after: self.records(
+                session_id,
+                after=-1 if after is None else after,
+                limit=1000,
+                kinds=kinds,
+                participant=participant,
                 turn=turn,
-            )  # fmt: skip
-            for record in page.records:
-                yield record
-            if page.next_after is None:
-                return
-            after = page.next_after
+            ),
+            lambda page: page.records,
+        )
 
     async def export(self, session_id: str) -> AsyncGenerator[bytes, None]:
         """The session's JSON lines, each exactly as the service streamed it (no newline)."""
@@ -356,18 +372,12 @@ class AsyncClient:
         )  # fmt: skip
         return await self._get("/api/trajectories", TrajectoryPage, params)
 
-    async def iter_trajectories(
-        self, **filters: str | None
-    ) -> AsyncGenerator[TrajectorySummary, None]:
+    def iter_trajectories(self, **filters: str | None) -> AsyncGenerator[TrajectorySummary, None]:
         """Every matching trajectory, fetching pages as it goes."""
-        after: str | None = None
-        while True:
-            page = await self.trajectories(**filters, after=after, limit=500)
-            for summary in page.trajectories:
-                yield summary
-            if page.next_after is None:
-                return
-            after = page.next_after
+        return _every(
+            lambda after: self.trajectories(**filters, after=after, limit=500),
+            lambda page: page.trajectories,
+        )
 
     async def trajectory(self, trajectory_id: str, *, check: bool = True) -> TrajectoryDetail:
         """One trajectory (``ses_…`` or ``SOURCE:EPISODE``), with its digest check unless

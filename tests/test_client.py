@@ -233,3 +233,25 @@ def test_the_blocking_client_reads_lineage_and_compares(branched: tuple[World, s
         diff = c.compare(parent, child)
         assert diff.scores == []
         assert {d.participant for d in diff.differences} == {"alice"}
+
+
+async def test_iterating_follows_next_after_across_pages() -> None:
+    """The iter_* methods share one pager: every page is fetched, in order, until the last."""
+    from dataclasses import dataclass
+
+    from envharness.client import _every
+
+    @dataclass
+    class Page:
+        items: list[int]
+        next_after: int | None
+
+    pages = {None: Page([1, 2], 2), 2: Page([3, 4], 4), 4: Page([5], None)}
+    asked: list[int | None] = []
+
+    async def fetch(after: int | None) -> Page:
+        asked.append(after)
+        return pages[after]
+
+    assert [item async for item in _every(fetch, lambda page: page.items)] == [1, 2, 3, 4, 5]
+    assert asked == [None, 2, 4]
