@@ -24,6 +24,10 @@ agents and returns an ordinary experiment handle. The format is ``docs/manifests
     [scenarios]
     file = "scenarios.jsonl"
 
+``[experiment]`` may name hooks around every participant: ``hooks = "module:attribute"`` (a
+:class:`~envharness.hooks.HarnessHooks`, or a zero-argument factory of one), or ``harness =
+"harness-v2"``, a version the optimizer accepted into the store the experiment records into.
+
 Every mistake is a :class:`ManifestError` naming the file, the line and the key. Paths (``cwd``,
 ``scenarios.file``) are relative to the manifest's folder, which is also where an agent program
 runs unless ``cwd`` says otherwise and where ``module:attribute`` references are imported from
@@ -48,13 +52,14 @@ import msgspec
 from envharness.blocking import EnvironmentHarness
 from envharness.command_agent import DEFAULT_INHERITED_ENV, CommandAgent
 from envharness.environment import EnvironmentSpec
-from envharness.errors import ConfigurationError
+from envharness.errors import ConfigurationError, EnvharnessError
 from envharness.experiments import AsyncExperiment, Experiment
 from envharness.harness import (
     DEFAULT_ACTION_TIMEOUT,
     DEFAULT_MAX_CONCURRENCY,
     AsyncEnvironmentHarness,
 )
+from envharness.hooks import HarnessHooks
 from envharness.manifest_keys import (
     KeyLines,
     KeyPath,
@@ -64,7 +69,13 @@ from envharness.manifest_keys import (
     toml_type,
     unknown_key,
 )
+from envharness.optimizer.executable import ExecutableHarness
+from envharness.optimizer.sandbox import LocalSandbox
+from envharness.optimizer.versions import harness_version
+from envharness.runtime.hooking import check_hooks
 from envharness.scenario import Scenario, validate_input
+from envharness.sources import call_blocking
+from envharness.store import read_store
 
 __all__ = ["PYTHON", "Manifest", "ManifestAgent", "ManifestError", "load_manifest"]
 
@@ -74,9 +85,10 @@ PYTHON = "{python}"
 
 _R = TypeVar("_R")
 _S = TypeVar("_S", bound=msgspec.Struct)
+_H = TypeVar("_H", AsyncEnvironmentHarness, EnvironmentHarness)
 
-"""Where a value sits in the document: ``("agents", "alice", "command")``,
-``("scenarios", "items", 1, "id")``."""
+_HOOKS: KeyPath = ("experiment", "hooks")
+_HARNESS: KeyPath = ("experiment", "harness")
 
 
 class ManifestError(ConfigurationError):
@@ -106,6 +118,8 @@ class _ExperimentTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True)
     trials: _Positive = 1
     max_concurrency: _Positive = DEFAULT_MAX_CONCURRENCY
     action_timeout: Annotated[float, msgspec.Meta(ge=0)] = DEFAULT_ACTION_TIMEOUT
+    hooks: str | None = None
+    harness: str | None = None
 
 
 class _EnvironmentTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -193,58 +207,138 @@ class Manifest:
     scenarios: tuple[Scenario[Any], ...]
     _inputs: _Places = field(repr=False)
     _lines: KeyLines = field(repr=False)
+    hooks: str | None = None
+    """``module:attribute`` of the hooks: a ``HarnessHooks``, or a zero-argument factory of one."""
+    harness_version: str | None = None
+    """An accepted harness version (``harness-v2``), read from the store the experiment
+    records into and run in a :class:`~envharness.optimizer.LocalSandbox`."""
 
     @property
     def folder(self) -> Path:
         return self.path.resolve().parent
 
-    def async_harness(self, store: str | PathLike[str]) -> AsyncEnvironmentHarness:
-        """Import the environment and Python agents, and make the harness for ``store``."""
-        environment, agents, roles = self._parts()
-        return self._configured(
-            lambda: AsyncEnvironmentHarness(
-                store,
-                environment=environment,
-                agents=agents,
-                roles=roles,
-                action_timeout=self.action_timeout,
-                max_concurrency=self.max_concurrency,
+    def async_harness(
+        self, store: str | PathLike[str], *, hooks: HarnessHooks | None = None
+    ) -> AsyncEnvironmentHarness:
+        """Import the environment, the Python agents and the hooks, and make the harness for
+        ``store``. A stored ``harness`` version is read from the store, which is async work:
+        pass ``hooks=await manifest.async_load_hooks(store)`` (or use :meth:`harness`)."""
+        if hooks is None and self.harness_version is not None:
+            raise self._error(
+                _HARNESS,
+                f"harness = {self.harness_version!r} is read from the store: in async code pass "
+                "hooks=await manifest.async_load_hooks(store) to async_harness/async_experiment",
             )
-        )
+        if hooks is None:
+            hooks = self._imported_hooks()
+        return self._built(AsyncEnvironmentHarness, store, hooks)
 
-    def harness(self, store: str | PathLike[str]) -> EnvironmentHarness:
-        """The blocking twin of :meth:`async_harness`."""
-        environment, agents, roles = self._parts()
-        return self._configured(
-            lambda: EnvironmentHarness(
-                store,
-                environment=environment,
-                agents=agents,
-                roles=roles,
-                action_timeout=self.action_timeout,
-                max_concurrency=self.max_concurrency,
-            )
-        )
+    def harness(
+        self, store: str | PathLike[str], *, hooks: HarnessHooks | None = None
+    ) -> EnvironmentHarness:
+        """The blocking twin of :meth:`async_harness`; it reads a stored ``harness`` itself."""
+        if hooks is None:
+            hooks = self.load_hooks(store)
+        return self._built(EnvironmentHarness, store, hooks)
 
-    def async_experiment(self, store: str | PathLike[str]) -> AsyncExperiment:
+    def async_experiment(
+        self, store: str | PathLike[str], *, hooks: HarnessHooks | None = None
+    ) -> AsyncExperiment:
         """The experiment, ready to ``await run()``; nothing is recorded before that."""
-        harness = self.async_harness(store)
+        harness = self.async_harness(store, hooks=hooks)
         return self._configured(
             lambda: harness.experiment(
                 self.name, self.scenarios, turns=self.turns, trials=self.trials, seed=self.seed
             )
         )
 
-    def experiment(self, store: str | PathLike[str]) -> Experiment:
+    def experiment(
+        self, store: str | PathLike[str], *, hooks: HarnessHooks | None = None
+    ) -> Experiment:
         """The experiment for blocking code: ``run()``, or ``start()`` then ``wait()``."""
-        harness = self.harness(store)
+        harness = self.harness(store, hooks=hooks)
         return self._configured(
             lambda: harness.experiment(
                 self.name, self.scenarios, turns=self.turns, trials=self.trials, seed=self.seed
             )
         )
+
+    async def async_load_hooks(self, store: str | PathLike[str]) -> HarnessHooks | None:
+        """The hooks the manifest names (``None`` when it names none): imported, or the stored
+        ``harness`` version read from ``store``."""
+        if self.harness_version is None:
+            return self._imported_hooks()
+        try:
+            version = await harness_version(await read_store(store), self.harness_version)
+            patch = version.harness_patch()
+            hooks = ExecutableHarness.from_patch(
+                patch, sandbox=LocalSandbox(), version=version.version
+            )
+        except EnvharnessError as exc:
+            raise self._error(
+                _HARNESS, f"{exc}; `envharness --store STORE harness list` shows the versions"
+            ) from exc
+        self._check_environment(version.environment)
+        return hooks
+
+    def load_hooks(self, store: str | PathLike[str]) -> HarnessHooks | None:
+        """The blocking twin of :meth:`async_load_hooks`."""
+        if self.harness_version is None:
+            return self._imported_hooks()
+        return call_blocking(lambda: self.async_load_hooks(store))
 
     # -- internals -----------------------------------------------------------------------------
+
+    def _built(
+        self, kind: Callable[..., _H], store: str | PathLike[str], hooks: HarnessHooks | None
+    ) -> _H:
+        environment, agents, roles = self._parts()
+        return self._configured(
+            lambda: kind(
+                store,
+                environment=environment,
+                agents=agents,
+                roles=roles,
+                action_timeout=self.action_timeout,
+                max_concurrency=self.max_concurrency,
+                hooks=hooks,
+            )
+        )
+
+    def _imported_hooks(self) -> HarnessHooks | None:
+        if self.hooks is None:
+            return None
+        value = self._load(self.hooks, _HOOKS)
+        if isinstance(value, type) or (callable(value) and not isinstance(value, HarnessHooks)):
+            try:
+                value = value()
+            except Exception as exc:  # the user's factory raised: name it, no traceback
+                raise self._error(
+                    _HOOKS,
+                    f"calling {self.hooks!r} to make the hooks raised {type(exc).__name__}: {exc}",
+                ) from exc
+        try:
+            return check_hooks(value)
+        except ConfigurationError as exc:
+            raise self._error(
+                _HOOKS,
+                f"{self.hooks!r} gave {type(value).__name__}, not hooks: {exc}; point it at a "
+                "HarnessHooks object or at a zero-argument function that returns one",
+            ) from None
+
+    def _check_environment(self, learned_on: str | None) -> None:
+        """A stored version runs only on the environment it was learned on (by name): version
+        names count across the store, so a wrong number can name another environment's."""
+        spec = getattr(self._load(self.environment, ("environment", "factory")), "spec", None)
+        if learned_on is None or not isinstance(spec, EnvironmentSpec):
+            return
+        if learned_on.rpartition("@")[0] != spec.name:
+            raise self._error(
+                _HARNESS,
+                f"{self.harness_version} was learned on environment {learned_on}, but this "
+                f"experiment's environment is {spec.name}@{spec.version}; name a version of "
+                f"{spec.name!r} (`envharness --store STORE harness list` shows each one's)",
+            )
 
     def _parts(self) -> tuple[Any, dict[str, Any], dict[str, str]]:
         environment = self._load(self.environment, ("environment", "factory"))
@@ -389,6 +483,7 @@ class _Loader:
         experiment = self.convert(document["experiment"], _ExperimentTable, ("experiment",))
         if not experiment.name.strip():
             raise self.error(("experiment", "name"), "give the experiment a name")
+        self.hooks(experiment)
         environment = self.environment(document["environment"])
         agents = self.agents(document["agents"])
         scenarios = self.convert(document["scenarios"], _ScenariosTable, ("scenarios",))
@@ -406,6 +501,8 @@ class _Loader:
             scenarios=found,
             _inputs=inputs,
             _lines=self.lines,
+            hooks=experiment.hooks,
+            harness_version=experiment.harness,
         )
 
     def convert(
@@ -434,6 +531,22 @@ class _Loader:
             if file is not None:
                 raise ManifestError(problem, file=file, line=line, key=dotted(full)) from None
             raise self.error(full, problem) from None
+
+    def hooks(self, table: _ExperimentTable) -> None:
+        if table.hooks is not None and table.harness is not None:
+            raise self.error(
+                _HARNESS,
+                f"give hooks = ... (line {self.lines.line_of(_HOOKS)}) or harness = ..., not "
+                "both: a session runs under one harness",
+            )
+        if table.hooks is not None:
+            self.check_reference(table.hooks, _HOOKS, example="my_package.hooks:HOOKS")
+        if table.harness is not None and not table.harness.strip():
+            raise self.error(
+                _HARNESS,
+                'name an accepted harness version, e.g. harness = "harness-v2" (`envharness '
+                "harness list` shows them)",
+            )
 
     def environment(self, value: Any) -> str:
         table = self.convert(value, _EnvironmentTable, ("environment",))
@@ -526,12 +639,12 @@ class _Loader:
         except ConfigurationError as exc:
             raise self.error(key, str(exc)) from None
 
-    def check_reference(self, reference: str, path: KeyPath) -> None:
+    def check_reference(
+        self, reference: str, path: KeyPath, *, example: str = "my_package.agents:MyAgent"
+    ) -> None:
         module_name, separator, attribute = reference.partition(":")
         if not separator or not module_name or not attribute or ":" in attribute:
-            raise self.error(
-                path, f"{reference!r} is not module:attribute, e.g. my_package.agents:MyAgent"
-            )
+            raise self.error(path, f"{reference!r} is not module:attribute, e.g. {example}")
 
     def scenarios(self, table: _ScenariosTable) -> tuple[tuple[Scenario[Any], ...], _Places]:
         if table.items is not None and table.file is not None:

@@ -32,7 +32,7 @@ import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from envharness.store import read_store
-from envharness.store.sources import SourceStore
+from envharness.store.sources import SourceStore, health_problems
 from envharness.trajectories.model import Trajectory
 from envharness.trajectories.snapshots import export_snapshot
 from envharness.trajectories.sources import (
@@ -116,6 +116,17 @@ class AsyncSources:
         failures and refused imports (``envharness sources``)."""
         return await SourceStore(self.store).health(source)
 
+    async def problems(self, source: str | None = None) -> dict[str, list[str]]:
+        """Each unhealthy source (of all, or ``source``) with why, in words with the fix:
+        positions skipped or offered and not stored, refused imports, and any break in its
+        stored chain (every hash is recomputed, as by ``verify``). Healthy sources are absent,
+        so an empty answer means every source is sound (``envharness sources`` exits 0)."""
+        found = {health.source: health_problems(health) for health in await self.health(source)}
+        for chain, position, problem in await SourceStore(self.store).verify(source):
+            at = f" at position {position}" if position is not None else ""
+            found.setdefault(chain, []).append(f"its stored chain is broken{at}: {problem}")
+        return {name: problems for name, problems in sorted(found.items()) if problems}
+
     async def trajectories(self, source: str | None = None) -> list[Trajectory]:
         """The trajectory of every imported episode (of ``source``, or of all sources)."""
         return [trajectory async for trajectory in source_trajectories(self.store, source)]
@@ -156,6 +167,10 @@ class Sources:
     def health(self, source: str | None = None) -> list[SourceHealth]:
         """See :meth:`AsyncSources.health`."""
         return self._call(lambda: self.aio.health(source))
+
+    def problems(self, source: str | None = None) -> dict[str, list[str]]:
+        """See :meth:`AsyncSources.problems`."""
+        return self._call(lambda: self.aio.problems(source))
 
     def trajectories(self, source: str | None = None) -> list[Trajectory]:
         """See :meth:`AsyncSources.trajectories`."""

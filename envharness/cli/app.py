@@ -30,16 +30,10 @@ from envharness.cli.edge import (
     translate_errors,
 )
 from envharness.cli.experiments import register_experiment_commands
-from envharness.cli.loading import (
-    guard_factory,
-    load_agent,
-    load_reference,
-    make_cwd_importable,
-    parse_input,
-    parse_pair,
-)
+from envharness.cli.loading import command_line_harness, make_cwd_importable, parse_input
 from envharness.cli.manifest_run import is_manifest, run_manifest
 from envharness.cli.optimize import register_optimizer_commands
+from envharness.cli.options import ActionTimeout, Agents, JsonLines, Roles
 from envharness.cli.protocol import protocol_app
 from envharness.cli.quickstart import write_quickstart
 from envharness.cli.render import (
@@ -55,7 +49,7 @@ from envharness.cli.serve import register_service_commands
 from envharness.cli.sources import register_source_commands
 from envharness.cli.trajectories import export_snapshot_command, register_trajectory_commands
 from envharness.errors import ScenarioInputError
-from envharness.harness import DEFAULT_ACTION_TIMEOUT, AsyncEnvironmentHarness
+from envharness.harness import DEFAULT_ACTION_TIMEOUT
 from envharness.manifest import load_manifest
 from envharness.records import Payload, Status, encode_record
 from envharness.scenario import Scenario
@@ -169,27 +163,11 @@ def run_command(
             "manifest, experiment.toml (docs/manifests.md).",
         ),
     ],
-    agent: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--agent",
-            metavar="NAME=module:factory|COMMAND",
-            help="A participant and its agent: a class or factory as module:attribute, or a "
-            "command line run as an external agent (e.g. alice='node agent.mjs'); repeat for "
-            "more participants.",
-        ),
-    ] = None,
+    agent: Agents = None,
     turns: Annotated[
         int | None, typer.Option("--turns", metavar="N", min=1, help="Turns to run at most.")
     ] = None,
-    role: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--role",
-            metavar="NAME=ROLE",
-            help="A participant's role, when the environment has more than one.",
-        ),
-    ] = None,
+    role: Roles = None,
     scenario: Annotated[
         str, typer.Option("--scenario", metavar="ID", help="The scenario id recorded.")
     ] = "cli",
@@ -202,15 +180,7 @@ def run_command(
     seed: Annotated[
         int, typer.Option("--seed", metavar="N", help="The session's random seed.")
     ] = 0,
-    action_timeout: Annotated[
-        float,
-        typer.Option(
-            "--action-timeout",
-            metavar="SECONDS",
-            min=0,
-            help="How long an agent may take for one action; 0 for no limit.",
-        ),
-    ] = DEFAULT_ACTION_TIMEOUT,
+    action_timeout: ActionTimeout = DEFAULT_ACTION_TIMEOUT,
 ) -> None:
     """Run one session and record it. Exit status 0 when it completed, 1 when it did not.
 
@@ -222,7 +192,9 @@ def run_command(
         return
     if not agent or turns is None:
         raise CliError("run needs --agent NAME=module:factory|COMMAND and --turns N")
-    harness = _harness(store, environment, agent, role, action_timeout)
+    harness = command_line_harness(
+        store, environment, agent, role, what="ENVIRONMENT", action_timeout=action_timeout
+    )
     case = Scenario(id=scenario, input=parse_input(input))
     seen: list[str] = []
 
@@ -249,34 +221,6 @@ def run_command(
         raise typer.Exit(EXIT_NO)
 
 
-def _harness(
-    store: Path,
-    environment: str,
-    agent: list[str],
-    role: list[str] | None,
-    action_timeout: float,
-) -> AsyncEnvironmentHarness:
-    """The harness a command line describes: ``module:attr`` environment, ``--agent`` pairs."""
-    make_cwd_importable()
-    environment_factory = guard_factory(
-        load_reference(environment, what="ENVIRONMENT"), f"environment {environment!r}"
-    )
-    agents: dict[str, Any] = {}
-    for text in agent:
-        name, reference = parse_pair(text, option="--agent", example="alice=my_agents:Greedy")
-        if name in agents:
-            raise CliError(f"--agent {name!r} is given twice; participant names must differ")
-        agents[name] = load_agent(name, reference)
-    roles = dict(parse_pair(text, option="--role", example="alice=buyer") for text in role or ())
-    return AsyncEnvironmentHarness(
-        store,
-        environment=environment_factory,
-        agents=agents,
-        roles=roles,
-        action_timeout=action_timeout or None,
-    )
-
-
 @app.command("resume")
 def resume_command(
     ctx: typer.Context,
@@ -296,13 +240,8 @@ def resume_command(
             "experiment's manifest (experiment.toml).",
         ),
     ],
-    agent: Annotated[
-        list[str] | None,
-        typer.Option("--agent", metavar="NAME=module:factory|COMMAND", help="As for run."),
-    ] = None,
-    role: Annotated[
-        list[str] | None, typer.Option("--role", metavar="NAME=ROLE", help="As for run.")
-    ] = None,
+    agent: Agents = None,
+    role: Roles = None,
     declare_changes: Annotated[
         str | None,
         typer.Option(
@@ -312,10 +251,7 @@ def resume_command(
             "the differences and this reason are recorded.",
         ),
     ] = None,
-    action_timeout: Annotated[
-        float,
-        typer.Option("--action-timeout", metavar="SECONDS", min=0, help="As for run."),
-    ] = DEFAULT_ACTION_TIMEOUT,
+    action_timeout: ActionTimeout = DEFAULT_ACTION_TIMEOUT,
 ) -> None:
     """Continue an interrupted (crashed), stopped or paused session or experiment after its
     last complete turn. Exit status 0 when everything completed, 1 when not."""
@@ -324,11 +260,14 @@ def resume_command(
         if agent or role:
             raise CliError("the manifest names the agents; give no --agent or --role with it")
         make_cwd_importable()
-        harness = load_manifest(environment).async_harness(store)
+        manifest = load_manifest(environment)
+        harness = manifest.async_harness(store, hooks=manifest.load_hooks(store))
     elif not agent:
         raise CliError("resume needs the code that ran it: ENVIRONMENT and --agent, or a manifest")
     else:
-        harness = _harness(store, environment, agent, role, action_timeout)
+        harness = command_line_harness(
+            store, environment, agent, role, what="ENVIRONMENT", action_timeout=action_timeout
+        )
 
     async def resume() -> tuple[str, int, int, str | None]:
         if target.startswith("exp_"):
@@ -361,9 +300,7 @@ def sessions(
             "--status", metavar="STATUS", help=f"Only this status: {', '.join(_STATUSES)}."
         ),
     ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="One JSON object per line instead of a table.")
-    ] = False,
+    as_json: JsonLines = False,
 ) -> None:
     """List the sessions in the store, oldest first."""
     store = _store(ctx)

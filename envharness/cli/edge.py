@@ -4,7 +4,8 @@ A user of a command should see a one-line ``error: ...`` for anything they can f
 traceback, and an exit status a script can branch on::
 
     0    it worked
-    1    it ran, and the answer is "no": verify found breaks, a session did not complete
+    1    it ran, and the answer is "no": verify found breaks, a session did not complete, a
+         source is unhealthy, a snapshot cannot be read
     2    it could not run: bad arguments, a missing store, an unknown session, a failed import
     130  interrupted (Ctrl-C)
     141  the reader of stdout went away (``| head``), as a SIGPIPE death would report

@@ -17,6 +17,7 @@ import msgspec
 import typer
 
 from envharness.cli.edge import CliError
+from envharness.cli.options import JsonLines, acting_group
 from envharness.cli.render import printable
 from envharness.scoring import (
     DEFAULT_CONFIDENCE,
@@ -48,20 +49,17 @@ _STATUS_COLOURS = {"completed": "green", "failed": "red", "stopped": "yellow"}
 
 def register_experiment_commands(app: typer.Typer, store_of: StoreOf) -> None:
     """Add the ``experiments`` group (list, ``show``) to ``app``; ``store_of`` finds --store."""
-    experiments_app = typer.Typer(
+    experiments_app = acting_group(
+        app,
+        "experiments",
         help="List the experiments in the store, oldest first; `experiments show ID` shows "
         "one's configuration, sessions and scores.",
-        invoke_without_command=True,
-        no_args_is_help=False,
     )
-    app.add_typer(experiments_app, name="experiments")
 
     @experiments_app.callback()
     def experiments(
         ctx: typer.Context,
-        as_json: Annotated[
-            bool, typer.Option("--json", help="One JSON object per line instead of a table.")
-        ] = False,
+        as_json: JsonLines = False,
     ) -> None:
         """List the experiments in the store, oldest first; `experiments show ID` for one."""
         if ctx.invoked_subcommand is not None:

@@ -1,5 +1,6 @@
 """Turn command-line text into Python objects: ``module:attribute`` references, ``NAME=VALUE``
-pairs and JSON scenario inputs — each failure named after the option that carried it.
+pairs, JSON scenario inputs and the harness they describe together — each failure named after
+the option that carried it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 import shlex
 import sys
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +21,10 @@ import msgspec
 from envharness.cli.edge import CliError
 from envharness.command_agent import CommandAgent
 from envharness.errors import ConfigurationError, EnvharnessError
+from envharness.harness import DEFAULT_ACTION_TIMEOUT, AsyncEnvironmentHarness
 
 __all__ = [
+    "command_line_harness",
     "guard_factory",
     "load_agent",
     "load_reference",
@@ -131,6 +135,36 @@ def parse_pair(text: str, *, option: str, example: str) -> tuple[str, str]:
     if not separator or not name or not value:
         raise CliError(f"{option} {text!r} is not NAME=VALUE, e.g. {option} {example}")
     return name, value
+
+
+def command_line_harness(
+    store: Path,
+    environment: str,
+    agent: Sequence[str],
+    role: Sequence[str] | None,
+    *,
+    what: str = "--environment",
+    action_timeout: float = DEFAULT_ACTION_TIMEOUT,
+) -> AsyncEnvironmentHarness:
+    """The harness a command line describes: the environment ``module:attribute`` (named
+    ``what`` in errors), ``--agent NAME=SPEC`` and ``--role NAME=ROLE`` pairs, and
+    ``--action-timeout`` (0 for no limit). Used by ``run``, ``resume`` and ``optimize``."""
+    make_cwd_importable()
+    factory = guard_factory(load_reference(environment, what=what), f"environment {environment!r}")
+    agents: dict[str, Any] = {}
+    for text in agent:
+        name, reference = parse_pair(text, option="--agent", example="alice=my_agents:Greedy")
+        if name in agents:
+            raise CliError(f"--agent {name!r} is given twice; participant names must differ")
+        agents[name] = load_agent(name, reference)
+    roles = dict(parse_pair(text, option="--role", example="alice=buyer") for text in role or ())
+    return AsyncEnvironmentHarness(
+        store,
+        environment=factory,
+        agents=agents,
+        roles=roles,
+        action_timeout=action_timeout or None,
+    )
 
 
 def parse_input(text: str | None) -> dict[str, Any]:

@@ -38,7 +38,8 @@ def run_manifest(ctx: typer.Context, argument: str, store: Path) -> None:
     """Load, run and report; exit 0 when every session completed, 1 otherwise, 130 on Ctrl-C."""
     _refuse_options(ctx, argument)
     make_cwd_importable()
-    experiment = load_manifest(argument).async_experiment(store)
+    manifest = load_manifest(argument)
+    experiment = manifest.async_experiment(store, hooks=manifest.load_hooks(store))
 
     def progress(session_id: str, turn: int, planned: int) -> None:
         counts = experiment.progress

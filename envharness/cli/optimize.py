@@ -22,14 +22,8 @@ import msgspec
 import typer
 
 from envharness.cli.edge import EXIT_INTERRUPTED, EXIT_NO, CliError, interruptible
-from envharness.cli.loading import (
-    guard_factory,
-    load_agent,
-    load_reference,
-    make_cwd_importable,
-    parse_input,
-    parse_pair,
-)
+from envharness.cli.loading import command_line_harness as _harness
+from envharness.cli.loading import load_reference, make_cwd_importable, parse_input
 from envharness.cli.render import printable
 from envharness.demos.support_desk import RefundFirstPolicy, SupportDesk, tickets
 from envharness.harness import AsyncEnvironmentHarness
@@ -493,23 +487,6 @@ def _scenarios_file(path: Path, option: str) -> list[Scenario[Any]]:
     if not found:
         raise CliError(f"{option} {path} holds no scenarios")
     return found
-
-
-def _harness(
-    store: Path, environment: str, agent: Sequence[str], role: Sequence[str] | None
-) -> AsyncEnvironmentHarness:
-    make_cwd_importable()
-    factory = guard_factory(
-        load_reference(environment, what="--environment"), f"environment {environment!r}"
-    )
-    agents: dict[str, Any] = {}
-    for text in agent:
-        name, reference = parse_pair(text, option="--agent", example="alice=my_agents:Greedy")
-        if name in agents:
-            raise CliError(f"--agent {name!r} is given twice; participant names must differ")
-        agents[name] = load_agent(name, reference)
-    roles = dict(parse_pair(text, option="--role", example="alice=buyer") for text in role or ())
-    return AsyncEnvironmentHarness(store, environment=factory, agents=agents, roles=roles)
 
 
 def _engineer(

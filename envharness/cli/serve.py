@@ -16,6 +16,7 @@ import msgspec
 import typer
 
 from envharness.cli.edge import CliError
+from envharness.cli.options import JsonLines, acting_group
 from envharness.cli.render import printable
 from envharness.store import read_store
 from envharness.store.tokens import ROLES, TokenInfo, TokenStore
@@ -54,12 +55,9 @@ def register_service_commands(app: typer.Typer, store_of: StoreOf) -> None:
         """
         _serve(store_of(ctx), host=host, port=port, open_browser=open_browser)
 
-    token_app = typer.Typer(
-        help="Issue, list and revoke the bearer tokens of the local service.",
-        invoke_without_command=True,
-        no_args_is_help=False,
+    token_app = acting_group(
+        app, "token", help="Issue, list and revoke the bearer tokens of the local service."
     )
-    app.add_typer(token_app, name="token")
 
     @token_app.callback()
     def token(
@@ -117,7 +115,7 @@ def register_service_commands(app: typer.Typer, store_of: StoreOf) -> None:
     @token_app.command("list")
     def list_tokens(
         ctx: typer.Context,
-        as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+        as_json: JsonLines = False,
     ) -> None:
         """Every token issued, with its role and state (never a secret)."""
         store = store_of(ctx)

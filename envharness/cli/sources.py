@@ -2,7 +2,10 @@
 
 Both call the same functions as ``harness.sources()`` (:class:`envharness.sources.AsyncSources`).
 A refused import is an :class:`~envharness.errors.EnvharnessError` like any other: the edge
-prints its one-line message (which names the line, the position and the fix) and exits 2.
+prints its one-line message (which names the line, the position and the fix) and exits 2, and
+the store is left as it was. ``sources`` exits 1 when a source is unhealthy
+(:meth:`AsyncSources.problems <envharness.sources.AsyncSources.problems>`), naming each one and
+why, so a script or a scheduled job can act on it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import anyio
 import msgspec
 import typer
 
+from envharness.cli.edge import EXIT_NO
+from envharness.cli.options import JsonLines
 from envharness.cli.render import printable
 from envharness.sources import AsyncSources
 from envharness.store.sources import ImportReceipt, SourceHealth
@@ -97,19 +102,23 @@ def register_source_commands(app: typer.Typer, store_of: StoreOf) -> None:
             str | None,
             typer.Argument(metavar="[SOURCE]", help="Only this source.", show_default=False),
         ] = None,
-        as_json: Annotated[
-            bool, typer.Option("--json", help="One JSON object per line instead of a table.")
-        ] = False,
+        as_json: JsonLines = False,
     ) -> None:
         """Show each imported source's health: the acknowledged position and hash, the
         backlog of positions offered but not stored, gaps, capture failures the source
-        reported, and imports refused since the last one that stored something."""
+        reported, and imports refused since the last one that stored something.
+
+        Exit status 1 when a source is unhealthy — a gap, a backlog, a refused last import, or
+        a break in its stored chain (every hash is recomputed) — with each named on stderr.
+        Capture failures the source reported are shown, not counted: no import can mend them.
+        """
         store = store_of(ctx)
 
-        async def listed() -> list[SourceHealth]:
-            return await AsyncSources(store).health(source)
+        async def listed() -> tuple[list[SourceHealth], dict[str, list[str]]]:
+            sources = AsyncSources(store)
+            return await sources.health(source), await sources.problems(source)
 
-        found = anyio.run(listed)
+        found, problems = anyio.run(listed)
         if as_json:
             for health in found:
                 typer.echo(msgspec.json.encode(health).decode())
@@ -118,6 +127,10 @@ def register_source_commands(app: typer.Typer, store_of: StoreOf) -> None:
                 typer.echo(line)
         else:
             typer.echo(f"no imported sources in {shlex.quote(printable(str(store)))}", err=True)
+        for name, reasons in problems.items():
+            typer.echo(f"unhealthy: {printable(name)}: {printable('; '.join(reasons))}", err=True)
+        if problems:
+            raise typer.Exit(EXIT_NO)
 
 
 def receipt_line(receipt: ImportReceipt) -> str:

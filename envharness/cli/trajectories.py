@@ -16,9 +16,12 @@ import anyio
 import msgspec
 import typer
 
-from envharness.cli.edge import CliError, closing
+from envharness.cli.edge import EXIT_NO, CliError, closing
+from envharness.cli.options import JsonLines
 from envharness.cli.render import printable
+from envharness.errors import EnvharnessError
 from envharness.store import read_store
+from envharness.store.snapshots import SnapshotStore
 from envharness.trajectories import (
     Dataset,
     DatasetRow,
@@ -26,6 +29,7 @@ from envharness.trajectories import (
     Snapshot,
     SnapshotMetadata,
     Trajectory,
+    TrajectoryError,
     create_dataset,
     dataset_rows,
     export_snapshot,
@@ -33,8 +37,10 @@ from envharness.trajectories import (
     list_datasets,
     list_snapshots,
     load_dataset,
+    load_snapshot,
     project,
     snapshot_trajectories,
+    source_trajectories,
     verify_snapshot,
 )
 from envharness.trajectories.files import jsonl_line, write_parquet
@@ -44,6 +50,7 @@ __all__ = ["export_snapshot_command", "register_trajectory_commands", "trajector
 StoreOf = Callable[[typer.Context], Path]
 
 FORMATS = ("jsonl", "parquet")
+ORIGINS = ("native", "imported")
 _WRITE_BATCH = 256
 _COLUMNS = ("session", "execution", "collection", "termination", "outcome", "segs", "records")
 
@@ -61,21 +68,47 @@ def register_trajectory_commands(app: typer.Typer, store_of: StoreOf) -> None:
             typer.Argument(
                 metavar="[SESSION]...",
                 help="Session ids or unique prefixes, or imported SOURCE:EPISODE ids "
-                "(default: every session).",
+                "(default: every session, then every imported episode).",
             ),
+        ] = None,
+        origin: Annotated[
+            str | None,
+            typer.Option(
+                "--origin",
+                metavar="ORIGIN",
+                help=f"Only {' or '.join(ORIGINS)} trajectories: sessions run here, or episodes "
+                "imported from other tools (`envharness sources` lists the sources).",
+            ),
+        ] = None,
+        source: Annotated[
+            str | None,
+            typer.Option("--source", metavar="SOURCE", help="Only this source's episodes."),
         ] = None,
         as_json: Annotated[
             bool, typer.Option("--json", help="Each trajectory whole, one JSON object per line.")
         ] = False,
     ) -> None:
-        """Project sessions into trajectories: segments and the four states (collection,
-        execution, termination, verified outcome), each bound to its journal by digest."""
+        """Project sessions and imported episodes into trajectories: segments and the four
+        states (collection, execution, termination, verified outcome), each bound to its
+        evidence by digest. Sessions come first, then each source's episodes."""
+        if origin is not None and origin not in ORIGINS:
+            raise CliError(f"--origin {origin!r} is not one of: {', '.join(ORIGINS)}")
+        if source is not None and origin == "native":
+            raise CliError("--source lists imported episodes; it cannot go with --origin native")
+        if sessions and (origin is not None or source is not None):
+            raise CliError("give trajectory ids, or --origin/--source to list them, not both")
         store = store_of(ctx)
 
         async def projected() -> list[Trajectory]:
             reader = await read_store(store)
-            ids = list(sessions or [info.id for info in await reader.sessions()])
-            return [await project(reader, trajectory_id) for trajectory_id in ids]
+            if sessions:
+                return [await project(reader, trajectory_id) for trajectory_id in sessions]
+            found = []
+            if origin != "imported" and source is None:
+                found += [await project(reader, info.id) for info in await reader.sessions()]
+            if origin != "native":
+                found += [t async for t in source_trajectories(store, source)]
+            return found
 
         found = anyio.run(projected)
         if as_json:
@@ -85,7 +118,7 @@ def register_trajectory_commands(app: typer.Typer, store_of: StoreOf) -> None:
             for line in trajectory_table(found):
                 typer.echo(line)
         else:
-            typer.echo(f"no sessions in {shlex.quote(printable(str(store)))}", err=True)
+            typer.echo(f"no trajectories in {shlex.quote(printable(str(store)))}", err=True)
 
     snapshot_app = typer.Typer(
         help="Frozen, content-addressed selections of trajectories.", no_args_is_help=True
@@ -159,19 +192,16 @@ def register_trajectory_commands(app: typer.Typer, store_of: StoreOf) -> None:
     @snapshot_app.command("list")
     def snapshot_list(
         ctx: typer.Context,
-        as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+        as_json: JsonLines = False,
     ) -> None:
-        """List the snapshots, oldest first."""
+        """List the snapshots, oldest first. A snapshot whose stored header no longer reads is
+        named on stderr, after the others are listed, and the exit status is 1."""
         store = store_of(ctx)
-
-        async def listed() -> list[SnapshotMetadata]:
-            return await list_snapshots(await read_store(store))
-
-        found = anyio.run(listed)
+        found, corrupt = anyio.run(_listed_snapshots, store)
         if as_json:
             for metadata in found:
                 typer.echo(msgspec.json.encode(metadata).decode())
-        elif not found:
+        elif not found and not corrupt:
             typer.echo(f"no snapshots in {shlex.quote(printable(str(store)))}", err=True)
         for metadata in [] if as_json else found:
             entitled = "entitled" if metadata.entitlement else "-"
@@ -179,6 +209,18 @@ def register_trajectory_commands(app: typer.Typer, store_of: StoreOf) -> None:
                 f"{metadata.id}  {metadata.created_at}  {metadata.trajectories:>5} traj"
                 f"  {metadata.records:>8} rec  {entitled:<8}  {printable(metadata.label)}"
             )
+        for snapshot_id, problem, members in corrupt:
+            named = problem if snapshot_id in problem else f"{snapshot_id}: {problem}"
+            typer.echo(f"corrupt: {printable(named)}", err=True)
+            typer.echo(f"  its trajectories: {printable(' '.join(members)) or 'none'}", err=True)
+        if corrupt:
+            typer.echo(
+                f"{len(corrupt)} of {len(found) + len(corrupt)} snapshots cannot be read; the "
+                "others are listed. The sessions they froze are untouched: `snapshot create` "
+                "with their ids makes a sound snapshot again",
+                err=True,
+            )
+            raise typer.Exit(EXIT_NO)
 
     @snapshot_app.command("show")
     def snapshot_show(
@@ -309,6 +351,33 @@ def register_trajectory_commands(app: typer.Typer, store_of: StoreOf) -> None:
         written = anyio.run(exported)
         if output is not None:
             typer.echo(f"wrote {written} rows to {printable(str(output))}", err=True)
+
+
+async def _listed_snapshots(
+    store: Path,
+) -> tuple[list[SnapshotMetadata], list[tuple[str, str, list[str]]]]:
+    """Every snapshot that reads, and (id, why, the trajectories it holds) for each whose
+    stored header does not.
+
+    The listing is one read; only when a header fails to decode is each snapshot loaded on
+    its own, so one corrupt row cannot hide the rest.
+    """
+    reader = await read_store(store)
+    try:
+        return await list_snapshots(reader), []
+    except TrajectoryError:
+        pass
+    snapshots = SnapshotStore(reader.directory)
+    found: list[SnapshotMetadata] = []
+    corrupt: list[tuple[str, str, list[str]]] = []
+    for row in await snapshots.snapshots():
+        try:
+            found.append(await load_snapshot(reader, row.id))
+        except EnvharnessError as exc:  # its header, or the id it is stored under
+            async with closing(snapshots.members(row.id)) as members:
+                held = [member.session_id async for member in members]
+            corrupt.append((row.id, str(exc), held))
+    return found, corrupt
 
 
 async def _write_jsonl(rows: AsyncGenerator[DatasetRow, None], output: Path | None) -> int:

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,9 +12,8 @@ import pytest
 from envharness.cli import manifest_run
 from envharness.cli.edge import ProgressLine
 from envharness.runtime.experiment import derive_seed
-from tests.cli._support import Invoke
+from tests.cli._support import ROOT, Invoke, interrupt_after_first_turn
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "manifest" / "experiment.toml"
 
 MANIFEST = """\
@@ -166,35 +161,12 @@ def test_without_a_manifest_run_still_needs_agent_and_turns(
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_ctrl_c_stops_the_experiment(invoke: Invoke, store_path: Path, tmp_path: Path) -> None:
     path = manifest(tmp_path, agent="tests.cli.agents:SlowAgent", turns=1000, trials=3)
-    environment = {key: value for key, value in os.environ.items() if key != "ENVHARNESS_STORE"}
-    command = [sys.executable, "-m", "envharness.cli", "--store", str(store_path), "run", str(path)]
-    with subprocess.Popen(
-        command, cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True,
-    ) as process:  # fmt: skip
-        try:
-            deadline = time.monotonic() + 20
-            while not any(int(str(s["turns_completed"])) >= 1 for s in _listed(store_path)):
-                assert process.poll() is None, process.communicate()
-                assert time.monotonic() < deadline, "no turn was committed in 20 s"
-                time.sleep(0.1)
-            process.send_signal(signal.SIGINT)
-            out, err = process.communicate(timeout=20)
-        finally:
-            if process.poll() is None:
-                process.kill()
 
-    assert process.returncode == 130, err
+    status, out, err = interrupt_after_first_turn(store_path, "run", path)
+
+    assert status == 130, err
     assert "Traceback" not in err
     assert "interrupted: experiment exp_" in err
     assert "0 completed, 0 failed of 3 (3 stopped)" in out
     assert {s["status"] for s in sessions(invoke, store_path)} == {"stopped"}
     assert invoke("--store", store_path, "verify").exit_code == 0
-
-
-def _listed(store: Path) -> list[dict[str, object]]:
-    listed = subprocess.run(
-        [sys.executable, "-m", "envharness.cli", "--store", str(store), "sessions", "--json"],
-        cwd=ROOT, capture_output=True, text=True, timeout=30, check=False,
-    )  # fmt: skip
-    return [json.loads(line) for line in listed.stdout.splitlines()]

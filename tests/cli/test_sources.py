@@ -10,7 +10,15 @@ import pytest
 from envharness.store.schema import connect
 from envharness.trajectories.sources import SourceChain, encode_source_row
 from tests.cli._support import Invoke
-from tests.trajectories.sources._support import AT, OTEL_FIXTURE, SOURCE, dump, episode, lines
+from tests.trajectories.sources._support import (
+    AT,
+    OTEL_FIXTURE,
+    SOURCE,
+    database,
+    dump,
+    episode,
+    lines,
+)
 
 
 @pytest.fixture
@@ -125,8 +133,8 @@ def test_sources_shows_health(invoke: Invoke, store_path: Path, tmp_path: Path) 
     assert invoke("--store", store_path, "import", SOURCE, head).exit_code == 0
     assert invoke("--store", store_path, "import", SOURCE, skipping).exit_code == 2
     result = invoke("--store", store_path, "sources")
-    assert result.exit_code == 0, result.output
-    header, row, *notes = result.output.splitlines()
+    assert result.exit_code == 1, result.output  # the gap makes the source unhealthy
+    header, row, *notes = result.stdout.splitlines()
     assert header.split() == [
         "source", "head", "hash", "records", "episodes", "backlog", "gaps", "capture",
         "failures", "refused",
@@ -134,9 +142,15 @@ def test_sources_shows_health(invoke: Invoke, store_path: Path, tmp_path: Path) 
     assert row.split() == [SOURCE, "5", rows[5].hash[:12], "6", "2", "2", "6", "1", "1"]
     assert notes[0].startswith(f"{SOURCE}: last refused: skip.jsonl: source '{SOURCE}' position 7")
     assert notes[1] == f"{SOURCE}: last capture failure: position 5: queue full"
+    assert result.stderr == (
+        f"unhealthy: {SOURCE}: position(s) 6 were never imported (a refused import skipped "
+        "them); import them, then the refused records again\n"
+    )
     as_json = invoke("--store", store_path, "sources", SOURCE, "--json")
-    health = json.loads(as_json.output)
+    assert as_json.exit_code == 1
+    health = json.loads(as_json.stdout)
     assert (health["head_hash"], health["gaps"]) == (rows[5].hash, [{"first": 6, "last": 6}])
+    assert as_json.stderr.startswith(f"unhealthy: {SOURCE}: position(s) 6 were never imported")
 
 
 def test_sources_on_a_store_without_imports(invoke: Invoke, store_path: Path) -> None:
@@ -161,3 +175,119 @@ def test_import_reads_standard_input(invoke: Invoke, store_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert "imported 5 new records" in result.output
+
+
+def test_sources_exits_0_when_every_source_is_sound(
+    invoke: Invoke, store_path: Path, tmp_path: Path
+) -> None:
+    chain = SourceChain(SOURCE)
+    rows = [*episode(chain), chain.seal("run-2", "capture.failed", {"detail": "lost"}, at=AT)]
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(b"".join(lines(rows)))
+    assert invoke("--store", store_path, "import", SOURCE, path).exit_code == 0
+    result = invoke("--store", store_path, "sources")
+    assert result.exit_code == 0, result.output  # a capture failure is shown, not counted
+    assert "last capture failure: position 5: lost" in result.stdout
+    assert result.stderr == ""
+
+
+def test_sources_names_a_refused_conflict_until_an_import_stores_again(
+    invoke: Invoke, store_path: Path, run_file: Path, tmp_path: Path
+) -> None:
+    assert invoke("--store", store_path, "import", SOURCE, run_file).exit_code == 0
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(lines([SourceChain(SOURCE).seal("run-1", "note", {"x": 1}, at=AT)])[0])
+    assert invoke("--store", store_path, "import", SOURCE, other).exit_code == 2
+
+    result = invoke("--store", store_path, "sources")
+
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        f"unhealthy: {SOURCE}: its last 1 import(s) were refused: other.jsonl: source "
+        f"'{SOURCE}' position 0 is already imported"
+    )
+
+
+def test_sources_recomputes_the_chain_and_names_a_break(
+    invoke: Invoke, store_path: Path, run_file: Path
+) -> None:
+    assert invoke("--store", store_path, "import", SOURCE, run_file).exit_code == 0
+    with database(store_path) as connection:
+        connection.execute("DROP TRIGGER source_records_are_append_only_update")
+        connection.execute(
+            "UPDATE source_records SET payload = ? WHERE source = ? AND position = 3",
+            (b'{"forged":true}', SOURCE),
+        )
+
+    result = invoke("--store", store_path, "sources")
+
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[1].split()[0] == SOURCE  # still listed
+    assert result.stderr.startswith(
+        f"unhealthy: {SOURCE}: its stored chain is broken at position 3: position 3: its hash"
+    )
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("batch", "problem"),
+    [
+        ("their-records", "the record belongs to source 'acme/nightly-evals', but it is being "
+         "imported as 'acme/nigthly-evals'"),
+        ("a-gap", "position(s) 0..1 were never imported (it holds no records yet)"),
+        ("a-bad-hash", "position 0: its hash"),
+    ],
+)  # fmt: skip
+def test_a_refused_import_into_a_mistyped_source_leaves_the_store_as_it_was(
+    invoke: Invoke, store_path: Path, run_file: Path, tmp_path: Path, batch: str, problem: str
+) -> None:
+    assert invoke("--store", store_path, "import", SOURCE, run_file).exit_code == 0
+    before = dump(store_path), imports(store_path)
+    typo = "acme/nigthly-evals"
+    theirs = lines(episode(SourceChain(typo)))
+    path = tmp_path / "typo.jsonl"
+    path.write_bytes(
+        {
+            "their-records": run_file.read_bytes(),
+            "a-gap": b"".join(theirs[2:]),
+            "a-bad-hash": theirs[0].replace(b"maze-3", b"maze-4"),
+        }[batch]
+    )
+
+    refused = invoke("--store", store_path, "import", typo, path)
+
+    assert refused.exit_code == 2
+    assert problem in refused.stderr
+    assert (dump(store_path), imports(store_path)) == before
+    listed = invoke("--store", store_path, "sources")
+    assert listed.exit_code == 0, listed.output
+    assert typo not in listed.output
+    missing = invoke("--store", store_path, "sources", typo)
+    assert missing.exit_code == 2
+    assert f"no source '{typo}'" in missing.stderr
+
+
+@pytest.mark.parametrize("damage", ["gap", "hash", "not-json", "other-source"])
+def test_a_refused_import_into_a_store_that_does_not_exist_creates_nothing(
+    invoke: Invoke, store_path: Path, tmp_path: Path, damage: str
+) -> None:
+    rows = episode(SourceChain(SOURCE))
+    data = {
+        "gap": b"".join(lines(rows[2:])),
+        "hash": lines(rows)[0].replace(b'"participants"', b'"participantz"'),
+        "not-json": b"{not json\n",
+        "other-source": b"".join(lines(episode(SourceChain("acme/other")))),
+    }[damage]
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(data)
+
+    result = invoke("--store", store_path, "import", SOURCE, path)
+
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: run.jsonl")
+    assert not store_path.exists()
+
+
+def imports(store: Path) -> list[tuple[object, ...]]:
+    with database(store) as connection:
+        return connection.execute("SELECT * FROM source_imports ORDER BY rowid").fetchall()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import sqlite3
 from pathlib import Path
 
 import msgspec
@@ -40,14 +41,61 @@ def test_trajectories_lists_every_session_with_its_states(
     assert header.split() == [
         "session", "execution", "collection", "termination", "outcome", "segs", "records",
     ]  # fmt: skip
-    assert len(rows) == 14
+    assert len(rows) == 16  # 14 sessions, then the 2 episodes of the imported source
     assert any("finished (completed)" in row and "complete" in row for row in rows)
+    assert [row.split()[0] for row in rows[-2:]] == [
+        "quickstart/replay:game-1", "quickstart/replay:game-2",
+    ]  # fmt: skip
     as_json = invoke("--store", quickstart_master, "trajectories", "--json")
     trajectories = [json.loads(line) for line in as_json.stdout.splitlines()]
-    assert len(trajectories) == 14
+    assert [t["provenance"]["origin"] for t in trajectories] == ["native"] * 14 + ["imported"] * 2
     first = trajectories[0]["session_id"]
     one = invoke("--store", quickstart_master, "trajectories", first, "--json")
     assert json.loads(one.stdout) == trajectories[0]
+
+
+@pytest.mark.parametrize(
+    ("options", "count", "origin"),
+    [
+        (("--origin", "native"), 14, "native"),
+        (("--origin", "imported"), 2, "imported"),
+        (("--source", "quickstart/replay"), 2, "imported"),
+        (("--origin", "imported", "--source", "quickstart/replay"), 2, "imported"),
+    ],
+)
+def test_trajectories_can_list_one_origin_or_one_source(
+    invoke: Invoke, quickstart_master: Path, options: tuple[str, ...], count: int, origin: str
+) -> None:
+    result = invoke("--store", quickstart_master, "trajectories", *options, "--json")
+    assert result.exit_code == 0, result.output
+    found = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [t["provenance"]["origin"] for t in found] == [origin] * count
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        (("--origin", "remote"), "--origin 'remote' is not one of: native, imported"),
+        (("--origin", "native", "--source", "a/b"), "it cannot go with --origin native"),
+        (("ses_x", "--origin", "native"), "give trajectory ids, or --origin/--source"),
+        (("--source", "quickstart/nope"), "no records of source 'quickstart/nope'"),
+    ],
+    ids=["unknown-origin", "native-source", "ids-and-filter", "unknown-source"],
+)
+def test_trajectories_refuses_filters_that_cannot_apply(
+    invoke: Invoke, quickstart_master: Path, arguments: tuple[str, ...], problem: str
+) -> None:
+    result = invoke("--store", quickstart_master, "trajectories", *arguments)
+    assert result.exit_code == 2
+    assert problem in result.stderr
+    assert result.stdout == ""
+
+
+def test_trajectories_of_an_empty_store_says_so(invoke: Invoke, tmp_path: Path) -> None:
+    synthetic_store(tmp_path)
+    result = invoke("--store", tmp_path, "trajectories", "--origin", "imported")
+    assert (result.exit_code, result.stdout) == (0, "")
+    assert "no trajectories in" in result.stderr
 
 
 def test_snapshot_create_is_content_addressed(invoke: Invoke, tmp_path: Path) -> None:
@@ -254,3 +302,53 @@ def test_imported_episodes_are_trajectories_too(invoke: Invoke, tmp_path: Path) 
     types = [json.loads(line)["type"] for line in exported.stdout.splitlines()]
     assert types[:2] == ["snapshot", "trajectory"]
     assert set(types[2:]) == {"source_record"}
+
+
+def corrupt_header(store: Path, snapshot_id: str, header: bytes) -> None:
+    """What a bad disk or a hand edit would leave: the immutability trigger cannot stop it."""
+    with sqlite3.connect(store / "evidence.sqlite3") as database:
+        database.execute("DROP TRIGGER snapshots_are_immutable_update")
+        database.execute("UPDATE snapshots SET header = ? WHERE id = ?", (header, snapshot_id))
+    database.close()
+
+
+@pytest.mark.parametrize(
+    ("header", "problem"),
+    [
+        (b"{not json", "is not valid trajectory JSON"),
+        (b'{"schema_version": 1, "label": 5}', "does not match the trajectory schema"),
+    ],
+    ids=["garbage", "wrong-shape"],
+)
+def test_snapshot_list_names_a_corrupt_snapshot_and_lists_the_others(
+    invoke: Invoke, tmp_path: Path, header: bytes, problem: str
+) -> None:
+    first, second = synthetic_store(tmp_path)
+    good = snapshot_of(invoke, tmp_path, first, "--label", "good")
+    bad = snapshot_of(invoke, tmp_path, second, "--label", "bad")
+    corrupt_header(tmp_path, bad, header)
+
+    listed = invoke("--store", tmp_path, "snapshot", "list")
+    as_json = invoke("--store", tmp_path, "snapshot", "list", "--json")
+
+    for result in (listed, as_json):
+        assert result.exit_code == 1
+        assert good in result.stdout
+        assert bad not in result.stdout
+        assert f"corrupt: snapshot {bad} {problem}" in result.stderr
+        assert f"  its trajectories: {second}\n" in result.stderr
+        assert "1 of 2 snapshots cannot be read; the others are listed" in result.stderr
+        assert "Traceback" not in result.stderr
+    assert json.loads(as_json.stdout)["id"] == good
+    assert listed.stdout.rstrip().endswith("good")
+
+
+def test_snapshot_list_of_sound_snapshots_exits_0(invoke: Invoke, tmp_path: Path) -> None:
+    first, _ = synthetic_store(tmp_path)
+    empty = invoke("--store", tmp_path, "snapshot", "list")
+    assert (empty.exit_code, empty.stdout) == (0, "")
+    assert "no snapshots in" in empty.stderr
+    snapshot_id = snapshot_of(invoke, tmp_path, first)
+    listed = invoke("--store", tmp_path, "snapshot", "list")
+    assert (listed.exit_code, listed.stderr) == (0, "")
+    assert listed.stdout.startswith(snapshot_id)

@@ -36,9 +36,10 @@ from envharness.store.sources.reports import (
     ImportReceipt,
     SourceGap,
     SourceHealth,
+    health_problems,
 )
 from envharness.store.sources.store import SourceStore
-from envharness.store.sources.verify import verify_sources
+from envharness.store.sources.verify import SourceBreak, verify_sources
 
 __all__ = [
     "CAPTURE_FAILED",
@@ -48,6 +49,7 @@ __all__ = [
     "ImportBatch",
     "ImportReceipt",
     "ProblemKind",
+    "SourceBreak",
     "SourceChainError",
     "SourceConflictError",
     "SourceFormatError",
@@ -59,6 +61,7 @@ __all__ = [
     "chain_problem",
     "check_batch",
     "check_source_id",
+    "health_problems",
     "source_hash_of",
     "verify_sources",
 ]

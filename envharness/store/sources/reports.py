@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import msgspec
 
-__all__ = ["EpisodeInfo", "ImportBatch", "ImportReceipt", "SourceGap", "SourceHealth"]
+__all__ = [
+    "EpisodeInfo",
+    "ImportBatch",
+    "ImportReceipt",
+    "SourceGap",
+    "SourceHealth",
+    "health_problems",
+]
+
+_REASON_SHOWN = 200
 
 
 class ImportBatch(msgspec.Struct, frozen=True, kw_only=True):
@@ -68,6 +77,35 @@ class SourceHealth(msgspec.Struct, frozen=True, kw_only=True):
     refused: int
     last_refusal: str | None
     updated_at: str
+
+
+def health_problems(health: SourceHealth) -> list[str]:
+    """Why ``health`` is not healthy, in words with the fix; empty when it is.
+
+    Unhealthy is what an import can mend: positions skipped (gaps), positions offered and not
+    stored (backlog), the last imports refused. A capture failure is not: it is the source's
+    own account of what it lost, kept as evidence, and no import can undo it. A source that
+    holds no record (a store from before refused imports into new sources wrote nothing) has
+    nothing acknowledged to be unhealthy about.
+    """
+    if health.head_position < 0:
+        return []
+    problems: list[str] = []
+    for gap in health.gaps:
+        span = str(gap.first) if gap.first == gap.last else f"{gap.first}..{gap.last}"
+        problems.append(
+            f"position(s) {span} were never imported (a refused import skipped them); import "
+            "them, then the refused records again"
+        )
+    if health.backlog and not health.gaps:
+        problems.append(
+            f"{health.backlog} offered position(s) after the head {health.head_position} are "
+            "not stored: re-send them from the source"
+        )
+    if health.refused and not health.backlog:
+        reason = (health.last_refusal or "")[:_REASON_SHOWN]
+        problems.append(f"its last {health.refused} import(s) were refused: {reason}")
+    return problems
 
 
 class EpisodeInfo(msgspec.Struct, frozen=True, kw_only=True):

@@ -2,9 +2,14 @@
 
 An import is a batch: every record of it is stored in one transaction, or none is. A record at a
 position the source already holds is compared by hash: the same hash is an idempotent retry
-(nothing written), another hash a conflict that refuses the whole batch. Every import, stored or
-refused, is noted in ``source_imports`` (which batch brought which positions, in which format,
-with what declaration); refusals are what source health reports as gaps and backlog.
+(nothing written), another hash a conflict that refuses the whole batch. Every import that
+stores something, and every refused import into a source that holds records, is noted in
+``source_imports`` (which batch brought which positions, in which format, with what
+declaration); refusals are what source health reports as gaps and backlog.
+
+A refused import into a source that holds nothing yet — a new name, or a mistyped one — leaves
+the store exactly as it was: no source entry, no import log row, and no store created where
+there was none. Only a source that exists has a health for the refusal to count against.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import anyio
 from envharness.errors import ConfigurationError, NotFoundError, StoreError
 from envharness.records import new_id, utc_now_text
 from envharness.store.connections import read_in_thread
-from envharness.store.schema import connect, translate_sqlite_error
+from envharness.store.schema import DATABASE_NAME, connect, translate_sqlite_error
 from envharness.store.sources.chain import (
     COLUMNS,
     SourceRow,
@@ -32,6 +37,7 @@ from envharness.store.sources.chain import (
 from envharness.store.sources.errors import SourceChainError, SourceConflictError, SourceImportError
 from envharness.store.sources.reads import episodes_of, health_of
 from envharness.store.sources.reports import EpisodeInfo, ImportBatch, ImportReceipt, SourceHealth
+from envharness.store.sources.verify import SourceBreak, verify_sources
 
 __all__ = ["SourceStore"]
 
@@ -75,6 +81,9 @@ class SourceStore:
         import_id = new_id("imp")
 
         def run() -> ImportReceipt:
+            if not (self.directory / DATABASE_NAME).exists():
+                # No store yet: a batch it would refuse must not create one to refuse it in.
+                _check_continues(batch, rows, head=-1, head_hash=None)
             connection = connect(self.directory, create=True)
             try:
                 try:
@@ -101,13 +110,14 @@ class SourceStore:
         self, batch: ImportBatch, rows: Sequence[SourceRow], refused: SourceImportError
     ) -> None:
         """Note in the import log that a batch was refused before it reached the store (a
-        line that did not parse), so health can report it. Like an import, this creates the
-        store when there is none; it changes no record. Best effort: a store that cannot be
-        opened is left alone, and the caller still raises the refusal itself."""
+        line that did not parse), so health can report it — when the source holds records:
+        a refusal into a new (or mistyped) source, or into a store that does not exist,
+        writes nothing. It changes no record. Best effort: a store that cannot be opened is
+        left alone, and the caller still raises the refusal itself."""
 
         def run() -> None:
             try:
-                connection = connect(self.directory, create=True)
+                connection = connect(self.directory, create=False)
             except StoreError:
                 return
             try:
@@ -135,6 +145,12 @@ class SourceStore:
                 "`envharness sources` lists them"
             )
         return found
+
+    async def verify(self, source: str | None = None) -> list[SourceBreak]:
+        """Re-check the stored chain of every source (or of ``source``) from its bytes, as
+        ``envharness verify`` does: each problem by source and position, never raised."""
+        found = await self._read(lambda c: verify_sources(c, source))
+        return found[2]
 
     async def episodes(self, source: str) -> list[EpisodeInfo]:
         """The episodes of ``source``, in the order their first records were imported."""
@@ -215,17 +231,6 @@ def _apply(
     ).fetchone()
     head, head_hash = (int(held[0]), str(held[1])) if held else (-1, None)
     first, last = rows[0].position, rows[-1].position
-    if first > head + 1:
-        have = f"it holds positions 0..{head}" if head >= 0 else "it holds no records yet"
-        raise SourceChainError(
-            f"{_origin(batch)}source {source!r} position {first}: position(s) "
-            f"{position_span(head + 1, first - 1)} "
-            f"were never imported ({have}); import the missing records first, or resend this "
-            f"batch starting at position {head + 1}",
-            source=source,
-            position=first,
-            problem="gap",
-        )
     duplicates = 0
     if first <= head:
         stored = dict(
@@ -250,17 +255,8 @@ def _apply(
                     position=row.position,
                 )
             duplicates += 1
+    _check_continues(batch, rows, head=head, head_hash=head_hash)  # after conflicts: they say more
     new = rows[duplicates:]
-    if new and new[0].prev != head_hash:
-        raise SourceChainError(
-            f"{_origin(batch)}source {source!r} position {new[0].position}: its prev "
-            f"{new[0].prev!r} is not "
-            f"the hash of the acknowledged position {head} ({head_hash}); the batch does not "
-            "continue the source's chain: resend it from the source as it was exported",
-            source=source,
-            position=new[0].position,
-            problem="chain",
-        )
     if new:
         connection.executemany(_INSERT, [(*row, import_id) for row in new])
         tail = new[-1]
@@ -298,6 +294,36 @@ def _apply(
     )
 
 
+def _check_continues(
+    batch: ImportBatch, rows: Sequence[SourceRow], *, head: int, head_hash: str | None
+) -> None:
+    """Refuse a batch that leaves a gap after ``head``, or whose first new record does not
+    link to ``head_hash``. (Records at or below the head are compared by hash elsewhere.)"""
+    source, first = batch.source, rows[0].position
+    if first > head + 1:
+        have = f"it holds positions 0..{head}" if head >= 0 else "it holds no records yet"
+        raise SourceChainError(
+            f"{_origin(batch)}source {source!r} position {first}: position(s) "
+            f"{position_span(head + 1, first - 1)} "
+            f"were never imported ({have}); import the missing records first, or resend this "
+            f"batch starting at position {head + 1}",
+            source=source,
+            position=first,
+            problem="gap",
+        )
+    after = next((row for row in rows if row.position > head), None)
+    if after is not None and after.prev != head_hash:
+        raise SourceChainError(
+            f"{_origin(batch)}source {source!r} position {after.position}: its prev "
+            f"{after.prev!r} is not "
+            f"the hash of the acknowledged position {head} ({head_hash}); the batch does not "
+            "continue the source's chain: resend it from the source as it was exported",
+            source=source,
+            position=after.position,
+            problem="chain",
+        )
+
+
 def _origin(batch: ImportBatch) -> str:
     """``"run.jsonl: "`` when the batch says where it came from, so errors name the file."""
     return f"{batch.origin}: " if batch.origin else ""
@@ -327,15 +353,17 @@ def _insert_refusal(
 ) -> None:
     connection.execute("BEGIN IMMEDIATE")
     try:
-        connection.execute(
-            _INSERT_IMPORT,
-            (
-                new_id("imp"), batch.source, utc_now_text(), batch.format, batch.importer,
-                batch.origin, int(batch.training), min(positions, default=None),
-                max(positions, default=None), 0, 0, "refused", str(refused), refused.problem,
-                refused.position,
-            ),
-        )  # fmt: skip
+        known = connection.execute("SELECT 1 FROM sources WHERE id = ?", (batch.source,))
+        if known.fetchone() is not None:  # a new (or mistyped) source: nothing to note it in
+            connection.execute(
+                _INSERT_IMPORT,
+                (
+                    new_id("imp"), batch.source, utc_now_text(), batch.format, batch.importer,
+                    batch.origin, int(batch.training), min(positions, default=None),
+                    max(positions, default=None), 0, 0, "refused", str(refused),
+                    refused.problem, refused.position,
+                ),
+            )  # fmt: skip
         connection.execute("COMMIT")
     except BaseException:
         if connection.in_transaction:

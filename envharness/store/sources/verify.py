@@ -7,32 +7,42 @@ from typing import NamedTuple
 
 from envharness.store.sources.chain import COLUMNS, SourceRow, chain_problem, position_span
 
-__all__ = ["verify_sources"]
+__all__ = ["SourceBreak", "verify_sources"]
 
 
-class _Break(NamedTuple):
+class SourceBreak(NamedTuple):
+    """One problem in a source's stored chain: the source, the position (``None``: the chain
+    as a whole) and what is wrong."""
+
     chain: str
     position: int | None
     problem: str
 
 
-def verify_sources(connection: sqlite3.Connection) -> tuple[int, int, list[_Break]]:
-    """Re-check every source's chain and its acknowledged head, in one read transaction.
+def verify_sources(
+    connection: sqlite3.Connection, only: str | None = None
+) -> tuple[int, int, list[SourceBreak]]:
+    """Re-check every source's chain (or ``only`` that one) and its acknowledged head, in one
+    read transaction.
 
     Returns the number of chains and records checked and each problem found, by source and
     position (a tampered row is reported, never raised).
     """
-    breaks: list[_Break] = []
+    breaks: list[SourceBreak] = []
     total = 0
+    arguments = (only,) if only is not None else ()
+    index_where, records_where = (" WHERE id = ?", " WHERE source = ?") if arguments else ("", "")
     connection.execute("BEGIN")
     try:
         heads = {
             str(row[0]): (row[1], row[2])
-            for row in connection.execute("SELECT id, head_position, head_hash FROM sources")
+            for row in connection.execute(
+                f"SELECT id, head_position, head_hash FROM sources{index_where}", arguments
+            )
         }
         chains = sorted(
             {*heads, *(str(row[0]) for row in connection.execute(
-                "SELECT DISTINCT source FROM source_records"
+                f"SELECT DISTINCT source FROM source_records{records_where}", arguments
             ))}
         )  # fmt: skip
         for source in chains:
@@ -46,7 +56,7 @@ def _verify_source(
     connection: sqlite3.Connection,
     source: str,
     head: tuple[object, object] | None,
-    breaks: list[_Break],
+    breaks: list[SourceBreak],
 ) -> int:
     previous: SourceRow | None = None
     count = 0
@@ -58,28 +68,33 @@ def _verify_source(
             count += 1
             row = SourceRow(*raw)
             if not _typed(row):
-                breaks.append(_Break(source, None, f"a record holds a wrong SQL type: {raw!r}"))
+                breaks.append(
+                    SourceBreak(source, None, f"a record holds a wrong SQL type: {raw!r}")
+                )
                 previous = None
                 continue
             expected = 0 if previous is None else previous.position + 1
             if row.position != expected:
                 missing = position_span(expected, row.position - 1)
                 breaks.append(
-                    _Break(source, expected,
-                           f"position(s) {missing} missing before position {row.position}")
+                    SourceBreak(source, expected,
+                                f"position(s) {missing} missing before position {row.position}")
                 )  # fmt: skip
             found = chain_problem(previous if row.position == expected else None, row)
             if found is not None:
-                breaks.append(_Break(source, row.position, found[1]))
+                breaks.append(SourceBreak(source, row.position, found[1]))
             previous = row
     last = previous.position if previous is not None else -1
     if head is None:
-        breaks.append(_Break(source, None, "records exist but the sources index has no entry"))
+        breaks.append(SourceBreak(source, None, "records exist but the sources index has no entry"))
     elif head[0] != last or (previous is not None and head[1] != previous.hash):
         breaks.append(
-            _Break(source, last if last >= 0 else None,
-                   f"the chain ends at position {last} (hash {previous.hash if previous else None})"
-                   f" but the acknowledged head is position {head[0]} (hash {head[1]})")
+            SourceBreak(
+                source,
+                last if last >= 0 else None,
+                f"the chain ends at position {last} (hash {previous.hash if previous else None})"
+                f" but the acknowledged head is position {head[0]} (hash {head[1]})",
+            )
         )  # fmt: skip
     return count
 

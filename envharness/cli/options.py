@@ -1,0 +1,53 @@
+"""Declarations several commands share, made once so that they read and behave alike.
+
+``--json`` on a listing prints one JSON object per line; ``run`` and ``resume`` take the same
+``--agent``, ``--role`` and ``--action-timeout``, since a resume needs the code that ran; and
+``experiments`` and ``token`` are groups that act on their own when given no subcommand.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+__all__ = ["ActionTimeout", "Agents", "JsonLines", "Roles", "acting_group"]
+
+JsonLines = Annotated[
+    bool, typer.Option("--json", help="One JSON object per line instead of a table.")
+]
+Agents = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--agent",
+        metavar="NAME=module:factory|COMMAND",
+        help="A participant and its agent: a class or factory as module:attribute, or a "
+        "command line run as an external agent (e.g. alice='node agent.mjs'); repeat for "
+        "more participants.",
+    ),
+]
+Roles = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--role",
+        metavar="NAME=ROLE",
+        help="A participant's role, when the environment has more than one.",
+    ),
+]
+ActionTimeout = Annotated[
+    float,
+    typer.Option(
+        "--action-timeout",
+        metavar="SECONDS",
+        min=0,
+        help="How long an agent may take for one action; 0 for no limit.",
+    ),
+]
+
+
+def acting_group(app: typer.Typer, name: str, help: str) -> typer.Typer:
+    """Add the command group ``name`` to ``app``: its callback runs when no subcommand is given
+    (``experiments`` lists them, ``experiments show ID`` shows one)."""
+    group = typer.Typer(help=help, invoke_without_command=True, no_args_is_help=False)
+    app.add_typer(group, name=name)
+    return group
