@@ -17,7 +17,9 @@ from starlette.responses import Response
 
 from envharness._version import __version__
 from envharness.records import SessionCreated, Status, decode_payload, encode_record
+from envharness.service.bodies import decode_body
 from envharness.service.events import ClosingStream, EventsQuery, session_events
+from envharness.service.paging import page_of
 from envharness.service.params import MAX_INTEGER, NoParameters
 from envharness.service.problems import HTTPProblem
 from envharness.service.routing import (
@@ -110,22 +112,11 @@ async def list_sessions(call: Call[SessionsQuery]) -> Response:
     found = await access.sessions(
         status=query.status, experiment_id=query.experiment, scenario_id=query.scenario
     )
-    start = 0
-    if query.after is not None:
-        ids = [info.id for info in found]
-        if query.after not in ids:
-            raise HTTPProblem(
-                422, f"query parameter 'after': {query.after!r} is not a session of this listing",
-                parameter="after",
-            )  # fmt: skip
-        start = ids.index(query.after) + 1
-    page = found[start : start + query.limit]
-    more = start + query.limit < len(found)
+    page, next_after = page_of(
+        found, lambda info: info.id, query.after, query.limit, member="a session of this listing"
+    )
     return json_response(
-        SessionPage(
-            sessions=[access.summary(info) for info in page],
-            next_after=page[-1].id if more and page else None,
-        )
+        SessionPage(sessions=[access.summary(info) for info in page], next_after=next_after)
     )
 
 
@@ -212,13 +203,7 @@ async def list_tokens(call: Call[NoParameters]) -> Response:
 
 
 async def issue_token(call: Call[NoParameters]) -> Response:
-    body = await _body(call)
-    try:
-        request = _token_request.decode(body)
-    except msgspec.ValidationError as exc:
-        raise HTTPProblem(422, f"the token request is invalid: {exc}", parameter="body") from None
-    except msgspec.DecodeError as exc:
-        raise HTTPProblem(422, f"the body is not JSON: {exc}", parameter="body") from None
+    request = decode_body(await _body(call), _token_request, "token")
     issued = await call.service.tokens.issue(
         request.role,
         participant=request.participant,

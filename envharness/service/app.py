@@ -17,6 +17,7 @@ from starlette.responses import Response
 
 from envharness.service.api import API_ENDPOINTS
 from envharness.service.compare_pages import COMPARE_PAGES
+from envharness.service.dataset_api import DATASET_API_ENDPOINTS
 from envharness.service.experiment_api import EXPERIMENT_API_ENDPOINTS
 from envharness.service.experiment_pages import EXPERIMENT_PAGES
 from envharness.service.guard import Guard
@@ -30,7 +31,9 @@ from envharness.service.problems import HTTPProblem
 from envharness.service.progression import PROGRESSION_PAGES
 from envharness.service.routing import Call, Endpoint, build_route, problem_response
 from envharness.service.session_pages import SESSION_PAGES
+from envharness.service.snapshot_api import SNAPSHOT_API_ENDPOINTS
 from envharness.service.snapshot_pages import SNAPSHOT_PAGES
+from envharness.service.source_api import SOURCE_API_ENDPOINTS
 from envharness.service.state import Service
 from envharness.service.trajectory_api import TRAJECTORY_API_ENDPOINTS
 from envharness.service.trajectory_pages import TRAJECTORY_PAGES
@@ -79,6 +82,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     *API_ENDPOINTS,
     *EXPERIMENT_API_ENDPOINTS,
     *TRAJECTORY_API_ENDPOINTS,
+    *SNAPSHOT_API_ENDPOINTS,
+    *DATASET_API_ENDPOINTS,
+    *SOURCE_API_ENDPOINTS,
     *HARNESS_API_ENDPOINTS,
     *STORE_PAGES,
     *EXPERIMENT_PAGES,

@@ -20,7 +20,7 @@ from envharness.service.layout import page, status_badge
 from envharness.service.lineage_view import checkpoint_text
 from envharness.service.params import MAX_INTEGER
 from envharness.service.problems import HTTPProblem
-from envharness.service.routing import ANYONE, Call, Endpoint
+from envharness.service.routing import ANYONE, Call, Endpoint, viewer_page
 from envharness.service.schemas import (
     BranchLink,
     ComparisonOut,
@@ -326,11 +326,9 @@ def _pager(found: ComparisonOut, shown: list[int], query: ComparePageQuery) -> H
 
 
 COMPARE_PAGES: tuple[Endpoint, ...] = (
-    Endpoint(
-        method="GET", path="/compare", handler=compare_page, operation="comparePage",
-        tag="viewer",
-        summary="Two sessions side by side: per-turn differences and score differences",
-        roles=ANYONE, query=ComparePageQuery, media_type="text/html", page=True,
-        errors=(404, 422),
+    viewer_page(
+        "/compare", compare_page, "comparePage",
+        "Two sessions side by side: per-turn differences and score differences",
+        roles=ANYONE, query=ComparePageQuery, errors=(404, 422),
     ),
 )  # fmt: skip

@@ -15,8 +15,8 @@ from starlette.responses import Response
 from envharness.records import ExperimentConfig, ExperimentCreated, Status, decode_payload
 from envharness.service.access import Access
 from envharness.service.events import ExperimentEventsQuery, experiment_stream
+from envharness.service.paging import page_of
 from envharness.service.params import NoParameters
-from envharness.service.problems import HTTPProblem
 from envharness.service.routing import ANYONE, Call, Endpoint, json_response
 from envharness.service.schemas import (
     ExperimentDetail,
@@ -45,21 +45,13 @@ async def list_experiments(call: Call[ExperimentsQuery]) -> Response:
     query = call.query
     access = call.access
     found = [info for info in await access.experiments() if query.status in (None, info.status)]
-    start = 0
-    if query.after is not None:
-        ids = [info.id for info in found]
-        if query.after not in ids:
-            raise HTTPProblem(
-                422, f"query parameter 'after': {query.after!r} is not an experiment of this "
-                "listing", parameter="after",
-            )  # fmt: skip
-        start = ids.index(query.after) + 1
-    page = found[start : start + query.limit]
-    more = start + query.limit < len(found)
+    page, next_after = page_of(
+        found, lambda info: info.id, query.after, query.limit,
+        member="an experiment of this listing",
+    )  # fmt: skip
     return json_response(
         ExperimentPage(
-            experiments=[access.experiment_summary(info) for info in page],
-            next_after=page[-1].id if more and page else None,
+            experiments=[access.experiment_summary(info) for info in page], next_after=next_after
         )
     )
 

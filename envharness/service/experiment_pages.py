@@ -14,14 +14,15 @@ import msgspec
 from starlette.responses import Response
 
 from envharness.records import ExperimentConfig, Status
+from envharness.service.config_view import environment_settings, operations_table, version_settings
 from envharness.service.experiment_api import experiment_config
-from envharness.service.html import DASH, Html, html, join, json_block, value
+from envharness.service.html import Html, html, join, json_block, value
 from envharness.service.layout import is_terminal, page, status_badge, when
-from envharness.service.pages import chip, empty_store, pager
+from envharness.service.pages import empty_store
 from envharness.service.params import NoParameters
-from envharness.service.problems import HTTPProblem
-from envharness.service.routing import ANYONE, Call, Endpoint
+from envharness.service.routing import ANYONE, Call, Endpoint, viewer_page
 from envharness.service.schemas import ExperimentSessionOut
+from envharness.service.widgets import detail_head, kv_card, page_head, status_listing, table
 from envharness.store import ExperimentInfo, SessionCounts
 
 __all__ = ["EXPERIMENT_PAGES", "counts_bar"]
@@ -44,30 +45,12 @@ async def experiments_page(call: Call[ExperimentsPageQuery]) -> Response:
     query = call.query
     access = call.access
     everything = await access.experiments()
-    counts: dict[str, int] = {}
-    for info in everything:
-        counts[info.status] = counts.get(info.status, 0) + 1
-    chosen = [info for info in everything if query.status in (None, info.status)]
-    chosen.sort(key=lambda info: (info.created_at, info.id), reverse=True)
-    pages = max(1, -(-len(chosen) // EXPERIMENTS_PER_PAGE))
-    if query.page > pages:
-        raise HTTPProblem(
-            404, f"there are {pages} page(s) of experiments, not {query.page}", parameter="page"
-        )
-    start = (query.page - 1) * EXPERIMENTS_PER_PAGE
-    shown = chosen[start : start + EXPERIMENTS_PER_PAGE]
-    filters = join(
-        [
-            chip("All", len(everything), "/experiments", query.status is None),
-            *(
-                chip(status, counts[status], f"/experiments?status={status}",
-                     query.status == status)
-                for status in sorted(counts)
-            ),
-        ]
+    listing = status_listing(
+        everything, query.status, query.page, base="/experiments", noun="experiments",
+        per_page=EXPERIMENTS_PER_PAGE,
     )  # fmt: skip
     full = access.sees_everything
-    rows = join(
+    rows = (
         html(
             '<tr><td><a href="/experiments/{id}"><b>{name}</b></a>'
             '<div class="mono muted small">{id}</div></td><td>{status}</td>'
@@ -81,37 +64,36 @@ async def experiments_page(call: Call[ExperimentsPageQuery]) -> Response:
             created=when(info.created_at),
             updated=when(info.updated_at),
         )
-        for info in shown
+        for info in listing.shown
     )
-    table = html(
-        '<table class="table"><thead><tr><th>Experiment</th><th>Status</th><th>Sessions</th>'
-        "<th>Created (UTC)</th><th>Last record (UTC)</th></tr></thead><tbody>{rows}</tbody>"
-        "</table>",
-        rows=rows,
+    found = table(
+        Html(
+            "<th>Experiment</th><th>Status</th><th>Sessions</th><th>Created (UTC)</th>"
+            "<th>Last record (UTC)</th>"
+        ),
+        rows,
     )
-    if not shown:
+    if not listing.shown:
         if everything:
-            table = Html('<p class="empty-state">No experiment has this status.</p>')
+            found = Html('<p class="empty-state">No experiment has this status.</p>')
         elif await access.sessions():
-            table = Html(
+            found = Html(
                 '<p class="empty-state">No experiments yet: every session here is standalone. '
                 "<code>harness.experiment(name, scenarios, trials=…)</code> runs one.</p>"
             )
         else:
-            table = empty_store()
+            found = empty_store()
     what = (
         "The experiments you have sessions in, newest first."
         if not full
         else "Each expands one frozen configuration over scenarios \u00d7 trials. Newest first."
     )
     body = html(
-        '<div class="page-head"><h1>Experiments</h1><p class="sub">{what}</p></div>'
-        '<nav class="chips" aria-label="Filter by status">{filters}</nav>'
-        '<section class="card">{table}</section>{pager}',
-        what=what,
-        filters=filters,
-        table=table,
-        pager=pager("/experiments", query.status, query.page, pages),
+        '{head}{filters}<section class="card">{table}</section>{pager}',
+        head=page_head("Experiments", what),
+        filters=listing.filters,
+        table=found,
+        pager=listing.pager,
     )
     return page(call.service, call.principal, title="Experiments", body=body, active="experiments")
 
@@ -216,15 +198,13 @@ def _head(info: ExperimentInfo, config: ExperimentConfig | None) -> Html:
     reason = Html("")
     if info.reason and config is not None:
         reason = html('<p class="facts muted">{r}</p>', r=info.reason)
-    return html(
-        '<div class="page-head session-head"><div class="crumbs"><a href="/experiments">'
-        'Experiments</a> /</div><h1>{name} <span id="experiment-status">{badge}</span></h1>'
-        '<p class="facts">{facts}</p>{reason}</div>',
-        name=info.name,
-        badge=status_badge(info.status),
-        facts=join(facts, " · "),
-        reason=reason,
-    )
+    return detail_head(
+        [("/experiments", "Experiments")],
+        html('{name} <span id="experiment-status">{badge}</span>', name=info.name,
+             badge=status_badge(info.status)),
+        facts,
+        reason,
+    )  # fmt: skip
 
 
 def _stats(info: ExperimentInfo, full: bool) -> Html:
@@ -329,90 +309,64 @@ def _run(member: ExperimentSessionOut) -> Html:
 
 
 def _configuration(config: ExperimentConfig) -> Html:
-    environment = config.environment
     settings = [
-        ("Environment", f"{environment.name} @ {environment.version}"),
-        ("Turn order", environment.turn_order),
-        ("Roles", ", ".join(environment.roles)),
-        ("Input type", environment.input_type),
-        ("Action type", environment.action_type or DASH),
-        ("Observation type", environment.observation_type or DASH),
+        *environment_settings(config.environment),
         ("Turns per session", str(config.turns)),
         ("Trials per scenario", str(config.trials)),
         ("Experiment seed", f"{config.seed} (each session's is derived from it)"),
         ("Max concurrency", str(config.max_concurrency)),
-        ("Action timeout", f"{config.action_timeout:g} s" if config.action_timeout else "none"),
-        ("envharness", config.envharness_version),
-        ("Harness version", config.harness_version or DASH),
-        ("Scoring version", config.scoring_version or DASH),
+        *version_settings(config),
     ]
-    table = join(html("<tr><th>{k}</th><td>{v}</td></tr>", k=k, v=v) for k, v in settings)
-    participants = join(
-        html(
-            '<tr><td><b>{name}</b></td><td>{role}</td><td class="mono">{impl}</td></tr>',
-            name=name,
-            role=ref.role,
-            impl=ref.implementation,
-        )
-        for name, ref in config.participants.items()
-    )
-    operations = (
-        join(
+    participants = table(
+        Html("<th>Name</th><th>Role</th><th>Implementation</th>"),
+        (
             html(
-                '<tr><td class="mono">{n}</td><td>{v}</td><td>{c}</td></tr>',
-                n=op.name,
-                v=op.version,
-                c=value(op.config),
+                '<tr><td><b>{name}</b></td><td>{role}</td><td class="mono">{impl}</td></tr>',
+                name=name,
+                role=ref.role,
+                impl=ref.implementation,
             )
-            for op in config.operations
-        )
-        if config.operations
-        else Html('<tr><td colspan="3" class="muted">No operations.</td></tr>')
+            for name, ref in config.participants.items()
+        ),
     )
-    scenarios = join(
-        html(
-            '<tr><td class="mono">{id}</td><td>{input}</td><td>{reference}</td>'
-            "<td>{metadata}</td></tr>",
-            id=scenario.id,
-            input=value(scenario.input),
-            reference=value(scenario.reference),
-            metadata=value(scenario.metadata),
-        )
-        for scenario in config.scenarios
+    scenarios = table(
+        Html("<th>Scenario</th><th>Input</th><th>Reference</th><th>Metadata</th>"),
+        (
+            html(
+                '<tr><td class="mono">{id}</td><td>{input}</td><td>{reference}</td>'
+                "<td>{metadata}</td></tr>",
+                id=scenario.id,
+                input=value(scenario.input),
+                reference=value(scenario.reference),
+                metadata=value(scenario.metadata),
+            )
+            for scenario in config.scenarios
+        ),
     )
     return html(
         '<h2 class="section-title">Configuration shared by every session</h2>'
-        '<div class="columns"><section class="card"><h2>Run</h2>'
-        '<table class="table kv-table">{table}</table></section>'
-        '<section class="card"><h2>Participants</h2><table class="table"><thead><tr>'
-        "<th>Name</th><th>Role</th><th>Implementation</th></tr></thead><tbody>{participants}"
-        '</tbody></table><h3>Operations</h3><table class="table"><thead><tr><th>Name</th>'
-        "<th>Version</th><th>Configuration</th></tr></thead><tbody>{operations}</tbody></table>"
-        "</section></div>"
-        '<section class="card"><h2>Scenarios</h2><table class="table"><thead><tr>'
-        "<th>Scenario</th><th>Input</th><th>Reference</th><th>Metadata</th></tr></thead>"
-        "<tbody>{scenarios}</tbody></table></section>"
+        '<div class="columns">{run}<section class="card"><h2>Participants</h2>{participants}'
+        "<h3>Operations</h3>{operations}</section></div>"
+        '<section class="card"><h2>Scenarios</h2>{scenarios}</section>'
         '<details class="card raw"><summary>The frozen configuration as recorded (JSON)'
         "</summary>{raw}</details>",
-        table=table,
+        run=kv_card("Run", settings),
         participants=participants,
-        operations=operations,
+        operations=operations_table(config.operations),
         scenarios=scenarios,
         raw=json_block(msgspec.to_builtins(config), limit=None),
     )
 
 
 EXPERIMENT_PAGES: tuple[Endpoint, ...] = (
-    Endpoint(
-        method="GET", path="/experiments", handler=experiments_page,
-        operation="experimentsPage", tag="viewer",
-        summary="Experiments, newest first, with their sessions by status", roles=ANYONE,
-        query=ExperimentsPageQuery, media_type="text/html", page=True, errors=(404, 422),
+    viewer_page(
+        "/experiments", experiments_page, "experimentsPage",
+        "Experiments, newest first, with their sessions by status",
+        roles=ANYONE, query=ExperimentsPageQuery, errors=(404, 422),
     ),
-    Endpoint(
-        method="GET", path="/experiments/{experiment_id}", handler=experiment_page,
-        operation="experimentPage", tag="viewer",
-        summary="An experiment: shared configuration, scenarios x trials grid, live counts",
-        roles=ANYONE, media_type="text/html", page=True, errors=(404,),
+    viewer_page(
+        "/experiments/{experiment_id}", experiment_page, "experimentPage",
+        "An experiment: shared configuration, scenarios x trials grid, live counts",
+        roles=ANYONE, errors=(404,),
     ),
 )  # fmt: skip

@@ -13,7 +13,7 @@ version exactly, never a prefix.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import msgspec
 from starlette.responses import Response
@@ -31,10 +31,10 @@ from envharness.service.harness_schemas import (
     OptimizerRunSummary,
     figure,
 )
+from envharness.service.paging import ListQuery, page_of
 from envharness.service.params import NoParameters
 from envharness.service.problems import HTTPProblem, from_error, not_found
 from envharness.service.routing import READERS, Call, Endpoint, json_response
-from envharness.service.trajectory_api import ListQuery
 from envharness.store import Store
 
 __all__ = [
@@ -189,30 +189,12 @@ async def diff(store: Store, old: str, new: str) -> HarnessDiff:
     )  # fmt: skip
 
 
-def page_of(items: list[Any], keys: list[str], after: str | None, limit: int) -> tuple[Any, Any]:
-    """``limit`` items after the one keyed ``after`` (422 when it is not in the listing), and
-    the key to pass for the next page."""
-    start = 0
-    if after is not None:
-        if after not in keys:
-            raise HTTPProblem(
-                422, f"query parameter 'after': {after!r} is not in this listing",
-                parameter="after",
-            )  # fmt: skip
-        start = keys.index(after) + 1
-    page = items[start : start + limit]
-    more = start + limit < len(items)
-    return page, keys[start + len(page) - 1] if more and page else None
-
-
 # -- handlers --------------------------------------------------------------------------------
 
 
 async def list_versions(call: Call[ListQuery]) -> Response:
     found = await Versions(call.service.store).summaries()
-    page, next_after = page_of(
-        found, [v.version for v in found], call.query.after, call.query.limit
-    )
+    page, next_after = page_of(found, lambda v: v.version, call.query.after, call.query.limit)
     return json_response(HarnessVersionPage(versions=page, next_after=next_after))
 
 
@@ -227,7 +209,7 @@ async def diff_endpoint(call: Call[DiffQuery]) -> Response:
 async def list_runs(call: Call[ListQuery]) -> Response:
     store = call.service.store
     found = [run_summary(await exact_run(store, info.id)) for info in await store.optimizer_runs()]
-    page, next_after = page_of(found, [r.id for r in found], call.query.after, call.query.limit)
+    page, next_after = page_of(found, lambda r: r.id, call.query.after, call.query.limit)
     return json_response(OptimizerRunPage(runs=page, next_after=next_after))
 
 

@@ -9,7 +9,7 @@ Versions and runs are about every scenario, so these pages are for admin and vie
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 from starlette.responses import Response
@@ -45,7 +45,8 @@ from envharness.service.html import DASH, Html, html, join, number
 from envharness.service.layout import page, status_badge, when
 from envharness.service.params import NoParameters
 from envharness.service.problems import HTTPProblem
-from envharness.service.routing import READERS, Call, Endpoint
+from envharness.service.routing import READERS, Call, Endpoint, viewer_page
+from envharness.service.widgets import detail_head, kv_card, page_head, table
 
 __all__ = ["HARNESS_PAGES"]
 
@@ -80,8 +81,21 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}" + ("" if n == 1 else "s")
 
 
-def _head(title: Html | str, sub: str) -> Html:
-    return html('<div class="page-head"><h1>{t}</h1><p class="sub">{s}</p></div>', t=title, s=sub)
+def _listing(
+    call: Call[Any], *, tab: str, title: str, head: Html, heading: str, note: str, found: Html
+) -> Response:
+    """A page of the Harnesses destination: its head and tabs, then one card of what it lists
+    under ``heading`` (and a ``note`` on how to read it)."""
+    body = html(
+        '{head}{nav}<section class="card"><div class="card-head"><h2>{heading}</h2>'
+        '<span class="muted">{note}</span></div>{found}</section>',
+        head=head,
+        nav=harness_nav(tab),
+        heading=heading,
+        note=note,
+        found=found,
+    )
+    return page(call.service, call.principal, title=title, body=body, active=_ACTIVE)
 
 
 # -- versions --------------------------------------------------------------------------------
@@ -110,32 +124,26 @@ def _version_row(v: HarnessVersionSummary) -> Html:
 
 async def versions_page(call: Call[NoParameters]) -> Response:
     found = await Versions(call.service.store).summaries()
-    table = (
-        html(
-            '<table class="table harness-versions"><thead><tr><th>Version</th><th>Parent</th>'
-            "<th>Optimizer run</th><th>Before</th><th>After</th><th>Reward (95% CI, sign test)"
-            '</th><th class="num">Hooks</th><th>Accepted (UTC)</th></tr></thead><tbody>{rows}'
-            "</tbody></table>",
-            rows=join(_version_row(v) for v in reversed(found)),
-        )
-        if found
-        else _NO_VERSIONS
+    head = Html(
+        "<th>Version</th><th>Parent</th><th>Optimizer run</th><th>Before</th><th>After</th>"
+        '<th>Reward (95% CI, sign test)</th><th class="num">Hooks</th><th>Accepted (UTC)</th>'
     )
-    body = html(
-        '{head}{nav}<section class="card"><div class="card-head"><h2>{n}</h2>'
-        '<span class="muted">newest first; before and after over the run\'s scenarios</span>'
-        "</div>{table}</section>",
-        head=_head(
+    return _listing(
+        call,
+        tab="versions",
+        title="Harnesses",
+        head=page_head(
             "Harnesses",
-            "Versions of the harness the optimizer accepted: small hook patches around a frozen "
-            "agent, each kept only because reruns of the same scenarios with the same seeds "
-            "improved and broke nothing that passed.",
+            "Versions of the harness the optimizer accepted: small hook patches around a "
+            "frozen agent, each kept only because reruns of the same scenarios with the same "
+            "seeds improved and broke nothing that passed.",
         ),
-        nav=harness_nav("versions"),
-        n=_count(len(found), "version"),
-        table=table,
+        heading=_count(len(found), "version"),
+        note=Html("newest first; before and after over the run's scenarios"),
+        found=table(head, (_version_row(v) for v in reversed(found)), css="table harness-versions")
+        if found
+        else _NO_VERSIONS,
     )
-    return page(call.service, call.principal, title="Harnesses", body=body, active=_ACTIVE)
 
 
 def _measurement_row(what: Html | str, summary: MeasurementSummary | None) -> Html:
@@ -171,12 +179,11 @@ def _scenario_table(before: MeasurementSummary, after: MeasurementSummary | None
                 f=html('<span class="tag tag-blocked">{f}</span>', f=failure) if failure else "",
             )
         )
-    return html(
-        '<table class="table compact"><thead><tr><th>Scenario</th><th class="num">Before</th>'
-        '<th class="num">After</th><th class="num">Change</th><th>Failed because of</th></tr>'
-        "</thead><tbody>{rows}</tbody></table>",
-        rows=join(rows),
+    head = Html(
+        '<th>Scenario</th><th class="num">Before</th><th class="num">After</th>'
+        '<th class="num">Change</th><th>Failed because of</th>'
     )
+    return table(head, rows, css="table compact")
 
 
 async def version_page(call: Call[NoParameters]) -> Response:
@@ -229,18 +236,21 @@ async def version_page(call: Call[NoParameters]) -> Response:
             for check in evidence.checks
         ),
     ]
+    more = html(
+        '<p class="facts mono small">{d}</p><p>{diff}<span class="muted small">the same as '
+        "<code>envharness harness show {v}</code></span></p>",
+        d=version.digest,
+        diff=diff_link,
+        v=version.version,
+    )
+    spent = html(
+        '<p class="muted small">Spent since {parent}: the engineer\'s answers and every rerun '
+        "of the iterations that led here.</p>",
+        parent=version.parent or "the start of the run",
+    )
     body = html(
-        '<div class="page-head session-head"><div class="crumbs"><a href="/harnesses">Harnesses'
-        '</a> /</div><h1>{v}</h1><p class="facts">{facts}</p><p class="facts mono small">{d}'
-        '</p><p>{diff}<span class="muted small">the same as <code>envharness harness show {v}'
-        "</code></span></p></div>"
-        '<div class="columns"><section class="card"><h2>Reward</h2><table class="table '
-        'kv-table">{reward}</table></section><section class="card"><h2>Cost</h2><table '
-        'class="table kv-table">{cost}</table><p class="muted small">Spent since {parent}: the '
-        "engineer's answers and every rerun of the iterations that led here.</p></section></div>"
-        '<section class="card"><h2>The rerun experiments that justified it</h2><table '
-        'class="table"><thead><tr><th>Measurement</th><th>Experiment</th><th>Harness</th>'
-        "<th>Figures</th></tr></thead><tbody>{experiments}</tbody></table>"
+        '{head}<div class="columns">{reward}{cost}</div>'
+        '<section class="card"><h2>The rerun experiments that justified it</h2>{experiments}'
         '<p class="muted small">The same scenarios, trials and seed as the baseline, so each '
         "scenario is paired with itself.</p></section>"
         '<section class="card"><h2>Scenario by scenario</h2>{scenarios}</section>'
@@ -248,14 +258,13 @@ async def version_page(call: Call[NoParameters]) -> Response:
         '</section><section class="card"><h2>Regressions</h2>{ledger}</section></div>'
         '<section class="card"><div class="card-head"><h2>The patch</h2><span class="muted">'
         "{n} code hook(s), stacked in the order they run</span></div>{code}</section>",
-        v=version.version,
-        facts=join(facts, " · "),
-        d=version.digest,
-        diff=diff_link,
-        reward=join(html("<tr><th>{k}</th><td>{v}</td></tr>", k=k, v=v) for k, v in reward),
-        cost=join(html("<tr><th>{k}</th><td>{v}</td></tr>", k=k, v=v) for k, v in cost),
-        parent=version.parent or "the start of the run",
-        experiments=join(experiments),
+        head=detail_head([("/harnesses", "Harnesses")], version.version, facts, more),
+        reward=kv_card("Reward", reward),
+        cost=kv_card("Cost", cost, spent),
+        experiments=table(
+            Html("<th>Measurement</th><th>Experiment</th><th>Harness</th><th>Figures</th>"),
+            experiments,
+        ),
         scenarios=_scenario_table(evidence.before, evidence.after),
         fired=hooks_fired(evidence.after),
         ledger=ledger_table(
@@ -295,30 +304,24 @@ def _run_row(run: OptimizerRunSummary) -> Html:
 async def runs_page(call: Call[NoParameters]) -> Response:
     store = call.service.store
     found = [run_summary(await exact_run(store, info.id)) for info in await store.optimizer_runs()]
-    table = (
-        html(
-            '<table class="table"><thead><tr><th>Run</th><th>Status</th><th>Environment, '
-            'engineer</th><th class="num">Iterations</th><th class="num">Candidates</th>'
-            "<th>Baseline</th><th>Final</th><th>Versions</th><th>Started (UTC)</th></tr>"
-            "</thead><tbody>{rows}</tbody></table>",
-            rows=join(_run_row(run) for run in reversed(found)),
-        )
-        if found
-        else _NO_VERSIONS
+    head = Html(
+        '<th>Run</th><th>Status</th><th>Environment, engineer</th><th class="num">Iterations'
+        '</th><th class="num">Candidates</th><th>Baseline</th><th>Final</th><th>Versions</th>'
+        "<th>Started (UTC)</th>"
     )
-    body = html(
-        '{head}{nav}<section class="card"><div class="card-head"><h2>{n}</h2>'
-        '<span class="muted">newest first</span></div>{table}</section>',
-        head=_head(
+    return _listing(
+        call,
+        tab="runs",
+        title="Optimizer runs",
+        head=page_head(
             "Optimizer runs",
             "Each run: a baseline, then iterations of candidate patches from an engineer, each "
             "rerun over the same scenarios and judged against the accepted harness.",
         ),
-        nav=harness_nav("runs"),
-        n=_count(len(found), "optimizer run"),
-        table=table,
+        heading=_count(len(found), "optimizer run"),
+        note="newest first",
+        found=table(head, (_run_row(run) for run in reversed(found))) if found else _NO_VERSIONS,
     )
-    return page(call.service, call.principal, title="Optimizer runs", body=body, active=_ACTIVE)
 
 
 def _candidate_row(run_id: str, iteration: int, item: CandidateRecord) -> Html:
@@ -374,7 +377,11 @@ def _iteration(run: RunHistory, iteration: IterationRecord) -> Html:
                      v=version_link(iteration.accepted_version))  # fmt: skip
     else:
         state = Html('<span class="tag">nothing accepted</span>')
-    rows = join(_candidate_row(run.id, iteration.iteration, c) for c in iteration.candidates)
+    head = Html(
+        '<th class="num">#</th><th>Verdict</th><th>Reward (95% CI, sign test)</th><th>Rerun</th>'
+        "<th>Hooks fired</th><th>Reason</th>"
+    )
+    rows = (_candidate_row(run.id, iteration.iteration, c) for c in iteration.candidates)
     spent = (
         html(
             "engineer {e} tokens · reruns {r} tokens · {s} s",
@@ -388,16 +395,13 @@ def _iteration(run: RunHistory, iteration: IterationRecord) -> Html:
     return html(
         '<section class="card iteration" id="iteration-{n}"><div class="card-head"><h2>'
         'Iteration {n} {state}</h2><span class="muted">on top of {base} · {spent}</span>'
-        '</div><p>{reason}</p><table class="table candidates"><thead><tr><th class="num">#'
-        "</th><th>Verdict</th><th>Reward (95% CI, sign test)</th><th>Rerun</th>"
-        "<th>Hooks fired</th><th>Reason</th></tr></thead><tbody>{rows}</tbody></table>{code}"
-        "</section>",
+        "</div><p>{reason}</p>{candidates}{code}</section>",
         n=iteration.iteration,
         state=state,
         base=version_link(iteration.base_version),
         spent=spent,
         reason=iteration.reason or "",
-        rows=rows,
+        candidates=table(head, rows, css="table candidates"),
         code=join(_candidate_code(iteration.iteration, c) for c in iteration.candidates),
     )
 
@@ -437,25 +441,24 @@ async def run_page(call: Call[NoParameters]) -> Response:
         if run.iterations
         else Html('<section class="card"><p class="muted">No iteration yet.</p></section>')
     )
+    facts = [
+        html('<span class="mono">{id}</span>', id=run.id),
+        html("environment <b>{env}</b>", env=run.environment),
+        html("engineer <b>{eng}</b>", eng=run.engineer),
+        html("started {t}", t=when(run.created_at)),
+        html("last record {t}", t=when(run.updated_at)),
+    ]
     body = html(
-        '<div class="page-head session-head"><div class="crumbs"><a href="/harnesses">Harnesses'
-        '</a> / <a href="/harnesses/runs">Optimizer runs</a> /</div><h1>{name} {status}</h1>'
-        '<p class="facts"><span class="mono">{id}</span> · environment <b>{env}</b> · engineer '
-        "<b>{eng}</b> · started {created} · last record {updated}</p></div>{why}"
-        '<div class="columns"><section class="card"><h2>Outcome</h2><table class="table '
-        'kv-table">{outcome}</table></section><section class="card"><h2>Configuration</h2>'
-        '<table class="table kv-table">{settings}</table></section></div>'
+        '{head}{why}<div class="columns">{outcome}{settings}</div>'
         '<section class="card"><h2>Regression ledger</h2>{ledger}</section>{iterations}',
-        name=run.name,
-        status=status_badge(run.status),
-        id=run.id,
-        env=run.environment,
-        eng=run.engineer,
-        created=when(run.created_at),
-        updated=when(run.updated_at),
+        head=detail_head(
+            [("/harnesses", "Harnesses"), ("/harnesses/runs", "Optimizer runs")],
+            html("{name} {status}", name=run.name, status=status_badge(run.status)),
+            facts,
+        ),
         why=why,
-        outcome=join(html("<tr><th>{k}</th><td>{v}</td></tr>", k=k, v=v) for k, v in outcome),
-        settings=join(html("<tr><th>{k}</th><td>{v}</td></tr>", k=k, v=v) for k, v in settings),
+        outcome=kv_card("Outcome", outcome),
+        settings=kv_card("Configuration", settings),
         ledger=ledger_table(
             run.ledger, run.id, empty="No candidate broke a previously solved scenario."
         ),
@@ -513,48 +516,41 @@ async def diff_page(call: Call[DiffPageQuery]) -> Response:
         o=options(old),
         n=options(new),
     )
-    title = f"{old} → {new}" if old and new else "Diff"
-    body = html(
-        '{head}{nav}<section class="card"><div class="card-head"><h2>{title}</h2><span '
-        'class="muted">the same as <code>envharness harness diff OLD NEW</code></span></div>'
-        "{form}{result}</section>",
-        head=_head("Diff two versions", "A unified diff of two harness versions' code."),
-        nav=harness_nav("diff"),
-        title=title,
-        form=form if known else "",
-        result=result,
+    return _listing(
+        call,
+        tab="diff",
+        title="Diff",
+        head=page_head("Diff two versions", "A unified diff of two harness versions' code."),
+        heading=f"{old} → {new}" if old and new else "Diff",
+        note=Html("the same as <code>envharness harness diff OLD NEW</code>"),
+        found=html("{form}{result}", form=form if known else "", result=result),
     )
-    return page(call.service, call.principal, title="Diff", body=body, active=_ACTIVE)
 
 
 HARNESS_PAGES: tuple[Endpoint, ...] = (
-    Endpoint(
-        method="GET", path="/harnesses", handler=versions_page, operation="harnessesPage",
-        tag="viewer",
-        summary="Harnesses: accepted versions, their runs, before and after, reward",
-        roles=READERS, media_type="text/html", page=True, errors=(409,),
+    viewer_page(
+        "/harnesses", versions_page, "harnessesPage",
+        "Harnesses: accepted versions, their runs, before and after, reward",
+        roles=READERS, errors=(409,),
     ),
-    Endpoint(
-        method="GET", path="/harnesses/versions/{version}", handler=version_page,
-        operation="harnessVersionPage", tag="viewer",
-        summary="One harness version: its code, the reruns behind it, reward, regressions",
-        roles=READERS, media_type="text/html", page=True, errors=(404, 409),
+    viewer_page(
+        "/harnesses/versions/{version}", version_page, "harnessVersionPage",
+        "One harness version: its code, the reruns behind it, reward, regressions",
+        roles=READERS, errors=(404, 409),
     ),
-    Endpoint(
-        method="GET", path="/harnesses/runs", handler=runs_page, operation="optimizerRunsPage",
-        tag="viewer", summary="Optimizer runs: status, baseline and final, versions",
-        roles=READERS, media_type="text/html", page=True, errors=(409,),
+    viewer_page(
+        "/harnesses/runs", runs_page, "optimizerRunsPage",
+        "Optimizer runs: status, baseline and final, versions",
+        roles=READERS, errors=(409,),
     ),
-    Endpoint(
-        method="GET", path="/harnesses/runs/{run_id}", handler=run_page,
-        operation="optimizerRunPage", tag="viewer",
-        summary="One optimizer run: its iterations and every candidate's verdict and reason",
-        roles=READERS, media_type="text/html", page=True, errors=(404, 409),
+    viewer_page(
+        "/harnesses/runs/{run_id}", run_page, "optimizerRunPage",
+        "One optimizer run: its iterations and every candidate's verdict and reason",
+        roles=READERS, errors=(404, 409),
     ),
-    Endpoint(
-        method="GET", path="/harnesses/diff", handler=diff_page, operation="harnessDiffPage",
-        tag="viewer", summary="A diff of two harness versions' code",
-        roles=READERS, query=DiffPageQuery, media_type="text/html", page=True,
-        errors=(404, 409),
+    viewer_page(
+        "/harnesses/diff", diff_page, "harnessDiffPage",
+        "A diff of two harness versions' code",
+        roles=READERS, query=DiffPageQuery, errors=(404, 409),
     ),
 )  # fmt: skip

@@ -13,6 +13,7 @@ from envharness.optimizer import CodeHook, LedgerEntry, MeasurementSummary
 from envharness.records import CandidateVerdict
 from envharness.service.harness_schemas import MeasurementFigure
 from envharness.service.html import DASH, Html, html, join, number
+from envharness.service.widgets import table, tabs
 
 __all__ = [
     "code_hooks_block",
@@ -28,6 +29,11 @@ __all__ = [
     "version_link",
 ]
 
+_PARTS = (
+    ("versions", "Versions", "/harnesses"),
+    ("runs", "Optimizer runs", "/harnesses/runs"),
+    ("diff", "Diff", "/harnesses/diff"),
+)
 _VERDICT_TAGS = {
     "accepted": "tag-ok",
     "rejected": "tag-blocked",
@@ -39,23 +45,7 @@ _VERDICT_TAGS = {
 
 def harness_nav(active: str) -> Html:
     """Versions, Optimizer runs, Diff: the parts of the Harnesses destination."""
-    parts = (
-        ("versions", "Versions", "/harnesses"),
-        ("runs", "Optimizer runs", "/harnesses/runs"),
-        ("diff", "Diff", "/harnesses/diff"),
-    )
-    return html(
-        '<nav class="tabs">{links}</nav>',
-        links=join(
-            html(
-                '<a href="{path}"{current}>{label}</a>',
-                path=path,
-                label=label,
-                current=Html(' aria-current="page" class="active"') if key == active else "",
-            )
-            for key, label, path in parts
-        ),
-    )
+    return tabs(_PARTS, active)
 
 
 def version_link(version: str | None, *, unpatched: str = "the unpatched harness") -> Html:
@@ -171,7 +161,7 @@ def hooks_fired(summary: MeasurementSummary | None) -> Html:
     """Which hooks intervened in a rerun, how often, and how many hook calls failed."""
     if summary is None:
         return Html('<p class="muted">Not measured.</p>')
-    rows = join(
+    rows = (
         html(
             '<tr><td class="mono">{name}</td><td class="mono">{effect}</td>'
             '<td class="num">{n}</td></tr>',
@@ -188,19 +178,19 @@ def hooks_fired(summary: MeasurementSummary | None) -> Html:
     )
     if not summary.hooks:
         return html('<p class="muted">No hook intervened in this rerun.</p>{e}', e=errors)
-    return html(
-        '<table class="table compact"><thead><tr><th>Hook</th><th>Effect</th>'
-        '<th class="num">Times</th></tr></thead><tbody>{rows}</tbody></table>{e}',
-        rows=rows,
-        e=errors,
-    )
+    head = Html('<th>Hook</th><th>Effect</th><th class="num">Times</th>')
+    return html("{t}{e}", t=table(head, rows, css="table compact"), e=errors)
 
 
 def ledger_table(ledger: Sequence[LedgerEntry], run_id: str, *, empty: str) -> Html:
     """The regression ledger: each previously solved scenario a candidate broke."""
     if not ledger:
         return html('<p class="muted">{e}</p>', e=empty)
-    rows = join(
+    head = Html(
+        '<th class="num">Iteration</th><th class="num">Candidate</th><th>Scenario broken</th>'
+        "<th>Suite</th>"
+    )
+    rows = (
         html(
             '<tr><td class="num"><a href="/harnesses/runs/{r}#iteration-{i}">{i}</a></td>'
             '<td class="num"><a href="/harnesses/runs/{r}#candidate-{i}-{c}">{c}</a></td>'
@@ -213,12 +203,7 @@ def ledger_table(ledger: Sequence[LedgerEntry], run_id: str, *, empty: str) -> H
         )
         for entry in ledger
     )
-    return html(
-        '<table class="table compact"><thead><tr><th class="num">Iteration</th>'
-        '<th class="num">Candidate</th><th>Scenario broken</th><th>Suite</th></tr></thead>'
-        "<tbody>{rows}</tbody></table>",
-        rows=rows,
-    )
+    return table(head, rows, css="table compact")
 
 
 def value_text(found: float | None) -> Html:

@@ -12,8 +12,9 @@ from starlette.responses import HTMLResponse
 from envharness._version import __version__
 from envharness.records import TERMINAL_STATUSES
 from envharness.service.auth import Principal
-from envharness.service.html import Html, html, join
+from envharness.service.html import Html, html
 from envharness.service.state import Service
+from envharness.service.widgets import nav_links
 
 __all__ = ["DESTINATIONS", "READER_DESTINATIONS", "is_terminal", "page", "status_badge", "when"]
 
@@ -63,16 +64,12 @@ def page(
     active: str = "",
     status: int = 200,
 ) -> HTMLResponse:
-    nav = join(
-        html(
-            '<a href="{path}"{current}>{label}</a>',
-            path=path,
-            label=label,
-            current=Html(' aria-current="page" class="active"') if key == active else Html(""),
-        )
+    shown = [
+        (key, label, path)
         for key, label, path in DESTINATIONS
         if key not in READER_DESTINATIONS or principal is None or principal.role != "participant"
-    )
+    ]
+    nav = nav_links(shown, active)
     document = html(
         _PAGE,
         title=title,

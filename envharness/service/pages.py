@@ -19,12 +19,13 @@ from envharness.service.html import DASH, Html, html, join
 from envharness.service.layout import page, status_badge, when
 from envharness.service.params import NoParameters
 from envharness.service.problems import HTTPProblem
-from envharness.service.routing import ANYONE, READERS, Call, Endpoint
+from envharness.service.routing import ANYONE, READERS, Call, Endpoint, viewer_page
 from envharness.service.schemas import SessionSummary
 from envharness.service.state import Service
+from envharness.service.widgets import page_head, status_listing, table
 from envharness.store import SessionInfo
 
-__all__ = ["STORE_PAGES", "chip", "empty_store", "pager", "problem_page", "session_table"]
+__all__ = ["STORE_PAGES", "empty_store", "problem_page", "session_table"]
 
 SESSIONS_PER_PAGE = 100
 RECENT = 8
@@ -63,11 +64,10 @@ async def overview(call: Call[NoParameters]) -> Response:
             "</section>"
         )
     body = html(
-        '<div class="page-head"><h1>Overview</h1><p class="sub">{what}</p></div>'
-        '<div class="stats">{stats}</div>'
+        '{head}<div class="stats">{stats}</div>'
         '<section class="card"><div class="card-head"><h2>Recently active</h2>'
         '<a href="/sessions">All sessions →</a></div>{recent}</section>{integrity}',
-        what=_scope_line(call.principal),
+        head=page_head("Overview", _scope_line(call.principal)),
         stats=join(stats),
         recent=session_table([access.summary(info) for info in recent])
         if recent
@@ -80,29 +80,12 @@ async def overview(call: Call[NoParameters]) -> Response:
 async def sessions(call: Call[SessionsPageQuery]) -> Response:
     query = call.query
     access = call.access
-    everything = await access.sessions()
-    counts = Counter(info.status for info in everything)
-    chosen = [info for info in everything if query.status in (None, info.status)]
-    chosen.sort(key=lambda info: (info.created_at, info.id), reverse=True)
-    pages = max(1, -(-len(chosen) // SESSIONS_PER_PAGE))
-    if query.page > pages:
-        raise HTTPProblem(
-            404, f"there are {pages} page(s) of sessions, not {query.page}", parameter="page"
-        )
-    start = (query.page - 1) * SESSIONS_PER_PAGE
-    shown = chosen[start : start + SESSIONS_PER_PAGE]
-    filters = join(
-        [
-            chip("All", len(everything), "/sessions", query.status is None),
-            *(
-                chip(status, counts[status], f"/sessions?status={status}",
-                      query.status == status)
-                for status in sorted(counts)
-            ),
-        ]
+    listing = status_listing(
+        await access.sessions(), query.status, query.page, base="/sessions", noun="sessions",
+        per_page=SESSIONS_PER_PAGE,
     )  # fmt: skip
     groups: dict[str | None, list[SessionInfo]] = {}
-    for info in shown:
+    for info in listing.shown:
         groups.setdefault(info.experiment_id, []).append(info)
     names = {experiment.id: experiment.name for experiment in await access.experiments()}
     sections = [
@@ -119,12 +102,13 @@ async def sessions(call: Call[SessionsPageQuery]) -> Response:
     if not sections:
         sections = [html('<section class="card">{empty}</section>', empty=empty_store())]
     body = html(
-        '<div class="page-head"><h1>Sessions</h1><p class="sub">{what}</p></div>'
-        '<nav class="chips" aria-label="Filter by status">{filters}</nav>{sections}{pager}',
-        what="Grouped by experiment; standalone sessions last. Newest first.",
-        filters=filters,
+        "{head}{filters}{sections}{pager}",
+        head=page_head(
+            "Sessions", "Grouped by experiment; standalone sessions last. Newest first."
+        ),
+        filters=listing.filters,
         sections=join(sections),
-        pager=pager("/sessions", query.status, query.page, pages),
+        pager=listing.pager,
     )
     return page(call.service, call.principal, title="Sessions", body=body, active="sessions")
 
@@ -139,7 +123,7 @@ async def verify_page(call: Call[NoParameters]) -> Response:
             records=f"{report.records:,}",
         )
     else:
-        rows = join(
+        rows = (
             html(
                 '<tr><td><a class="mono" href="/sessions/{sid}">{sid}</a></td>'
                 "<td>{seq}</td><td>{problem}</td></tr>",
@@ -151,24 +135,22 @@ async def verify_page(call: Call[NoParameters]) -> Response:
         )
         verdict = html(
             '<div class="callout bad"><b>{n} problem(s)</b> in {sessions} sessions and '
-            "{records} records.</div>"
-            '<table class="table"><thead><tr><th>Session</th><th>Seq</th><th>Problem</th></tr>'
-            "</thead><tbody>{rows}</tbody></table>",
+            "{records} records.</div>{table}",
             n=len(report.breaks),
             sessions=f"{report.sessions:,}",
             records=f"{report.records:,}",
-            rows=rows,
+            table=table(Html("<th>Session</th><th>Seq</th><th>Problem</th>"), rows),
         )
     body = html(
-        '<div class="page-head"><h1>Verify</h1><p class="sub">Re-checked just now, from the '
-        'stored bytes.</p></div><section class="card">{verdict}</section>',
+        '{head}<section class="card">{verdict}</section>',
+        head=page_head("Verify", "Re-checked just now, from the stored bytes."),
         verdict=verdict,
     )
     return page(call.service, call.principal, title="Verify", body=body, active="overview")
 
 
 def session_table(found: list[SessionSummary]) -> Html:
-    rows = join(
+    rows = (
         html(
             '<tr><td><a class="mono" href="/sessions/{id}">{id}</a></td><td>{scenario}</td>'
             '<td>{status}</td><td class="num">{turns}</td><td class="num">{records}</td>'
@@ -183,12 +165,11 @@ def session_table(found: list[SessionSummary]) -> Html:
         )
         for info in found
     )
-    return html(
-        '<table class="table"><thead><tr><th>Session</th><th>Scenario</th><th>Status</th>'
-        '<th class="num">Turns</th><th class="num">Records</th><th>Created (UTC)</th>'
-        "<th>Last record (UTC)</th></tr></thead><tbody>{rows}</tbody></table>",
-        rows=rows,
+    head = Html(
+        '<th>Session</th><th>Scenario</th><th>Status</th><th class="num">Turns</th>'
+        '<th class="num">Records</th><th>Created (UTC)</th><th>Last record (UTC)</th>'
     )
+    return table(head, rows)
 
 
 def problem_page(
@@ -256,40 +237,6 @@ def _group_title(experiment: str | None, names: dict[str, str]) -> Html:
     )
 
 
-def chip(label: str, count: int, link: str, active: bool) -> Html:
-    return html(
-        '<a class="chip{active}" href="{link}">{label} <span class="count">{count}</span></a>',
-        active=" active" if active else "",
-        link=link,
-        label=label,
-        count=count,
-    )
-
-
-def pager(base: str, status: str | None, current: int, pages: int) -> Html:
-    """Newer / older links between the pages of a list at ``base``, keeping its filter."""
-    if pages <= 1:
-        return Html("")
-    keep = f"status={status}&" if status else ""
-    previous = (
-        html('<a href="{b}?{s}page={n}">← Newer</a>', b=base, s=keep, n=current - 1)
-        if current > 1
-        else Html("<span></span>")
-    )
-    following = (
-        html('<a href="{b}?{s}page={n}">Older →</a>', b=base, s=keep, n=current + 1)
-        if current < pages
-        else Html("<span></span>")
-    )
-    return html(
-        '<nav class="pager">{previous}<span>page {page} of {pages}</span>{following}</nav>',
-        previous=previous,
-        page=current,
-        pages=pages,
-        following=following,
-    )
-
-
 def empty_store() -> Html:
     return Html(
         '<p class="empty-state">No sessions yet. <code>envharness --store PATH quickstart</code> '
@@ -298,20 +245,19 @@ def empty_store() -> Html:
 
 
 STORE_PAGES: tuple[Endpoint, ...] = (
-    Endpoint(
-        method="GET", path="/", handler=overview, operation="overviewPage", tag="viewer",
-        summary="Overview: counts by status, recently active sessions", roles=ANYONE,
-        media_type="text/html", page=True,
+    viewer_page(
+        "/", overview, "overviewPage",
+        "Overview: counts by status, recently active sessions",
+        roles=ANYONE,
     ),
-    Endpoint(
-        method="GET", path="/sessions", handler=sessions, operation="sessionsPage",
-        tag="viewer", summary="Sessions grouped by experiment, standalone ones last",
-        roles=ANYONE, query=SessionsPageQuery, media_type="text/html", page=True,
-        errors=(404, 422),
+    viewer_page(
+        "/sessions", sessions, "sessionsPage",
+        "Sessions grouped by experiment, standalone ones last",
+        roles=ANYONE, query=SessionsPageQuery, errors=(404, 422),
     ),
-    Endpoint(
-        method="GET", path="/verify", handler=verify_page, operation="verifyPage",
-        tag="viewer", summary="Re-check every hash chain and show the result", roles=READERS,
-        media_type="text/html", page=True,
+    viewer_page(
+        "/verify", verify_page, "verifyPage",
+        "Re-check every hash chain and show the result",
+        roles=READERS,
     ),
 )  # fmt: skip

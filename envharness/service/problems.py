@@ -6,11 +6,14 @@ routing layer renders it as JSON (``Problem``) for the API or as a page for the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 from envharness.errors import ConfigurationError, EnvharnessError, NotFoundError
+from envharness.store.sources import SourceConflictError, SourceImportError
+from envharness.trajectories import AdmissionError, TrajectoryError
 
-__all__ = ["HTTPProblem", "from_error", "not_found"]
+__all__ = ["HTTPProblem", "from_error", "not_found", "trajectory_problem", "trajectory_problems"]
 
 
 class HTTPProblem(Exception):
@@ -43,3 +46,32 @@ def from_error(error: EnvharnessError) -> HTTPProblem:
     if isinstance(error, ConfigurationError):
         return HTTPProblem(422, str(error))
     return HTTPProblem(503, f"the store cannot answer: {error}")
+
+
+def trajectory_problem(error: EnvharnessError) -> HTTPProblem:
+    """The answer to an error of the trajectory layer or of an import.
+
+    Evidence that no longer matches its binding, or a snapshot stored under another schema, is
+    a conflict with what is stored (409); a refused dataset or import is a bad body (422), an
+    import that contradicts what a source holds is a conflict (409).
+    """
+    if isinstance(error, AdmissionError | ConfigurationError):
+        return HTTPProblem(422, str(error), parameter="body")
+    if isinstance(error, SourceConflictError):
+        return HTTPProblem(409, str(error), parameter="body")
+    if isinstance(error, SourceImportError):
+        return HTTPProblem(422, str(error), parameter="body")
+    if isinstance(error, TrajectoryError):
+        return HTTPProblem(409, str(error))
+    return from_error(error)
+
+
+@contextmanager
+def trajectory_problems(kind: type[EnvharnessError] = TrajectoryError) -> Iterator[None]:
+    """An error of ``kind`` raised inside answers as :func:`trajectory_problem` says: what
+    every handler of trajectories, snapshots, datasets and imports does with the errors of the
+    functions it calls."""
+    try:
+        yield
+    except kind as error:
+        raise trajectory_problem(error) from None

@@ -26,7 +26,7 @@ from envharness.service.html import DASH, Html, html, join, number
 from envharness.service.layout import page
 from envharness.service.params import MAX_INTEGER
 from envharness.service.plot import PALETTE, Point, Series, line_chart
-from envharness.service.routing import READERS, Call, Endpoint
+from envharness.service.routing import READERS, Call, Endpoint, viewer_page
 from envharness.service.session_view import SessionView, load_session, session_head
 from envharness.store import RecordFilter
 
@@ -410,21 +410,17 @@ def _href(session_id: str, start: int | None, end: int | None, signals: list[str
 
 
 PROGRESSION_PAGES: tuple[Endpoint, ...] = (
-    Endpoint(
-        method="GET",
-        path="/sessions/{session_id}/progression",
-        handler=progression_page,
-        operation="sessionProgressionPage",
-        tag="viewer",
-        summary="The signals of a session's outcomes, plotted over a chosen turn range",
+    viewer_page(
+        "/sessions/{session_id}/progression",
+        progression_page,
+        "sessionProgressionPage",
+        "The signals of a session's outcomes, plotted over a chosen turn range",
         description=(
             "`from` and `to` choose the turns (default: all); `signal` (repeatable) the "
             "signals drawn. A long range is summarised in at most 400 points per signal."
         ),
         roles=READERS,
         query=ProgressionQuery,
-        media_type="text/html",
-        page=True,
         errors=(404,),
     ),
 )

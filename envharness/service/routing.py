@@ -36,6 +36,7 @@ __all__ = [
     "build_route",
     "json_response",
     "openapi_path",
+    "viewer_page",
 ]
 
 _Q = TypeVar("_Q", bound=msgspec.Struct)
@@ -102,6 +103,25 @@ class Endpoint:
     """A server-sent event stream's event names and the msgspec type of each one's data."""
     page: bool = False
     """A viewer page: errors render as HTML, and the sign-in page stands in for a 401."""
+
+
+def viewer_page(
+    path: str,
+    handler: Handler,
+    operation: str,
+    summary: str,
+    *,
+    roles: frozenset[Role],
+    query: type[msgspec.Struct] = NoParameters,
+    errors: tuple[int, ...] = (),
+    description: str = "",
+) -> Endpoint:
+    """A page of the viewer: a GET answered with HTML, whose errors are pages too."""
+    return Endpoint(
+        method="GET", path=path, handler=handler, operation=operation, summary=summary,
+        description=description, tag="viewer", roles=roles, query=query, media_type="text/html",
+        errors=errors, page=True,
+    )  # fmt: skip
 
 
 def build_route(endpoint: Endpoint, service: Service, problem_page: ProblemView) -> Route:

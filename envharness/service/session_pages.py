@@ -9,13 +9,14 @@ import msgspec
 from starlette.responses import Response
 
 from envharness.records import ErrorInfo, Finding, Score
-from envharness.service.html import DASH, Html, html, join, json_block, number, value
+from envharness.service.config_view import environment_settings, operations_table, version_settings
+from envharness.service.html import DASH, Html, html, join, json_block, number
 from envharness.service.layout import page
 from envharness.service.lineage_view import lineage_section
 from envharness.service.params import MAX_INTEGER, NoParameters
 from envharness.service.problems import not_found
 from envharness.service.render import record_link
-from envharness.service.routing import ANYONE, READERS, Call, Endpoint
+from envharness.service.routing import ANYONE, READERS, Call, Endpoint, viewer_page
 from envharness.service.session_view import (
     SessionView,
     live_attributes,
@@ -25,6 +26,7 @@ from envharness.service.session_view import (
     session_head,
 )
 from envharness.service.turn_pages import TURNS_PER_PAGE, TurnsQuery, session_turns
+from envharness.service.widgets import kv_card
 
 __all__ = ["SESSION_PAGES"]
 
@@ -183,14 +185,8 @@ async def session_config(call: Call[NoParameters]) -> Response:
     config = session.config
     if config is None:
         raise not_found(f"configuration of session {info.id!r}")
-    environment = config.environment
     settings = [
-        ("Environment", f"{environment.name} @ {environment.version}"),
-        ("Turn order", environment.turn_order),
-        ("Roles", ", ".join(environment.roles)),
-        ("Input type", environment.input_type),
-        ("Action type", environment.action_type or DASH),
-        ("Observation type", environment.observation_type or DASH),
+        *environment_settings(config.environment),
         ("Seed", str(config.seed)),
         (
             "Turns planned",
@@ -198,10 +194,7 @@ async def session_config(call: Call[NoParameters]) -> Response:
             if session.planned in (None, config.turns)
             else f"{config.turns}, then continued to turn {session.planned}",
         ),
-        ("Action timeout", f"{config.action_timeout:g} s" if config.action_timeout else "none"),
-        ("envharness", config.envharness_version),
-        ("Harness version", config.harness_version or DASH),
-        ("Scoring version", config.scoring_version or DASH),
+        *version_settings(config),
         (
             "Experiment",
             html('<a href="/experiments/{e}">{e}</a>', e=config.experiment_id)
@@ -210,41 +203,24 @@ async def session_config(call: Call[NoParameters]) -> Response:
         ),
         ("Trial", DASH if config.trial is None else str(config.trial)),
     ]
-    table = join(html("<tr><th>{k}</th><td>{v}</td></tr>", k=k, v=v) for k, v in settings)
-    operations = (
-        join(
-            html(
-                '<tr><td class="mono">{n}</td><td>{v}</td><td>{c}</td></tr>',
-                n=op.name,
-                v=op.version,
-                c=value(op.config),
-            )
-            for op in config.operations
-        )
-        if config.operations
-        else Html('<tr><td colspan="3" class="muted">No operations.</td></tr>')
-    )
     lineage = lineage_section(info.id, await session.access.lineage(info.id), always=True)
     scenario = config.scenario
     body = html(
-        '<div class="session">{head}<div class="columns"><section class="card"><h2>Run</h2>'
-        '<table class="table kv-table">{table}</table></section>'
+        '<div class="session">{head}<div class="columns">{run}'
         '<section class="card"><h2>Scenario <span class="mono">{sid}</span></h2>'
         "<h3>Input</h3>{input}<h3>Reference</h3>{reference}<h3>Metadata</h3>{metadata}"
         "</section></div>{participants}"
-        '<section class="card"><h2>Operations</h2><table class="table"><thead><tr>'
-        "<th>Name</th><th>Version</th><th>Configuration</th></tr></thead><tbody>{ops}</tbody>"
-        "</table></section>{lineage}"
+        '<section class="card"><h2>Operations</h2>{ops}</section>{lineage}'
         '<details class="card raw"><summary>The frozen configuration as recorded (JSON)'
         "</summary>{raw}</details></div>",
         head=session_head(session, "config"),
-        table=table,
+        run=kv_card("Run", settings),
         sid=scenario.id,
         input=json_block(scenario.input),
         reference=json_block(scenario.reference),
         metadata=json_block(scenario.metadata),
         participants=participants_table(session),
-        ops=operations,
+        ops=operations_table(config.operations),
         lineage=lineage,
         raw=json_block(msgspec.to_builtins(config), limit=None),
     )
@@ -310,25 +286,24 @@ async def record_page(call: Call[NoParameters]) -> Response:
 _S = "/sessions/{session_id}"
 
 SESSION_PAGES: tuple[Endpoint, ...] = (
-    Endpoint(
-        method="GET", path=_S, handler=session_overview, operation="sessionPage", tag="viewer",
-        summary="A session: status, scores with uncertainty, findings linked to evidence",
-        roles=ANYONE, media_type="text/html", page=True, errors=(404,),
+    viewer_page(
+        _S, session_overview, "sessionPage",
+        "A session: status, scores with uncertainty, findings linked to evidence",
+        roles=ANYONE, errors=(404,),
     ),
-    Endpoint(
-        method="GET", path=f"{_S}/turns", handler=session_turns, operation="sessionTurnsPage",
-        tag="viewer", summary="Turn by turn: each participant's observation, action, result",
-        roles=ANYONE, query=TurnsQuery, media_type="text/html", page=True, errors=(404, 422),
+    viewer_page(
+        f"{_S}/turns", session_turns, "sessionTurnsPage",
+        "Turn by turn: each participant's observation, action, result",
+        roles=ANYONE, query=TurnsQuery, errors=(404, 422),
     ),
-    Endpoint(
-        method="GET", path=f"{_S}/config", handler=session_config,
-        operation="sessionConfigPage", tag="viewer",
-        summary="The frozen configuration and lineage", roles=READERS, media_type="text/html",
-        page=True, errors=(404,),
+    viewer_page(
+        f"{_S}/config", session_config, "sessionConfigPage",
+        "The frozen configuration and lineage",
+        roles=READERS, errors=(404,),
     ),
-    Endpoint(
-        method="GET", path=f"{_S}/records/{{seq:int}}", handler=record_page,
-        operation="recordPage", tag="viewer", summary="One record: envelope, digest, payload",
-        roles=ANYONE, media_type="text/html", page=True, errors=(404,),
+    viewer_page(
+        f"{_S}/records/{{seq:int}}", record_page, "recordPage",
+        "One record: envelope, digest, payload",
+        roles=ANYONE, errors=(404,),
     ),
 )  # fmt: skip

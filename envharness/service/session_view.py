@@ -26,6 +26,7 @@ from envharness.service.access import Access
 from envharness.service.html import Html, html, join
 from envharness.service.layout import is_terminal, status_badge, when
 from envharness.service.routing import Call
+from envharness.service.widgets import detail_head, tabs
 from envharness.store import RecordFilter, SessionInfo
 
 __all__ = [
@@ -163,25 +164,20 @@ def session_head(session: SessionView, active: str) -> Html:
                 trial=f", trial {trial}" if trial is not None else "",
             ),
         )
-    tabs = join(
-        html(
-            '<a href="/sessions/{id}{suffix}"{current}>{label}</a>',
-            id=info.id,
-            suffix=suffix,
-            label=label,
-            current=Html(' aria-current="page" class="active"') if key == active else Html(""),
-        )
+    shown = [
+        (key, label, f"/sessions/{info.id}{suffix}")
         for key, label, suffix, private in TABS
         if session.access.sees_everything or not private
-    )
-    return html(
-        '<div class="page-head session-head"><div class="crumbs"><a href="/sessions">Sessions'
-        '</a> /</div><h1><span class="mono">{id}</span> <span id="session-status">{badge}'
-        '</span></h1><p class="facts">{facts}</p></div><nav class="tabs">{tabs}</nav>',
+    ]
+    title = html(
+        '<span class="mono">{id}</span> <span id="session-status">{badge}</span>',
         id=info.id,
         badge=status_badge(info.status),
-        facts=join(facts, " · "),
-        tabs=tabs,
+    )
+    return html(
+        "{head}{tabs}",
+        head=detail_head([("/sessions", "Sessions")], title, facts),
+        tabs=tabs(shown, active),
     )
 
 

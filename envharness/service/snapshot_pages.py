@@ -15,16 +15,17 @@ from typing import Annotated
 import msgspec
 from starlette.responses import Response
 
+from envharness.service.dataset_api import exact_dataset
 from envharness.service.html import DASH, Html, html, join, number
 from envharness.service.layout import page, when
 from envharness.service.params import NoParameters
-from envharness.service.problems import HTTPProblem
-from envharness.service.routing import READERS, Call, Endpoint
-from envharness.service.trajectory_access import TrajectoryAccess, check_snapshot
-from envharness.service.trajectory_api import exact_dataset, exact_snapshot, trajectory_problem
+from envharness.service.problems import HTTPProblem, trajectory_problems
+from envharness.service.routing import READERS, Call, Endpoint, viewer_page
+from envharness.service.snapshot_api import exact_snapshot, frozen_summaries
+from envharness.service.trajectory_access import check_snapshot
 from envharness.service.trajectory_pages import evidence_nav
-from envharness.service.trajectory_schemas import TrajectorySummary
 from envharness.service.trajectory_view import check_callout, trajectory_href, trajectory_table
+from envharness.service.widgets import detail_head, kv_rows, page_head, pager, table
 from envharness.sources import AsyncSources
 from envharness.store.sources import SourceHealth
 from envharness.trajectories import (
@@ -35,7 +36,6 @@ from envharness.trajectories import (
     dataset_rows,
     list_datasets,
     list_snapshots,
-    snapshot_trajectories,
 )
 
 __all__ = ["PREVIEW_ROWS", "SNAPSHOT_PAGES"]
@@ -62,11 +62,9 @@ def _entitlement(metadata: SnapshotMetadata) -> Html:
 
 
 async def snapshots_page(call: Call[NoParameters]) -> Response:
-    try:
+    with trajectory_problems():
         found = await list_snapshots(call.service.store)
-    except TrajectoryError as error:
-        raise trajectory_problem(error) from None
-    rows = join(
+    rows = [
         html(
             '<tr><td><a class="mono" href="/snapshots/{id}">{short}</a><div class="small">'
             '{label}</div></td><td class="num">{t}</td><td class="num">{r}</td><td>{e}</td>'
@@ -80,51 +78,47 @@ async def snapshots_page(call: Call[NoParameters]) -> Response:
             created=when(metadata.created_at),
         )
         for metadata in reversed(found)
+    ]
+    head = Html(
+        '<th>Snapshot</th><th class="num">Trajectories</th><th class="num">Records</th>'
+        "<th>Training</th><th>Created (UTC)</th><th>Export</th>"
     )
-    table = (
-        html(
-            '<table class="table"><thead><tr><th>Snapshot</th><th class="num">Trajectories</th>'
-            '<th class="num">Records</th><th>Training</th><th>Created (UTC)</th><th>Export</th>'
-            "</tr></thead><tbody>{rows}</tbody></table>",
-            rows=rows,
-        )
-        if found
-        else Html(
-            '<p class="empty-state">No snapshots yet. Freeze sessions with <code>envharness '
-            "snapshot create SESSION…</code> (or <code>POST /api/snapshots</code>).</p>"
-        )
+    empty = Html(
+        '<p class="empty-state">No snapshots yet. Freeze sessions with <code>envharness '
+        "snapshot create SESSION…</code> (or <code>POST /api/snapshots</code>).</p>"
     )
+    return _evidence_page(
+        call,
+        tab="snapshots",
+        title="Snapshots",
+        sub=(
+            "Frozen, content-addressed selections of trajectories: the id is the sha256 of the "
+            "content, so the same selection always has the same id and nothing in one can change."
+        ),
+        found=_card_table(head, rows, empty=empty),
+    )
+
+
+def _card_table(head: Html, rows: list[Html], *, empty: Html) -> Html:
+    """The table of what a page lists, in a card; ``empty`` says how to make some."""
+    return html('<section class="card">{t}</section>', t=table(head, rows) if rows else empty)
+
+
+def _evidence_page(
+    call: Call[NoParameters], *, tab: str, title: str, sub: str, found: Html
+) -> Response:
+    """A list of what leaves the store, on its tab of the Trajectories destination."""
     body = html(
-        '<div class="page-head"><h1>Snapshots</h1><p class="sub">Frozen, content-addressed '
-        "selections of trajectories: the id is the sha256 of the content, so the same selection "
-        "always has the same id and nothing in one can change.</p></div>{nav}"
-        '<section class="card">{table}</section>',
-        nav=evidence_nav("snapshots", True),
-        table=table,
+        "{head}{nav}{found}", head=page_head(title, sub), nav=evidence_nav(tab, True), found=found
     )
-    return page(call.service, call.principal, title="Snapshots", body=body,
-                active="trajectories")  # fmt: skip
+    return page(call.service, call.principal, title=title, body=body, active="trajectories")
 
 
 async def snapshot_page(call: Call[SnapshotPageQuery]) -> Response:
     query = call.query
     metadata = await exact_snapshot(call, call.path("snapshot_id"))
     check = await check_snapshot(call.access, metadata.id) if query.check else None
-    trajectories = TrajectoryAccess(call.access)
-    shown: list[TrajectorySummary] = []
-    first = (query.page - 1) * PER_PAGE
-    try:
-        async with aclosing(snapshot_trajectories(call.service.store, metadata.id)) as frozen:
-            position = -1
-            async for trajectory in frozen:
-                position += 1
-                if position < first:
-                    continue
-                if len(shown) == PER_PAGE:
-                    break
-                shown.append(await trajectories.summary(trajectory))
-    except TrajectoryError as error:
-        raise trajectory_problem(error) from None
+    shown, _ = await frozen_summaries(call, metadata.id, (query.page - 1) * PER_PAGE, PER_PAGE)
     pages = max(1, -(-metadata.trajectories // PER_PAGE))
     if query.page > pages:
         raise HTTPProblem(404, f"this snapshot has {pages} page(s), not {query.page}",
@@ -146,47 +140,41 @@ async def snapshot_page(call: Call[SnapshotPageQuery]) -> Response:
         if datasets
         else Html('<li class="muted">none</li>')
     )
-    pager = Html("")
-    if pages > 1:
-        pager = html(
-            '<nav class="pager">{p}<span>page {n} of {pages}</span>{f}</nav>',
-            p=html('<a href="/snapshots/{id}?page={n}">← Previous</a>', id=metadata.id,
-                   n=query.page - 1) if query.page > 1 else Html("<span></span>"),
-            n=query.page,
-            pages=pages,
-            f=html('<a href="/snapshots/{id}?page={n}">Next →</a>', id=metadata.id,
-                   n=query.page + 1) if query.page < pages else Html("<span></span>"),
-        )  # fmt: skip
-    body = html(
-        '<div class="page-head session-head"><div class="crumbs"><a href="/snapshots">'
-        'Snapshots</a> /</div><h1><span class="mono digest">{id}</span></h1>'
-        '<p class="facts">{label}{facts}</p><p class="facts">{entitled}</p>'
-        '<p><a class="button" href="/api/snapshots/{id}/export">Export JSON lines</a> '
-        '<span class="muted small">checked before the first line; the same lines as '
-        "<code>envharness export snapshot {id}</code></span></p></div>{check}"
-        '<section class="card"><div class="card-head"><h2>Trajectories, as frozen</h2>'
-        '<span class="muted">states as they were when it was frozen</span></div>{table}'
-        '{pager}</section><section class="card"><h2>Datasets made from it</h2>'
-        '<ul class="plain-list">{used}</ul></section>',
+    facts = [html("<b>{l}</b>", l=metadata.label), *facts] if metadata.label else facts
+    more = html(
+        '<p class="facts">{entitled}</p><p><a class="button" href="/api/snapshots/{id}/export">'
+        'Export JSON lines</a> <span class="muted small">checked before the first line; the '
+        "same lines as <code>envharness export snapshot {id}</code></span></p>",
         id=metadata.id,
-        label=html("<b>{l}</b> · ", l=metadata.label) if metadata.label else "",
-        facts=join(facts, " · "),
         entitled=_entitlement(metadata),
+    )
+    body = html(
+        '{head}{check}<section class="card"><div class="card-head"><h2>Trajectories, as '
+        'frozen</h2><span class="muted">states as they were when it was frozen</span></div>'
+        '{table}{pager}</section><section class="card"><h2>Datasets made from it</h2>'
+        '<ul class="plain-list">{used}</ul></section>',
+        head=detail_head(
+            [("/snapshots", "Snapshots")],
+            html('<span class="mono digest">{id}</span>', id=metadata.id),
+            facts,
+            more,
+        ),
         check=check_html,
         table=trajectory_table(shown),
-        pager=pager,
+        pager=pager(
+            query.page, pages, lambda n: f"/snapshots/{metadata.id}?page={n}",
+            back="← Previous", forward="Next →",
+        ),
         used=used,
-    )
+    )  # fmt: skip
     return page(call.service, call.principal, title=metadata.id[:16], body=body,
                 active="trajectories")  # fmt: skip
 
 
 async def datasets_page(call: Call[NoParameters]) -> Response:
-    try:
+    with trajectory_problems():
         found = await list_datasets(call.service.store)
-    except TrajectoryError as error:
-        raise trajectory_problem(error) from None
-    rows = join(
+    rows = [
         html(
             '<tr><td><a href="/datasets/{id}"><b>{name}</b></a><div class="mono small muted">'
             '{short}</div></td><td class="num">{s}</td><td class="num">{t}</td><td>{reward}</td>'
@@ -200,30 +188,26 @@ async def datasets_page(call: Call[NoParameters]) -> Response:
             created=when(dataset.created_at),
         )
         for dataset in reversed(found)
+    ]
+    head = Html(
+        '<th>Dataset</th><th class="num">Snapshots</th><th class="num">Trajectories</th>'
+        "<th>Reward</th><th>Created (UTC)</th><th>Export</th>"
     )
-    table = (
-        html(
-            '<table class="table"><thead><tr><th>Dataset</th><th class="num">Snapshots</th>'
-            '<th class="num">Trajectories</th><th>Reward</th><th>Created (UTC)</th>'
-            "<th>Export</th></tr></thead><tbody>{rows}</tbody></table>",
-            rows=rows,
-        )
-        if found
-        else Html(
-            '<p class="empty-state">No datasets yet. <code>envharness dataset create NAME '
-            "SNAPSHOT…</code> makes one from training-entitled snapshots whose every "
-            "trajectory is complete, terminal and rewarded.</p>"
-        )
+    empty = Html(
+        '<p class="empty-state">No datasets yet. <code>envharness dataset create NAME '
+        "SNAPSHOT…</code> makes one from training-entitled snapshots whose every "
+        "trajectory is complete, terminal and rewarded.</p>"
     )
-    body = html(
-        '<div class="page-head"><h1>Datasets</h1><p class="sub">Immutable, ordered selections '
-        "of snapshots, admitted trajectory by trajectory, exported in the conversational "
-        'format TRL\'s trainers accept.</p></div>{nav}<section class="card">{table}</section>',
-        nav=evidence_nav("datasets", True),
-        table=table,
+    return _evidence_page(
+        call,
+        tab="datasets",
+        title="Datasets",
+        sub=Html(
+            "Immutable, ordered selections of snapshots, admitted trajectory by trajectory, "
+            "exported in the conversational format TRL's trainers accept."
+        ),
+        found=_card_table(head, rows, empty=empty),
     )
-    return page(call.service, call.principal, title="Datasets", body=body,
-                active="trajectories")  # fmt: skip
 
 
 def _reward(dataset: Dataset) -> Html:
@@ -235,7 +219,7 @@ def _reward(dataset: Dataset) -> Html:
 async def dataset_page(call: Call[NoParameters]) -> Response:
     dataset = await exact_dataset(call, call.path("dataset"))
     snapshots = [await exact_snapshot(call, snapshot_id) for snapshot_id in dataset.snapshots]
-    rows = join(
+    rows = (
         html(
             '<tr><td class="num">{n}</td><td><a class="mono" href="/snapshots/{id}">{id}</a>'
             '<div class="small">{label}</div></td><td class="num">{t}</td>'
@@ -249,27 +233,30 @@ async def dataset_page(call: Call[NoParameters]) -> Response:
         )
         for position, metadata in enumerate(snapshots)
     )
-    preview = await _preview(call, dataset)
-    body = html(
-        '<div class="page-head session-head"><div class="crumbs"><a href="/datasets">Datasets'
-        '</a> /</div><h1>{name}</h1><p class="facts"><span class="mono">{id}</span> · <b>{t}'
-        "</b> trajectories · reward {reward} · created {created}</p>"
+    facts = [
+        html('<span class="mono">{id}</span>', id=dataset.id),
+        html("<b>{t}</b> trajectories", t=dataset.trajectories),
+        html("reward {reward}", reward=_reward(dataset)),
+        html("created {created}", created=when(dataset.created_at)),
+    ]
+    more = html(
         '<p><a class="button" href="/api/datasets/{id}/export">Export rows (JSONL)</a> '
         '<span class="muted small">one row per trajectory and participant, checked against '
-        "its digests as it is read; Parquet: <code>envharness dataset export {name_q} --format "
-        "parquet -o FILE</code></span></p></div>"
-        '<section class="card"><h2>Snapshots, in order</h2><table class="table"><thead><tr>'
-        '<th class="num">#</th><th>Snapshot</th><th class="num">Trajectories</th>'
-        '<th class="num">Records</th><th>Training</th></tr></thead><tbody>{rows}</tbody>'
-        "</table></section>{preview}",
-        name=dataset.name,
-        name_q=dataset.id,
+        "its digests as it is read; Parquet: <code>envharness dataset export {id} --format "
+        "parquet -o FILE</code></span></p>",
         id=dataset.id,
-        t=dataset.trajectories,
-        reward=_reward(dataset),
-        created=when(dataset.created_at),
-        rows=rows,
-        preview=preview,
+    )
+    body = html(
+        '{head}<section class="card"><h2>Snapshots, in order</h2>{table}</section>{preview}',
+        head=detail_head([("/datasets", "Datasets")], dataset.name, facts, more),
+        table=table(
+            Html(
+                '<th class="num">#</th><th>Snapshot</th><th class="num">Trajectories</th>'
+                '<th class="num">Records</th><th>Training</th>'
+            ),
+            rows,
+        ),
+        preview=await _preview(call, dataset),
     )
     return page(call.service, call.principal, title=dataset.name, body=body,
                 active="trajectories")  # fmt: skip
@@ -287,7 +274,7 @@ async def _preview(call: Call[NoParameters], dataset: Dataset) -> Html:
                     break
     except TrajectoryError as error:
         problem = html('<div class="callout bad">{m}</div>', m=str(error))
-    items = join(
+    items = (
         html(
             '<tr><td><a class="mono small" href="{href}">{s}</a></td><td>{p}</td>'
             '<td class="num">{reward}</td><td class="num">{n}</td><td class="small">{first}'
@@ -302,18 +289,21 @@ async def _preview(call: Call[NoParameters], dataset: Dataset) -> Html:
         for row in found
     )
     return html(
-        '<section class="card"><h2>First rows</h2>{problem}<table class="table"><thead><tr>'
-        '<th>Trajectory</th><th>Participant</th><th class="num">Reward</th>'
-        '<th class="num">Messages</th><th>First message</th></tr></thead><tbody>{items}'
-        "</tbody></table></section>",
+        '<section class="card"><h2>First rows</h2>{problem}{table}</section>',
         problem=problem,
-        items=items,
+        table=table(
+            Html(
+                '<th>Trajectory</th><th>Participant</th><th class="num">Reward</th>'
+                '<th class="num">Messages</th><th>First message</th>'
+            ),
+            items,
+        ),
     )
 
 
 async def sources_page(call: Call[NoParameters]) -> Response:
     found = await AsyncSources(call.service.store.directory).health()
-    table = (
+    listing = (
         join(_source(health) for health in found)
         if found
         else Html(
@@ -322,15 +312,16 @@ async def sources_page(call: Call[NoParameters]) -> Response:
             "another tool's hash-chained records or OpenTelemetry GenAI spans.</p></section>"
         )
     )
-    body = html(
-        '<div class="page-head"><h1>Sources</h1><p class="sub">External feeds of hash-chained '
-        "records, imported beside the sessions: where each stands, and whether anything is "
-        "missing.</p></div>{nav}{table}",
-        nav=evidence_nav("sources", True),
-        table=table,
+    return _evidence_page(
+        call,
+        tab="sources",
+        title="Sources",
+        sub=(
+            "External feeds of hash-chained records, imported beside the sessions: where each "
+            "stands, and whether anything is missing."
+        ),
+        found=listing,
     )
-    return page(call.service, call.principal, title="Sources", body=body,
-                active="trajectories")  # fmt: skip
 
 
 def _source(health: SourceHealth) -> Html:
@@ -386,42 +377,39 @@ def _source(health: SourceHealth) -> Html:
         ("Imports tried", str(health.imports)),
         ("Last change", when(health.updated_at)),
     ]  # fmt: skip
-    table = join(html("<tr><th>{k}</th><td>{v}</td></tr>", k=k, v=v) for k, v in settings)
     return html(
         '<section class="card source" id="{s}"><h2 class="mono">{s}</h2>{alerts}'
-        '<table class="table kv-table">{table}</table></section>',
+        '<table class="table kv-table">{rows}</table></section>',
         s=health.source,
         alerts=join(alerts),
-        table=table,
+        rows=kv_rows(settings),
     )
 
 
 SNAPSHOT_PAGES: tuple[Endpoint, ...] = (
-    Endpoint(
-        method="GET", path="/snapshots", handler=snapshots_page, operation="snapshotsPage",
-        tag="viewer", summary="Snapshots: what each holds, its entitlement, its export",
-        roles=READERS, media_type="text/html", page=True, errors=(409,),
+    viewer_page(
+        "/snapshots", snapshots_page, "snapshotsPage",
+        "Snapshots: what each holds, its entitlement, its export",
+        roles=READERS, errors=(409,),
     ),
-    Endpoint(
-        method="GET", path="/snapshots/{snapshot_id}", handler=snapshot_page,
-        operation="snapshotPage", tag="viewer",
-        summary="One snapshot: its trajectories as frozen, its datasets, its check and export",
-        roles=READERS, query=SnapshotPageQuery, media_type="text/html", page=True,
-        errors=(404, 409),
+    viewer_page(
+        "/snapshots/{snapshot_id}", snapshot_page, "snapshotPage",
+        "One snapshot: its trajectories as frozen, its datasets, its check and export",
+        roles=READERS, query=SnapshotPageQuery, errors=(404, 409),
     ),
-    Endpoint(
-        method="GET", path="/datasets", handler=datasets_page, operation="datasetsPage",
-        tag="viewer", summary="Datasets: their snapshots, reward and export",
-        roles=READERS, media_type="text/html", page=True, errors=(409,),
+    viewer_page(
+        "/datasets", datasets_page, "datasetsPage",
+        "Datasets: their snapshots, reward and export",
+        roles=READERS, errors=(409,),
     ),
-    Endpoint(
-        method="GET", path="/datasets/{dataset}", handler=dataset_page, operation="datasetPage",
-        tag="viewer", summary="One dataset: its snapshots in order, its first rows, its export",
-        roles=READERS, media_type="text/html", page=True, errors=(404, 409),
+    viewer_page(
+        "/datasets/{dataset}", dataset_page, "datasetPage",
+        "One dataset: its snapshots in order, its first rows, its export",
+        roles=READERS, errors=(404, 409),
     ),
-    Endpoint(
-        method="GET", path="/sources", handler=sources_page, operation="sourcesPage",
-        tag="viewer", summary="Imported sources' health: head, backlog, gaps, failures",
-        roles=READERS, media_type="text/html", page=True,
+    viewer_page(
+        "/sources", sources_page, "sourcesPage",
+        "Imported sources' health: head, backlog, gaps, failures",
+        roles=READERS,
     ),
 )  # fmt: skip

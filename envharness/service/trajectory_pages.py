@@ -17,18 +17,19 @@ from starlette.responses import Response
 
 from envharness.service.html import Html, html, join
 from envharness.service.layout import page, when
-from envharness.service.problems import HTTPProblem
-from envharness.service.routing import ANYONE, Call, Endpoint
+from envharness.service.problems import HTTPProblem, trajectory_problems
+from envharness.service.routing import ANYONE, Call, Endpoint, viewer_page
 from envharness.service.session_view import load_session, session_head
 from envharness.service.trajectory_access import TrajectoryAccess, TrajectoryFilter
-from envharness.service.trajectory_api import TrajectoryQuery, trajectory_problem
+from envharness.service.trajectory_api import TrajectoryQuery
 from envharness.service.trajectory_view import (
     state_tag,
     trajectory_href,
     trajectory_sections,
     trajectory_table,
 )
-from envharness.trajectories import Trajectory, TrajectoryError
+from envharness.service.widgets import chip, detail_head, page_head, page_slice, pager, tabs
+from envharness.trajectories import Trajectory
 from envharness.trajectories.model import (
     CollectionState,
     ExecutionState,
@@ -49,6 +50,14 @@ _DIMENSIONS = (
     ("termination", "Termination", ("done", "turn_limit", "failed", "stopped", "interrupted",
                                     "paused", "imported", "not_ended")),
 )  # fmt: skip
+
+
+_PARTS = (
+    ("trajectories", "Trajectories", "/trajectories"),
+    ("snapshots", "Snapshots", "/snapshots"),
+    ("datasets", "Datasets", "/datasets"),
+    ("sources", "Sources", "/sources"),
+)
 
 
 class TrajectoriesPageQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -90,26 +99,7 @@ class TrajectoriesPageQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_un
 def evidence_nav(active: str, full: bool) -> Html:
     """Trajectories, Snapshots, Datasets, Sources: the parts of the Trajectories destination
     (a participant has only the first)."""
-    if not full:
-        return Html("")
-    parts = (
-        ("trajectories", "Trajectories", "/trajectories"),
-        ("snapshots", "Snapshots", "/snapshots"),
-        ("datasets", "Datasets", "/datasets"),
-        ("sources", "Sources", "/sources"),
-    )
-    return html(
-        '<nav class="tabs">{links}</nav>',
-        links=join(
-            html(
-                '<a href="{path}"{current}>{label}</a>',
-                path=path,
-                label=label,
-                current=Html(' aria-current="page" class="active"') if key == active else "",
-            )
-            for key, label, path in parts
-        ),
-    )
+    return tabs(_PARTS, active) if full else Html("")
 
 
 async def trajectories_page(call: Call[TrajectoriesPageQuery]) -> Response:
@@ -139,12 +129,7 @@ async def trajectories_page(call: Call[TrajectoriesPageQuery]) -> Response:
     kept = [t for t in found if trajectories.keeps(t, wanted)]
     native = [t for t in kept if t.provenance.origin == "native"]
     kept = native[::-1] + [t for t in kept if t.provenance.origin == "imported"]
-    pages = max(1, -(-len(kept) // PER_PAGE))
-    if query.page > pages:
-        raise HTTPProblem(
-            404, f"there are {pages} page(s) of trajectories, not {query.page}", parameter="page"
-        )
-    shown = kept[(query.page - 1) * PER_PAGE : query.page * PER_PAGE]
+    shown, pages = page_slice(kept, query.page, PER_PAGE, "trajectories")
     summaries = [await trajectories.summary(t) for t in shown]
     table = (
         trajectory_table(summaries)
@@ -156,20 +141,23 @@ async def trajectories_page(call: Call[TrajectoriesPageQuery]) -> Response:
             "<code>envharness --store PATH quickstart</code> writes a store to explore.</p>"
         )
     )
-    body = html(
-        '<div class="page-head"><h1>Trajectories</h1><p class="sub">{what}</p></div>{nav}'
-        '<div class="filters">{filters}</div><section class="card"><div class="card-head">'
-        '<h2>{n} trajectories</h2><span class="muted">{order}</span></div>{table}</section>'
-        "{pager}",
-        what="Portable, digest-bound projections of every session's journal"
+    what = (
+        "Portable, digest-bound projections of every session's journal"
         + (" and of every imported episode" if full else " you take part in")
-        + ", each with four independent states.",
+        + ", each with four independent states."
+    )
+    params = query.params()
+    body = html(
+        '{head}{nav}<div class="filters">{filters}</div><section class="card"><div '
+        'class="card-head"><h2>{n} trajectories</h2><span class="muted">{order}</span></div>'
+        "{table}</section>{pager}",
+        head=page_head("Trajectories", what),
         nav=evidence_nav("trajectories", full),
         filters=_filters(query, counts, full),
         n=f"{len(kept):,}",
         order="newest sessions first, then imported episodes",
         table=table,
-        pager=_pager(query, pages),
+        pager=pager(query.page, pages, lambda n: _href(params, page=str(n))),
     )
     return page(call.service, call.principal, title="Trajectories", body=body,
                 active="trajectories")  # fmt: skip
@@ -198,12 +186,11 @@ def _filters(query: TrajectoriesPageQuery, counts: dict[str, Counter[str]], full
             )
         ]
         chips += [
-            html(
-                '<a class="chip{a}" href="{h}">{tag} <span class="count">{n}</span></a>',
-                a=" active" if current == state else "",
-                h=_href(params, **{key: state}),
-                tag=state.replace("_", " "),
-                n=counts[key][state],
+            chip(
+                state.replace("_", " "),
+                counts[key][state],
+                _href(params, **{key: state}),
+                current == state,
             )
             for state in values
             if counts[key][state] or current == state
@@ -238,35 +225,10 @@ def _filters(query: TrajectoriesPageQuery, counts: dict[str, Counter[str]], full
     return html("{scope}{rows}", scope=scope, rows=join(rows))
 
 
-def _pager(query: TrajectoriesPageQuery, pages: int) -> Html:
-    if pages <= 1:
-        return Html("")
-    params = query.params()
-    previous = (
-        html('<a href="{h}">← Newer</a>', h=_href(params, page=str(query.page - 1)))
-        if query.page > 1
-        else Html("<span></span>")
-    )
-    following = (
-        html('<a href="{h}">Older →</a>', h=_href(params, page=str(query.page + 1)))
-        if query.page < pages
-        else Html("<span></span>")
-    )
-    return html(
-        '<nav class="pager">{p}<span>page {n} of {pages}</span>{f}</nav>',
-        p=previous,
-        n=query.page,
-        pages=pages,
-        f=following,
-    )
-
-
 async def trajectory_page(call: Call[TrajectoryQuery]) -> Response:
     trajectories = TrajectoryAccess(call.access)
-    try:
+    with trajectory_problems():
         trajectory = await trajectories.one(call.path("trajectory_id"))
-    except TrajectoryError as error:
-        raise trajectory_problem(error) from None
     full = trajectories.full
     summary = await trajectories.summary(trajectory)
     check = await trajectories.check(trajectory) if full and call.query.check else None
@@ -292,12 +254,13 @@ async def trajectory_page(call: Call[TrajectoryQuery]) -> Response:
     if summary.ended_at:
         facts.append(html("ended {t}", t=when(summary.ended_at)))
     body = html(
-        '<div class="trajectory"><div class="page-head session-head"><div class="crumbs">'
-        '<a href="/trajectories">Trajectories</a> /</div><h1><span class="mono">{id}</span> '
-        '{origin}</h1><p class="facts">{facts}</p></div>{sections}</div>',
-        id=summary.id,
-        origin=state_tag("origin", summary.origin),
-        facts=join(facts, " · "),
+        '<div class="trajectory">{head}{sections}</div>',
+        head=detail_head(
+            [("/trajectories", "Trajectories")],
+            html('<span class="mono">{id}</span> {origin}', id=summary.id,
+                 origin=state_tag("origin", summary.origin)),
+            facts,
+        ),
         sections=trajectory_sections(
             summary, trajectories.segments(trajectory), trajectory if full else None, check,
             recheck=f"{trajectory_href(summary.id)}?check=true",
@@ -311,10 +274,8 @@ async def session_trajectory(call: Call[TrajectoryQuery]) -> Response:
     session = await load_session(call)
     info = session.info
     trajectories = TrajectoryAccess(session.access)
-    try:
+    with trajectory_problems():
         trajectory = await trajectories.one(info.id)
-    except TrajectoryError as error:
-        raise trajectory_problem(error) from None
     full = trajectories.full
     summary = await trajectories.summary(trajectory)
     check = await trajectories.check(trajectory) if full and call.query.check else None
@@ -334,25 +295,19 @@ async def session_trajectory(call: Call[TrajectoryQuery]) -> Response:
 
 
 TRAJECTORY_PAGES: tuple[Endpoint, ...] = (
-    Endpoint(
-        method="GET", path="/trajectories", handler=trajectories_page,
-        operation="trajectoriesPage", tag="viewer",
-        summary="Trajectories: the four states, provenance and snapshots of each, filterable",
-        roles=ANYONE, query=TrajectoriesPageQuery, media_type="text/html", page=True,
-        errors=(403, 404),
+    viewer_page(
+        "/trajectories", trajectories_page, "trajectoriesPage",
+        "Trajectories: the four states, provenance and snapshots of each, filterable",
+        roles=ANYONE, query=TrajectoriesPageQuery, errors=(403, 404),
     ),
-    Endpoint(
-        method="GET", path="/trajectories/{trajectory_id:path}", handler=trajectory_page,
-        operation="trajectoryPage", tag="viewer",
-        summary="One trajectory: states, segments, digest binding and its check",
-        roles=ANYONE, query=TrajectoryQuery, media_type="text/html", page=True,
-        errors=(404, 409),
+    viewer_page(
+        "/trajectories/{trajectory_id:path}", trajectory_page, "trajectoryPage",
+        "One trajectory: states, segments, digest binding and its check",
+        roles=ANYONE, query=TrajectoryQuery, errors=(404, 409),
     ),
-    Endpoint(
-        method="GET", path="/sessions/{session_id}/trajectory", handler=session_trajectory,
-        operation="sessionTrajectoryPage", tag="viewer",
-        summary="A session's trajectory: states, segments, digest binding and its check",
-        roles=ANYONE, query=TrajectoryQuery, media_type="text/html", page=True,
-        errors=(404, 409),
+    viewer_page(
+        "/sessions/{session_id}/trajectory", session_trajectory, "sessionTrajectoryPage",
+        "A session's trajectory: states, segments, digest binding and its check",
+        roles=ANYONE, query=TrajectoryQuery, errors=(404, 409),
     ),
 )  # fmt: skip

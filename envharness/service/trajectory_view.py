@@ -16,6 +16,7 @@ from envharness.service.html import DASH, Html, html, join, value
 from envharness.service.layout import status_badge, when
 from envharness.service.render import record_link
 from envharness.service.trajectory_schemas import EvidenceCheck, SegmentOut, TrajectorySummary
+from envharness.service.widgets import kv_card, kv_rows, table
 from envharness.trajectories import Trajectory
 
 __all__ = [
@@ -106,7 +107,12 @@ def _snapshots(found: list[str] | None) -> Html:
 
 
 def trajectory_table(found: Sequence[TrajectorySummary]) -> Html:
-    rows = join(
+    head = Html(
+        "<th>Trajectory</th><th>Origin</th><th>Execution</th><th>Collection</th>"
+        '<th>Termination</th><th>Verified outcome</th><th class="num">Segments</th>'
+        '<th class="num">Turns</th><th class="num">Records</th><th>Snapshots</th>'
+    )
+    rows = (
         html(
             '<tr><td>{link}<div class="small muted">{scenario}</div></td><td>{origin}</td>'
             '<td>{execution} <span class="small muted">{status}</span></td>'
@@ -128,13 +134,7 @@ def trajectory_table(found: Sequence[TrajectorySummary]) -> Html:
         )
         for summary in found
     )
-    return html(
-        '<table class="table trajectories"><thead><tr><th>Trajectory</th><th>Origin</th>'
-        "<th>Execution</th><th>Collection</th><th>Termination</th><th>Verified outcome</th>"
-        '<th class="num">Segments</th><th class="num">Turns</th><th class="num">Records</th>'
-        "<th>Snapshots</th></tr></thead><tbody>{rows}</tbody></table>",
-        rows=rows,
-    )
+    return table(head, rows, css="table trajectories")
 
 
 def check_callout(check: EvidenceCheck | None, *, what: str, link: Html | None = None) -> Html:
@@ -182,7 +182,7 @@ def segments_table(segments: Sequence[SegmentOut], session_id: str | None) -> Ht
             b=record_link(session_id, segment.last_seq),
         )
 
-    rows = join(
+    rows = (
         html(
             '<tr><td class="num">{index}</td><td>{cause}{previous}</td>{seqs}<td>{turns}</td>'
             "<td>{started}</td><td>{ended}</td><td>{status}</td><td>{changes}</td></tr>",
@@ -200,13 +200,12 @@ def segments_table(segments: Sequence[SegmentOut], session_id: str | None) -> Ht
         )
         for segment in segments
     )
-    return html(
-        '<table class="table segments"><thead><tr><th class="num">#</th><th>Cause</th>{seqs}'
-        "<th>Turns</th><th>Started</th><th>Ended</th><th>How it ended</th>"
-        "<th>Declared changes</th></tr></thead><tbody>{rows}</tbody></table>",
+    head = html(
+        '<th class="num">#</th><th>Cause</th>{seqs}<th>Turns</th><th>Started</th><th>Ended</th>'
+        "<th>How it ended</th><th>Declared changes</th>",
         seqs=Html("<th>Records (seq)</th>") if seqs else Html(""),
-        rows=rows,
     )
+    return table(head, rows, css="table segments")
 
 
 def _turns(segment: SegmentOut) -> str:
@@ -305,14 +304,13 @@ def _binding(trajectory: Trajectory, check: EvidenceCheck | None, recheck: str) 
         ),
         ("Head digest", html('<span class="mono digest">{d}</span>', d=journal.head_digest)),
     ]
-    table = join(html("<tr><th>{k}</th><td>{v}</td></tr>", k=k, v=v) for k, v in rows)
     link = html('<a href="{h}">Check it now</a>.', h=recheck)
     return html(
         '<section class="card"><h2>Digest binding</h2><p class="muted small">The head digest '
         "covers, through each record's <code>prev</code>, every record of the range: one "
         "changed byte anywhere breaks the chain up to it.</p>"
-        '<table class="table kv-table">{table}</table>{check}</section>',
-        table=table,
+        '<table class="table kv-table">{rows}</table>{check}</section>',
+        rows=kv_rows(rows),
         check=check_callout(check, what="the chain", link=link),
     )
 
@@ -343,12 +341,7 @@ def _reward(trajectory: Trajectory) -> Html:
             ),
         ),
     ]
-    table = join(html("<tr><th>{k}</th><td>{v}</td></tr>", k=k, v=v) for k, v in rows)
-    return html(
-        '<section class="card"><h2>Reward chain</h2><table class="table kv-table">{t}</table>'
-        "</section>",
-        t=table,
-    )
+    return kv_card("Reward chain", rows)
 
 
 def _provenance(trajectory: Trajectory) -> Html:
@@ -369,26 +362,19 @@ def _provenance(trajectory: Trajectory) -> Html:
         ),
         ("Training", "declared by the source" if provenance.training else "not declared"),
     ]
-    table = join(html("<tr><th>{k}</th><td>{v}</td></tr>", k=k, v=v) for k, v in rows)
-    return html(
-        '<section class="card"><h2>Provenance</h2><table class="table kv-table">{t}</table>'
-        "</section>",
-        t=table,
-    )
+    return kv_card("Provenance", rows)
 
 
 def _who(trajectory: Trajectory) -> Html:
     if not trajectory.participants:
         return Html("")
-    rows = join(
+    rows = (
         html('<tr><td><b>{n}</b></td><td class="mono">{i}</td></tr>', n=name, i=implementation)
         for name, implementation in trajectory.participants.items()
     )
     return html(
-        '<section class="card"><h2>Participants</h2><table class="table compact"><thead><tr>'
-        "<th>Name</th><th>Implementation</th></tr></thead><tbody>{rows}</tbody></table>"
-        "</section>",
-        rows=rows,
+        '<section class="card"><h2>Participants</h2>{t}</section>',
+        t=table(Html("<th>Name</th><th>Implementation</th>"), rows, css="table compact"),
     )
 
 

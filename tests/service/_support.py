@@ -1,12 +1,14 @@
 """Helpers for the service tests: synthetic sessions written record by record, a principal
-roster with one token per role, and a real uvicorn server on a free loopback port."""
+roster with one token per role, a real uvicorn server on a free loopback port, pages fetched
+as a role, event streams read until they idle, and the Python examples of docs/api.md."""
 
 from __future__ import annotations
 
 import hashlib
+import re
 import socket
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,9 +16,11 @@ from typing import Any
 
 import anyio
 import httpx
+import pytest
 import uvicorn
 from starlette.applications import Starlette
 
+import envharness.client
 from envharness.records import (
     ActionAttempted,
     ActionBlocked,
@@ -53,6 +57,8 @@ it was checkpointed after turn 3 and continued. SOLO (alice) passed; FLAKY (dana
 BRANCH is the trio's branch from that checkpoint (same roster, total reset), continued too."""
 ROLES = ("admin", "viewer", "alice", "bob", "none", "revoked")
 """The principals every endpoint is tried with: alice and bob are participant tokens."""
+API_DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
+KEEP_ALIVE = b": keep-alive\n\n"
 
 
 ENVIRONMENT = EnvironmentRef(
@@ -305,3 +311,44 @@ def running_server(service: Service) -> Iterator[str]:
         thread.join(timeout=10)
         sock.close()
         assert not thread.is_alive(), "uvicorn did not stop"
+
+
+async def get_page(world: World, role: str, path: str, status: int = 200) -> str:
+    """A viewer page as ``role`` sees it, checked to be HTML with the expected status."""
+    async with world.client(role) as client:
+        response = await client.get(path)
+    assert response.status_code == status, (role, path, response.text[-600:])
+    assert response.headers["content-type"].startswith("text/html")
+    return response.text
+
+
+async def until_keep_alive(stream: AsyncGenerator[bytes, None]) -> list[bytes]:
+    """An event stream's chunks up to its first keep-alive (within 5 s); the stream is closed."""
+    chunks = []
+    with anyio.fail_after(5):
+        async for chunk in stream:
+            chunks.append(chunk)
+            if chunk == KEEP_ALIVE:
+                break
+    await stream.aclose()
+    return chunks
+
+
+def api_doc_examples() -> list[str]:
+    """The Python blocks of docs/api.md, in order."""
+    return re.findall(r"```python\n(.*?)```", API_DOC.read_text(), flags=re.DOTALL)
+
+
+def run_api_doc_example(
+    code: str, world: World, monkeypatch: pytest.MonkeyPatch, role: str = "viewer"
+) -> None:
+    """Run an example of docs/api.md as written: its ``Client`` talks to ``world``'s app (no
+    network) with ``role``'s token from ``ENVHARNESS_TOKEN``."""
+    real = envharness.client.Client
+
+    def over_the_app(base_url: str, token: str | None = None, **options: Any) -> Any:
+        return real(base_url, token, transport=httpx.ASGITransport(world.app))
+
+    monkeypatch.setattr(envharness.client, "Client", over_the_app)
+    monkeypatch.setenv("ENVHARNESS_TOKEN", world.secrets[role])
+    exec(compile(code, str(API_DOC), "exec"), {"__name__": "docs"})

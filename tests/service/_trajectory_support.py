@@ -3,7 +3,6 @@ quickstart's frozen things found by name, and a raw ASGI call that sees each bod
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,20 +11,9 @@ from typing import Any
 import anyio
 from starlette.types import ASGIApp, Message
 
-from envharness.records import (
-    Observation,
-    Outcome,
-    RecordRow,
-    Score,
-    SegmentEnded,
-    SegmentStarted,
-    SessionChain,
-    SessionCreated,
-    SessionStatus,
-    new_id,
-)
+from envharness.records import Observation, Outcome, Score, SegmentEnded, SessionStatus
 from envharness.store import open_store
-from tests.service._support import BASE, World, config
+from tests.service._support import BASE, SessionWriter, World
 
 Signals = Callable[[int], Mapping[str, float | None]]
 BATCH = 2000
@@ -49,20 +37,16 @@ def write_signal_session(
     """A completed session of ``turns`` turns whose outcomes carry ``signals(turn)``; with
     ``observe`` each participant is shown one observation per turn too. Written in large
     batches: a 10,000-turn session takes about a second."""
-    chain = SessionChain(new_id("ses"))
-    state = b'{"synthetic":true}'
-    digest = hashlib.sha256(state).hexdigest()
-    rows: list[RecordRow] = [
-        chain.seal(SessionCreated(config=config(list(participants), turns=turns))),
-        chain.seal(SessionStatus(status="running")),
-        chain.seal(SegmentStarted(segment=0, state=digest)),
-    ]
+    writer = SessionWriter(participants, turns=turns)
+    rows, blobs = writer.start()
+    [state] = blobs  # every outcome keeps the state the session started with
+    chain = writer.chain
     for turn in range(1, turns + 1):
         if observe:
             for name in participants:
                 shown = Observation(observation={"turn": turn})
                 rows.append(chain.seal(shown, turn=turn, participant=name))
-        outcome = Outcome(state=digest, signals=dict(signals(turn)))
+        outcome = Outcome(state=state, signals=dict(signals(turn)))
         rows.append(chain.seal(outcome, turn=turn))
     rows += [
         chain.seal(Score(version="test@1", metrics={"total": float(turns)}, passed=True)),
@@ -73,10 +57,10 @@ def write_signal_session(
     async def write() -> None:
         async with open_store(store) as opened:
             for start in range(0, len(rows), BATCH):
-                await opened.append(rows[start : start + BATCH], {digest: state})
+                await opened.append(rows[start : start + BATCH], blobs)
 
     anyio.run(write)
-    return chain.session_id
+    return writer.id
 
 
 async def frozen_names(world: World) -> tuple[str, str]:

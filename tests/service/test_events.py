@@ -17,7 +17,7 @@ from envharness.service.events import ClosingStream, record_events
 from envharness.service.state import Address, Service
 from envharness.store import RecordFilter, open_store, read_store
 from envharness.store.tokens import TokenStore
-from tests.service._support import TRIO, SessionWriter, World
+from tests.service._support import KEEP_ALIVE, TRIO, SessionWriter, World, until_keep_alive
 
 pytestmark = pytest.mark.anyio
 
@@ -150,16 +150,9 @@ async def test_an_idle_stream_sends_keep_alives(
         rows, blobs = writer.start()
         await store.append(rows, blobs)
         service = await _service(live_store)
-        stream = record_events(service, writer.id, RecordFilter(), 2)
-        chunks = []
-        with anyio.fail_after(5):
-            async for chunk in stream:
-                chunks.append(chunk)
-                if chunk == b": keep-alive\n\n":
-                    break
-        await stream.aclose()
+        chunks = await until_keep_alive(record_events(service, writer.id, RecordFilter(), 2))
     assert chunks[0].startswith(b"retry:")
-    assert chunks[-1] == b": keep-alive\n\n"
+    assert chunks[-1] == KEEP_ALIVE
 
 
 async def test_a_disconnect_stops_the_stream_and_closes_its_generator() -> None:

@@ -23,10 +23,12 @@ from envharness.service.state import Address, Service
 from envharness.store import open_store, read_store
 from envharness.store.tokens import TokenStore
 from tests.service._support import (
+    KEEP_ALIVE,
     ExperimentWriter,
     SessionWriter,
     World,
     make_world,
+    until_keep_alive,
     write_session,
 )
 
@@ -410,12 +412,6 @@ async def test_an_idle_experiment_stream_sends_keep_alives(
     service = mixed.world.service
     position = await service.store.last_position()
     stream = experiment_events(Access(service, _principal("viewer")), mixed.c.id, position)
-    chunks = []
-    with anyio.fail_after(5):
-        async for chunk in stream:
-            chunks.append(chunk)
-            if chunk == b": keep-alive\n\n":
-                break
-    await stream.aclose()
+    chunks = await until_keep_alive(stream)
     assert chunks[0].startswith(b"retry:")
-    assert chunks[1:] == [b": keep-alive\n\n"]
+    assert chunks[1:] == [KEEP_ALIVE]

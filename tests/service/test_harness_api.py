@@ -7,15 +7,12 @@ rejected and an answer that was not a patch was refused) and harness-v2 stacked 
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 from typing import Any
 
 import httpx
 import msgspec
 import pytest
 
-import envharness.client
 from envharness.client import AsyncClient, Client, ServiceError
 from envharness.optimizer import HarnessPatch
 from envharness.optimizer.history import RunHistory
@@ -27,7 +24,7 @@ from envharness.service.harness_schemas import (
     OptimizerRunPage,
 )
 from tests.service._harness_store import SCRIPT
-from tests.service._support import BASE, World
+from tests.service._support import BASE, World, api_doc_examples, run_api_doc_example
 
 pytestmark = pytest.mark.anyio
 
@@ -282,20 +279,8 @@ def test_the_blocking_client_and_the_api_docs_example(
         assert client.harness_diff("harness-v1", "harness-v2").lines
         [run] = client.optimizer_runs().runs
         assert client.optimizer_run(run.id).status == "completed"
-    blocks = re.findall(
-        r"```python\n(.*?)```",
-        (Path(__file__).parents[2] / "docs" / "api.md").read_text(),
-        flags=re.DOTALL,
-    )
-    [example] = [block for block in blocks if "client.harness_versions(" in block]
-    real = envharness.client.Client
-
-    def over_the_app(base_url: str, token: str | None = None, **options: Any) -> Any:
-        return real(base_url, token, transport=httpx.ASGITransport(harness_world.app))
-
-    monkeypatch.setattr(envharness.client, "Client", over_the_app)
-    monkeypatch.setenv("ENVHARNESS_TOKEN", harness_world.secrets["viewer"])
-    exec(compile(example, "docs/api.md", "exec"), {"__name__": "docs"})
+    [example] = [block for block in api_doc_examples() if "client.harness_versions(" in block]
+    run_api_doc_example(example, harness_world, monkeypatch)
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == "harness-v1 from unpatched: 2/18 -> 10/18, reward +0.444 p=0.00391"
     assert printed[1].startswith("  on_before_action: def on_before_action(ctx, nb):")

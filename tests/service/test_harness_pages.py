@@ -15,7 +15,7 @@ import anyio.to_thread
 import pytest
 
 from tests.service._harness_store import SCRIPT, write_run_in_progress
-from tests.service._support import World
+from tests.service._support import World, get_page
 
 pytestmark = pytest.mark.anyio
 
@@ -28,14 +28,6 @@ PAGES = (
     "/harnesses/diff",
     "/harnesses/diff?old=harness-v1&new=harness-v2",
 )
-
-
-async def _page(world: World, role: str, path: str, status: int = 200) -> str:
-    async with world.client(role) as client:
-        response = await client.get(path)
-    assert response.status_code == status, (role, path, response.text[-600:])
-    assert response.headers["content-type"].startswith("text/html")
-    return response.text
 
 
 async def _run_id(world: World) -> str:
@@ -52,9 +44,9 @@ def _assert_escaped(text: str) -> None:
 
 
 async def test_harnesses_is_a_global_destination(harness_world: World) -> None:
-    text = await _page(harness_world, "viewer", "/")
+    text = await get_page(harness_world, "viewer", "/")
     assert '<a href="/harnesses">Harnesses</a>' in text
-    text = await _page(harness_world, "viewer", "/harnesses")
+    text = await get_page(harness_world, "viewer", "/harnesses")
     assert 'aria-current="page" class="active">Harnesses</a>' in text
     for tab in ('href="/harnesses/runs">Optimizer runs', 'href="/harnesses/diff">Diff'):
         assert tab in text
@@ -70,15 +62,15 @@ async def test_harnesses_is_a_global_destination(harness_world: World) -> None:
 
 
 async def test_a_participant_sees_no_harnesses(harness_world: World) -> None:
-    text = await _page(harness_world, "alice", "/trajectories")
+    text = await get_page(harness_world, "alice", "/trajectories")
     assert 'href="/harnesses"' not in text
     run_id = await _run_id(harness_world)
     for path in (*PAGES, "/harnesses/versions/harness-v9", "/harnesses/runs/opt_missing"):
-        text = await _page(harness_world, "alice", path.format(run=run_id), status=403)
+        text = await get_page(harness_world, "alice", path.format(run=run_id), status=403)
         assert "Not allowed" in text
-        await _page(harness_world, "none", path.format(run=run_id), status=401)
+        await get_page(harness_world, "none", path.format(run=run_id), status=401)
     for path in PAGES:
-        await _page(harness_world, "admin", path.format(run=run_id))
+        await get_page(harness_world, "admin", path.format(run=run_id))
 
 
 async def test_a_version_shows_its_code_escaped_and_what_justified_it(
@@ -86,7 +78,7 @@ async def test_a_version_shows_its_code_escaped_and_what_justified_it(
 ) -> None:
     store = harness_world.service.store
     [v1, v2] = await store.harness_versions()
-    text = await _page(harness_world, "viewer", "/harnesses/versions/harness-v2")
+    text = await get_page(harness_world, "viewer", "/harnesses/versions/harness-v2")
     _assert_escaped(text)
     assert "<h1>harness-v2</h1>" in text
     assert 'href="/harnesses/versions/harness-v1"' in text
@@ -108,7 +100,7 @@ async def test_a_version_shows_its_code_escaped_and_what_justified_it(
         for experiment in (first, second):
             assert (await client.get(f"/experiments/{experiment}")).status_code == 200
 
-    text = await _page(harness_world, "viewer", "/harnesses/versions/harness-v1")
+    text = await get_page(harness_world, "viewer", "/harnesses/versions/harness-v1")
     _assert_escaped(text)
     ledger = text.split("<h2>Regressions</h2>", 1)[1].split("</section>", 1)[0]
     assert re.findall(r"<b>(tidy-\d)</b>", ledger) == ["tidy-1", "tidy-2"]
@@ -118,7 +110,7 @@ async def test_a_version_shows_its_code_escaped_and_what_justified_it(
 
 async def test_a_run_shows_every_candidate_and_its_verdict(harness_world: World) -> None:
     run_id = await _run_id(harness_world)
-    text = await _page(harness_world, "viewer", f"/harnesses/runs/{run_id}")
+    text = await get_page(harness_world, "viewer", f"/harnesses/runs/{run_id}")
     _assert_escaped(text)
     assert "<h1>shell-tune " in text
     assert 'data-status="completed"' in text
@@ -141,7 +133,7 @@ async def test_a_run_shows_every_candidate_and_its_verdict(harness_world: World)
 
 async def test_the_runs_list(harness_world: World) -> None:
     run_id = await _run_id(harness_world)
-    text = await _page(harness_world, "viewer", "/harnesses/runs")
+    text = await get_page(harness_world, "viewer", "/harnesses/runs")
     assert "<h2>1 optimizer run</h2>" in text
     assert f'<a href="/harnesses/runs/{run_id}"><b>shell-tune</b></a>' in text
     assert "coding-shell@1" in text
@@ -149,7 +141,7 @@ async def test_the_runs_list(harness_world: World) -> None:
 
 
 async def test_the_diff_page(harness_world: World) -> None:
-    text = await _page(harness_world, "viewer", "/harnesses/diff")  # the latest and its parent
+    text = await get_page(harness_world, "viewer", "/harnesses/diff")  # the latest and its parent
     assert "<h2>harness-v1 → harness-v2</h2>" in text
     assert '<option value="harness-v1" selected>' in text
     assert '<option value="harness-v2" selected>' in text
@@ -157,9 +149,9 @@ async def test_the_diff_page(harness_world: World) -> None:
     assert "+# hook 2: on_before_action" in added
     assert any("only remove files inside the workspace" in line for line in added)
     _assert_escaped(text)  # the unchanged context line holds the markup
-    text = await _page(harness_world, "viewer", "/harnesses/diff?old=harness-v2&new=harness-v2")
+    text = await get_page(harness_world, "viewer", "/harnesses/diff?old=harness-v2&new=harness-v2")
     assert "harness-v2 and harness-v2 have the same hooks." in text
-    text = await _page(harness_world, "viewer", "/harnesses/diff?new=harness-v1")
+    text = await get_page(harness_world, "viewer", "/harnesses/diff?new=harness-v1")
     assert "harness-v1 stacks on the unpatched harness" in text
 
 
@@ -180,29 +172,29 @@ async def test_bad_requests_are_pages_that_say_why(
     harness_world: World, path: str, status: int
 ) -> None:
     run_id = await _run_id(harness_world)
-    text = await _page(harness_world, "viewer", path.format(run=run_id), status=status)
+    text = await get_page(harness_world, "viewer", path.format(run=run_id), status=status)
     assert '<div class="card problem">' in text
 
 
 async def test_a_run_prefix_names_no_run_in_a_url(harness_world: World) -> None:
     run_id = await _run_id(harness_world)
-    await _page(harness_world, "viewer", f"/harnesses/runs/{run_id[:-3]}", status=404)
+    await get_page(harness_world, "viewer", f"/harnesses/runs/{run_id[:-3]}", status=404)
 
 
 async def test_a_store_without_versions_says_how_to_make_one(world: World) -> None:
     for path in ("/harnesses", "/harnesses/runs", "/harnesses/diff"):
-        text = await _page(world, "viewer", path)
+        text = await get_page(world, "viewer", path)
         assert "No harness versions yet" in text
         assert "selftest" in text
 
 
 async def test_a_run_still_going_shows_its_undecided_iteration(harness_world: World) -> None:
     run_id = await anyio.to_thread.run_sync(write_run_in_progress, harness_world.store)
-    text = await _page(harness_world, "viewer", f"/harnesses/runs/{run_id}")
+    text = await get_page(harness_world, "viewer", f"/harnesses/runs/{run_id}")
     assert 'data-status="running"' in text
     assert '<span class="tag">being judged</span>' in text
     assert '<span class="tag">pending</span>' in text
     _assert_escaped(text)  # its one answer holds the markup, shown as the engineer sent it
-    listed = await _page(harness_world, "viewer", "/harnesses/runs")
+    listed = await get_page(harness_world, "viewer", "/harnesses/runs")
     assert "<h2>2 optimizer runs</h2>" in listed
     assert f'href="/harnesses/runs/{run_id}"' in listed

@@ -10,17 +10,10 @@ import pytest
 
 from envharness.service.plot import Point, Series, line_chart, nice_ticks
 from envharness.service.progression import MAX_SERIES, POINTS, Signals, _Outcome
-from tests.service._support import World, make_world
+from tests.service._support import World, get_page, make_world
 from tests.service._trajectory_support import trio_session, write_signal_session
 
 pytestmark = pytest.mark.anyio
-
-
-async def _page(world: World, role: str, path: str, status: int = 200) -> str:
-    async with world.client(role) as client:
-        response = await client.get(path)
-    assert response.status_code == status, (role, path, response.text[-600:])
-    return response.text
 
 
 def _points(text: str, signal: str) -> list[tuple[float, float]]:
@@ -35,7 +28,7 @@ def _points(text: str, signal: str) -> list[tuple[float, float]]:
 
 async def test_the_tab_plots_the_quickstart_s_signals_with_a_legend(world: World) -> None:
     trio = await trio_session(world)
-    text = await _page(world, "viewer", f"/sessions/{trio}/progression")
+    text = await get_page(world, "viewer", f"/sessions/{trio}/progression")
     assert 'aria-current="page" class="active">Progression</a>' in text
     main = text.split("<main>")[1].split("</main>")[0]
     assert '<svg class="chart"' in main
@@ -45,12 +38,12 @@ async def test_the_tab_plots_the_quickstart_s_signals_with_a_legend(world: World
     assert len(_points(text, "total")) == 5  # turns 1 to 5: checkpointed after 3, continued
     assert "one point per turn" in text
     assert "recorded: turns 1 to 5" in text
-    narrow = await _page(world, "viewer", f"/sessions/{trio}/progression?from=2&to=3")
+    narrow = await get_page(world, "viewer", f"/sessions/{trio}/progression?from=2&to=3")
     assert "Signals, turns 2 to 3" in narrow
     assert len(_points(narrow, "total")) == 2
-    swapped = await _page(world, "viewer", f"/sessions/{trio}/progression?from=3&to=2")
+    swapped = await get_page(world, "viewer", f"/sessions/{trio}/progression?from=3&to=2")
     assert "Signals, turns 2 to 3" in swapped
-    hidden = await _page(world, "viewer", f"/sessions/{trio}/progression?signal=nothing")
+    hidden = await get_page(world, "viewer", f"/sessions/{trio}/progression?signal=nothing")
     assert "Not recorded in this range: nothing." in hidden
     assert "None of the chosen signals has a value in this range." in hidden
 
@@ -58,18 +51,18 @@ async def test_the_tab_plots_the_quickstart_s_signals_with_a_legend(world: World
 async def test_it_is_for_admin_and_viewer_tokens_and_checks_its_parameters(world: World) -> None:
     trio = await trio_session(world)
     path = f"/sessions/{trio}/progression"
-    await _page(world, "admin", path)
+    await get_page(world, "admin", path)
     for role in ("alice", "bob"):  # outcomes are session level: about every participant
-        assert "Not allowed" in await _page(world, role, path, 403)
-    await _page(world, "none", path, 401)
-    await _page(world, "viewer", "/sessions/ses_00000000000000000000ff/progression", 404)
+        assert "Not allowed" in await get_page(world, role, path, 403)
+    await get_page(world, "none", path, 401)
+    await get_page(world, "viewer", "/sessions/ses_00000000000000000000ff/progression", 404)
     for query, parameter in (
         ("from=-1", "from"),
         ("to=x", "to"),
         ("turns=3", "turns"),
         ("from=1&from=2", "from"),
     ):
-        text = await _page(world, "viewer", f"{path}?{query}", 422)
+        text = await get_page(world, "viewer", f"{path}?{query}", 422)
         assert f"&#x27;{parameter}&#x27;" in text, query
 
 
@@ -84,10 +77,10 @@ def quiet(tmp_path: Path) -> tuple[World, str, str]:
 
 async def test_no_signals_and_no_outcomes_say_so(quiet: tuple[World, str, str]) -> None:
     world, silent, empty = quiet
-    text = await _page(world, "viewer", f"/sessions/{silent}/progression")
+    text = await get_page(world, "viewer", f"/sessions/{silent}/progression")
     assert "The environment recorded no signals" in text
     assert "<svg" not in text
-    text = await _page(world, "viewer", f"/sessions/{empty}/progression")
+    text = await get_page(world, "viewer", f"/sessions/{empty}/progression")
     assert "No outcome records in this range" in text
     assert "<svg" not in text
 
@@ -104,7 +97,7 @@ async def test_ten_thousand_turns_are_summarised_never_drawn_point_by_point(
     long_world: tuple[World, str],
 ) -> None:
     world, session = long_world
-    text = await _page(world, "viewer", f"/sessions/{session}/progression")
+    text = await get_page(world, "viewer", f"/sessions/{session}/progression")
     assert len(text) < 80_000
     total = _points(text, "total")
     assert len(total) == POINTS
@@ -115,14 +108,14 @@ async def test_ten_thousand_turns_are_summarised_never_drawn_point_by_point(
     legend = text.split('<table class="table compact legend">', 1)[1]
     cells = re.findall(r'<td class="num">([^<]*)</td>', legend.split("<b>total</b>")[1])[:4]
     assert cells == ["10000", "1", "10000", "5000"]  # last, lowest, highest, mean (4 digits)
-    window = await _page(world, "viewer", f"/sessions/{session}/progression?from=9990&to=10000")
+    window = await get_page(world, "viewer", f"/sessions/{session}/progression?from=9990&to=10000")
     assert len(_points(window, "total")) == 11
     assert "one point per turn" in window
     assert window.count("<circle") == 11 + 10  # parity is null at turn 10000: no dot there
     assert "← Earlier" in window
     assert "Later →" not in window
     assert "Zoom out" in window
-    only = await _page(world, "viewer", f"/sessions/{session}/progression?signal=parity")
+    only = await get_page(world, "viewer", f"/sessions/{session}/progression?signal=parity")
     assert 'data-signal="parity"' in only
     assert 'data-signal="total"' not in only
 

@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import tracemalloc
-from pathlib import Path
 from typing import Any
 
 import httpx
 import msgspec
 import pytest
 
-import envharness.client
 from envharness.client import AsyncClient, Client, ServiceError
 from envharness.records import digest_of
-from envharness.service.trajectory_api import CHUNK
+from envharness.service.exports import CHUNK
 from envharness.service.trajectory_schemas import (
     DatasetPage,
     SnapshotDetail,
@@ -30,13 +27,17 @@ from envharness.service.trajectory_schemas import (
 )
 from envharness.trajectories import DatasetRow
 from envharness.trajectories.sources import SourceChain, encode_source_row
-from tests.service._support import BASE, World, make_world
+from tests.service._support import (
+    BASE,
+    World,
+    api_doc_examples,
+    run_api_doc_example,
+)
 from tests.service._trajectory_support import (
     asgi_get,
     frozen_names,
     solo_session,
     trio_session,
-    write_signal_session,
 )
 from tests.trajectories._support import flip_payload_byte
 
@@ -383,17 +384,10 @@ def _embedded(line: bytes, key: bytes, end: bytes = b"}") -> bytes:
     return line[start : line.rindex(end)] if end != b"}" else line[start:-1]
 
 
-@pytest.fixture
-def long_session(tmp_path: Path) -> tuple[World, str]:
-    """A store with one session of 10,000 turns (20,006 records)."""
-    session = write_signal_session(tmp_path / "store", 10_000, observe=True)
-    return make_world(tmp_path / "store"), session
-
-
 async def test_a_large_snapshot_streams_in_chunks_in_bounded_memory(
-    long_session: tuple[World, str],
+    long_observed_world: tuple[World, str],
 ) -> None:
-    world, session = long_session
+    world, session = long_observed_world
     async with world.client("admin") as client:
         made = await client.post("/api/snapshots", json={"sessions": [session]})
     snapshot = made.json()["id"]
@@ -595,20 +589,8 @@ def test_the_blocking_client_and_the_api_docs_example(
         assert len(client.trajectories(limit=3).trajectories) == 3
         assert client.trajectory(IMPORTED[0], check=False).check is None
         assert len(list(client.iter_trajectories(origin="native"))) == 14
-    blocks = re.findall(
-        r"```python\n(.*?)```",
-        (Path(__file__).parents[2] / "docs" / "api.md").read_text(),
-        flags=re.DOTALL,
-    )
-    [example] = [block for block in blocks if "client.trajectories(" in block]
-    real = envharness.client.Client
-
-    def over_the_app(base_url: str, token: str | None = None, **options: Any) -> Any:
-        return real(base_url, token, transport=httpx.ASGITransport(world.app))
-
-    monkeypatch.setattr(envharness.client, "Client", over_the_app)
-    monkeypatch.setenv("ENVHARNESS_TOKEN", world.secrets["viewer"])
-    exec(compile(example, "docs/api.md", "exec"), {"__name__": "docs"})
+    [example] = [block for block in api_doc_examples() if "client.trajectories(" in block]
+    run_api_doc_example(example, world, monkeypatch)
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].startswith("quickstart/replay:game-2 gaps interrupted")
     assert any(line.startswith("snp_") and line.endswith(" lines, checked") for line in printed)
