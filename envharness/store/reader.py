@@ -222,7 +222,7 @@ async def iterate_rows(
         f" WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT ?"
     )
     key, connection = await anyio.to_thread.run_sync(take_reader, directory)
-    finished = False
+    failed = False
     try:
         after = selection.after
         remaining = selection.limit
@@ -231,22 +231,29 @@ async def iterate_rows(
             arguments = (parameters[0], after, *parameters[1:], size)
             try:
                 page = await anyio.to_thread.run_sync(_fetch, connection, query, arguments)
-            except sqlite3.Error as exc:
-                raise translate_sqlite_error(exc, directory) from exc
+            except BaseException as exc:
+                failed = True
+                if isinstance(exc, sqlite3.Error):
+                    raise translate_sqlite_error(exc, directory) from exc
+                raise
             for row in page:
                 yield row
             if len(page) < size:
-                finished = True
                 return
             after = page[-1].seq
             if remaining is not None:
                 remaining -= len(page)
     finally:
-        if finished:  # an abandoned or failed read's connection is closed, never handed on
-            release_reader(key, connection)
-        else:
+        # Between pages the reader is idle (each page is read whole), so a reader the caller
+        # stopped early is handed on at once, without a thread: a generator left unclosed is
+        # finalised when its event loop shuts down, too late to start a worker thread (one
+        # started then is never stopped, and keeps the process from exiting). Only a reader
+        # whose fetch failed is in an unknown state: it is closed, never handed on.
+        if failed:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(connection.close)
+        else:
+            release_reader(key, connection)
 
 
 def _fetch(

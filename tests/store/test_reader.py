@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import subprocess
+import sys
 from contextlib import aclosing
 from pathlib import Path
 
@@ -160,9 +162,11 @@ async def test_a_paused_reader_does_not_block_writers(store_path: Path) -> None:
     assert [row.seq for row in seen] == list(range(len(written) + appended))
 
 
-async def test_abandoning_a_read_closes_its_connection(
+async def test_abandoning_a_read_hands_its_idle_reader_on(
     store_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Each page is read whole, so between pages the reader holds no statement and no
+    snapshot: a read stopped early gives it back for the next read."""
     opened: list[sqlite3.Connection] = []
     open_reader = connections.open_reader
 
@@ -178,9 +182,45 @@ async def test_abandoning_a_read_closes_its_connection(
         async with aclosing(rows):
             await anext(rows)
             [connection] = opened
-            connection.execute("SELECT 1")
-        with pytest.raises(sqlite3.ProgrammingError, match="closed"):
-            connection.execute("SELECT 1")
+        assert not connection.in_transaction
+        assert connection in [c for free in connections._idle.values() for c in free]
+        assert len(await collect(store, chain.session_id)) == 1 + 3 * 4
+        assert opened == [connection]  # the next read reused it
+
+
+ABANDONED_AT_EXIT = """
+import sys, threading
+import anyio
+from envharness.store import read_store
+
+async def main():
+    store = await read_store(sys.argv[1])
+    [info] = await store.sessions()
+    async for record in store.records(info.id):
+        break  # no aclosing: the generator is finalised when the event loop shuts down
+
+anyio.run(main, backend=sys.argv[2])
+print(sorted(t.name for t in threading.enumerate() if not t.daemon and t.is_alive()))
+"""
+
+
+def test_a_read_left_unclosed_leaves_no_thread_behind(tmp_path: Path, anyio_backend: str) -> None:
+    """A worker thread started while the event loop shuts down is never stopped, and Python
+    waits for it at exit forever: the finalised read must not need one."""
+
+    async def write() -> None:
+        async with open_store(tmp_path) as store:
+            await seed(store, turns=2)
+
+    anyio.run(write)
+    found = subprocess.run(
+        [sys.executable, "-c", ABANDONED_AT_EXIT, str(tmp_path), anyio_backend],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert found.stdout.strip() == "['MainThread']"
 
 
 async def test_readers_cannot_write(store_path: Path) -> None:
