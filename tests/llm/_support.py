@@ -89,9 +89,16 @@ class FakeEndpoint:
         self.in_flight = 0
         self.max_in_flight = 0
         self.closing = False
+        self._received = threading.Condition()
 
     def queue(self, *replies: Reply) -> None:
         self.script.extend(replies)
+
+    def wait_for_requests(self, count: int, timeout: float = 10.0) -> bool:
+        """Block until ``count`` requests arrived (the server runs in its own thread): a
+        client that gave up on a request may return before the server has read it."""
+        with self._received:
+            return self._received.wait_for(lambda: len(self.requests) >= count, timeout)
 
     async def handle(self, request: Request) -> Response:
         raw = await request.body()
@@ -100,7 +107,9 @@ class FakeEndpoint:
         except ValueError:
             body = raw
         peer = (request.client.host, request.client.port) if request.client else None
-        self.requests.append(Received(dict(request.headers), body, peer))
+        with self._received:
+            self.requests.append(Received(dict(request.headers), body, peer))
+            self._received.notify_all()
         reply = self.script.popleft() if self.script else self.default
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)

@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
+import anyio
 import pytest
 
 from envharness.errors import ConfigurationError
@@ -163,7 +164,10 @@ async def test_a_slow_answer_times_out(endpoint: tuple[FakeEndpoint, str], api_k
     fake, url = endpoint
     fake.default = Reply(body=completion("late").body, delay=30.0)
     with pytest.raises(ProviderError, match=r"failed after 2 attempts: no complete answer within"):
-        await provider(url, timeout=0.2, retries=1).complete(ASK)
+        # Long enough for a loaded machine's server thread to read each request before the
+        # client gives up on it, so the count below is what was sent.
+        await provider(url, timeout=1.0, retries=1).complete(ASK)
+    assert await anyio.to_thread.run_sync(fake.wait_for_requests, 2)
     assert len(fake.requests) == 2
 
 
