@@ -11,7 +11,8 @@ CLI edge) can catch one class and print a message that names what was wrong and 
     │   ├── StoreLayoutError      the path is not a store directory (a file, unreadable, ...)
     │   ├── StoreVersionError     the store was written by a newer envharness
     │   ├── StoreBusyError        another process held the write lock for too long
-    │   └── ChainConflictError    a record's position in its session chain is already taken
+    │   ├── ChainConflictError    a record's position in its session chain is already taken
+    │   └── NameTakenError        a record claims a unique name (harness-vN) already taken
     ├── NotFoundError             a session (or other named thing) is not in the store
     ├── ProtocolError             talking to an external agent failed (envharness.protocol)
     │   ├── ProtocolViolationError    it sent what the protocol forbids; bytes kept
@@ -30,6 +31,7 @@ __all__ = [
     "ChainConflictError",
     "ConfigurationError",
     "EnvharnessError",
+    "NameTakenError",
     "NotFoundError",
     "ScenarioInputError",
     "StoreBusyError",
@@ -69,6 +71,13 @@ class StoreBusyError(StoreError):
 
 class ChainConflictError(StoreError):
     """A record claims a (session, seq) position that another record already holds."""
+
+
+class NameTakenError(StoreError):
+    """A record claims a unique name (a harness version's) that another record already holds.
+
+    Nothing of its transaction was written and its chain is intact, so the writer may seal the
+    record again under another name at the same position (``RunLog.accept`` does)."""
 
 
 class NotFoundError(EnvharnessError):

@@ -169,8 +169,7 @@ async def _one_run(setup: Setup, condition: Condition, seed: int, store: Path) -
         LocalSandbox,
         OptimizationConfig,
     )
-    from envharness.optimizer.packets import forbidden_terms_of
-    from research.rerun import RerunSettings, measure_patch
+    from envharness.optimizer.rerun import measure_patch
 
     harness = AsyncEnvironmentHarness(
         store, environment=setup.environment, agents={"agent": setup.policy}
@@ -194,17 +193,13 @@ async def _one_run(setup: Setup, condition: Condition, seed: int, store: Path) -
             train, held_out=held if condition.held_out_gate else ()
         )
         patch = HarnessPatch.from_dict(result.patch) if result.patch else HarnessPatch()
-        settings = RerunSettings(turns=setup.turns, seed=seed)
         async with harness.writable_store() as opened, LocalSandbox() as sandbox:
-            held_now, held_experiment = await measure_patch(
-                harness, opened, held, patch, settings=settings, sandbox=sandbox,
-                forbidden_terms=forbidden_terms_of(harness.new_environment()),
+            check = await measure_patch(
+                harness, opened, held, patch, sandbox=sandbox, config=config,
                 name=f"ablation held-out check {result.run_id}",
             )  # fmt: skip
-            baseline_held, _ = await measure_patch(
-                harness, opened, held, HarnessPatch(), settings=settings, sandbox=sandbox,
-                forbidden_terms=(), name=f"ablation held-out baseline {result.run_id}",
-            )  # fmt: skip
+    held_now, baseline_held = check.patched.measurement, check.reference.measurement
+    held_experiment = check.patched.experiment_id
     final = list(result.final.values.values())
     base = list(result.baseline.values.values())
     return {

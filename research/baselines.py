@@ -1,10 +1,10 @@
 """Baseline and ablated engineers: what the optimizer does without its key ingredients.
 
 - :class:`RandomPatchEngineer` samples hooks uniformly from the mining engineer's grammar (the
-  same atoms over the packet's actions, predicates and state, the same effects block / rewrite /
-  hint, written by the same code generator), with no ranking and no evidence: any gain it makes
-  comes from the optimizer's reruns and gates alone. Its patches are valid by construction, so
-  it measures search, not syntax.
+  same atoms over the packet's actions, predicates and state, ``mining.grammar_atoms``; the same
+  effects block / rewrite / hint, written by the same code generator, ``mining.render``), with
+  no ranking and no evidence: any gain it makes comes from the optimizer's reruns and gates
+  alone. Its patches are valid by construction, so it measures search, not syntax.
 - :class:`WithoutHooks` wraps an engineer and removes every operation on the given hooks from
   its answers (no pre-action hook: ``{"on_before_action"}``; no post-step hook:
   ``{"on_post_step"}``); an answer left with no operation is sent without a patch (invalid).
@@ -23,46 +23,9 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["RandomPatchEngineer", "TaskOnly", "WithoutHooks", "grammar_atoms"]
+__all__ = ["RandomPatchEngineer", "TaskOnly", "WithoutHooks"]
 
 _PATCH = re.compile(r"<patch>(.*?)</patch>", re.DOTALL)
-_SCALARS = (str, int, float, bool)
-
-
-def _steps(packet: Any) -> list[Any]:
-    examples = [cluster.example for cluster in packet.clusters] + list(packet.passing)
-    return [step for example in examples for step in example.steps]
-
-
-def grammar_atoms(packet: Any) -> tuple[list[Any], list[Any], str | None]:
-    """The grammar's atoms for ``packet`` (action-side, condition-side) and the action field."""
-    from envharness.optimizer.actions import discriminating_field, first_word
-    from envharness.optimizer.mining import Atom
-
-    steps = _steps(packet)
-    field = discriminating_field(step.action for step in steps)
-    action_atoms: dict[str, Any] = {}
-    conditions: dict[str, Any] = {}
-    for step in steps:
-        action = step.action if isinstance(step.action, dict) else {}
-        value = action.get(field) if field is not None else None
-        if isinstance(value, str):
-            word = first_word(value)
-            atom = Atom("field", field or "", value) if word == value else Atom(
-                "prefix", field or "", word
-            )  # fmt: skip
-            action_atoms.setdefault(atom.key, atom)
-        for name, flag in step.state.items():
-            if isinstance(flag, _SCALARS):
-                atom = Atom("state", name, flag)
-                conditions.setdefault(atom.key, atom)
-    for name in packet.predicate_keys:
-        for flag in (True, False):
-            atom = Atom("predicate", name, flag)
-            conditions.setdefault(atom.key, atom)
-    for extra in (Atom("repeat"), Atom("after_error")):
-        conditions.setdefault(extra.key, extra)
-    return list(action_atoms.values()), list(conditions.values()), field
 
 
 class RandomPatchEngineer:
@@ -85,11 +48,11 @@ class RandomPatchEngineer:
 
     def answers(self, packet: Any, count: int, *, seed: int = 0) -> list[Any]:
         from envharness.optimizer import Proposal
-        from envharness.optimizer.mining import Rule, render
+        from envharness.optimizer.mining import Rule, grammar_atoms, packet_steps, render
 
         rng = random.Random(f"{self._seed}:{seed}")
         actions, conditions, field = grammar_atoms(packet)
-        examples = [step.action for step in _steps(packet) if isinstance(step.action, dict)]
+        examples = [step.action for step in packet_steps(packet) if isinstance(step.action, dict)]
         if not actions and not conditions:
             return []
         forbidden = [term.lower() for term in packet.forbidden_terms]

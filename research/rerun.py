@@ -4,8 +4,8 @@ This is where training meets the optimizer, and it uses the optimizer's own code
 so a reward here means what a candidate's reward means in ``envharness optimize``:
 
 - the **baseline** is one experiment over the scenarios with the accepted harness (none, or
-  ``--base-version``), made by the harness with the given seed — the same call the optimizer's
-  loop makes — and folded by :func:`envharness.optimizer.measure.fold_traces`;
+  ``--base-version``), made and folded by :func:`envharness.optimizer.rerun.rerun_patch` — the
+  function the optimizer's loop measures with, with the given seed;
 - a **failure batch** is a chunk of those scenarios that holds at least one failure; its prompt
   is the failure packet of its baseline sessions (:func:`envharness.optimizer.packets.
   build_packet`) rendered by :func:`envharness.llm.render_packet` with the engineer's prompt —
@@ -13,9 +13,10 @@ so a reward here means what a candidate's reward means in ``envharness optimize`
 - a sampled answer is **prepared** by :func:`envharness.optimizer.parse.parse_answer`, stacked
   on the accepted patch, checked by :meth:`ExecutableHarness.from_patch` (schema, AST policy)
   and smoke-tested in the sandbox on contexts from the packet; any failure makes it invalid;
-- a valid patch is **rerun** over the batch's scenarios with the same seed (so each session gets
-  the seed its baseline session had), hook code in the sandbox, reruns bounded by a capacity
-  limiter, and folded like the baseline: a session the patch broke counts as failed.
+- a valid patch is **rerun** over the batch's scenarios by the same function with the same seed
+  (so each session gets the seed its baseline session had), hook code in the sandbox, reruns
+  bounded by a capacity limiter, and folded like the baseline: a session the patch broke counts
+  as failed.
 
 Everything runs on one event loop in a blocking portal that lives as long as training, so the
 store, its single writer and the sandbox's worker processes stay open across steps.
@@ -43,7 +44,6 @@ __all__ = [
     "RerunSettings",
     "build_batches",
     "grpo_inputs",
-    "measure_patch",
 ]
 
 
@@ -61,6 +61,20 @@ class RerunSettings:
     prompt: str = "engineer-v1"
     smoke_test: bool = True
 
+    def optimization_config(self) -> Any:
+        """These settings as the optimizer's ``OptimizationConfig`` (what its reruns read)."""
+        from envharness.optimizer import OptimizationConfig
+
+        return OptimizationConfig(
+            turns=self.turns,
+            trials=self.trials,
+            seed=self.seed,
+            capacity=self.capacity,
+            sandbox="local" if self.sandbox == "local" else "subprocess",
+            metric=self.metric,
+            smoke_test=self.smoke_test,
+        )
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class FailureBatch:
@@ -77,44 +91,6 @@ class FailureBatch:
 
     def row(self) -> dict[str, Any]:
         return {"prompt": [dict(m) for m in self.messages], "batch": self.identity}
-
-
-async def measure_patch(
-    harness: Any,
-    store: Any,
-    scenarios: Sequence[Any],
-    patch: Any,
-    *,
-    settings: RerunSettings,
-    sandbox: Any,
-    forbidden_terms: Sequence[str],
-    name: str,
-    version: str | None = None,
-) -> tuple[Any, str | None]:
-    """One experiment of ``scenarios`` with ``patch``, folded as the optimizer folds a rerun.
-
-    Returns the :class:`~envharness.optimizer.measure.Measurement` and the experiment id.
-    """
-    from envharness.optimizer import ExecutableHarness
-    from envharness.optimizer.evidence import experiment_traces
-    from envharness.optimizer.measure import fold_traces
-
-    hooks = None
-    if patch.hooks:
-        hooks = ExecutableHarness.from_patch(
-            patch, sandbox=sandbox, version=version, forbidden_terms=forbidden_terms
-        )
-    experiment = harness.experiment(
-        name,
-        list(scenarios),
-        turns=settings.turns,
-        trials=settings.trials,
-        seed=settings.seed,
-        hooks=hooks,
-    )
-    await experiment.run()
-    traces = await experiment_traces(store, experiment.id)
-    return fold_traces(traces, [s.id for s in scenarios], settings.metric), experiment.id
 
 
 async def build_batches(
@@ -135,21 +111,21 @@ async def build_batches(
     from envharness.llm import RenderLimits, load_prompt, render_packet
     from envharness.optimizer import HarnessPatch
     from envharness.optimizer.evidence import experiment_traces
-    from envharness.optimizer.packets import build_packet, forbidden_terms_of
+    from envharness.optimizer.packets import build_packet
+    from envharness.optimizer.rerun import rerun_patch
 
     base = base if base is not None else HarnessPatch()
     environment = harness.new_environment()
-    terms = forbidden_terms_of(environment)
-    measurement, experiment_id = await measure_patch(
+    baseline = await rerun_patch(
         harness,
         store,
         scenarios,
         base,
-        settings=settings,
         sandbox=sandbox,
-        forbidden_terms=terms,
+        config=settings.optimization_config(),
         name=f"{label} baseline",
     )
+    measurement, experiment_id = baseline.measurement, baseline.experiment_id
     if measurement.infrastructure:
         raise RuntimeError(f"the baseline could not be measured: {measurement.error}")
     traces = await experiment_traces(store, experiment_id) if experiment_id else []
@@ -246,36 +222,37 @@ class OptimizerEvaluator:
         return Prepared(digest=stacked.digest(), patch=stacked)
 
     async def rerun(self, prepared: Prepared, batch: str) -> Measured:
+        from envharness.optimizer.rerun import candidate_version, rerun_patch
+
         chosen = self.batch(batch)
         limiter = self._limiter or anyio.CapacityLimiter(self._settings.capacity)
         if self._limiter is None:
             self._limiter = limiter
         async with limiter:
-            started = anyio.current_time()  # the rerun's own time, not its wait for a slot
             try:
-                measurement, experiment_id = await measure_patch(
+                rerun = await rerun_patch(
                     self._harness,
                     self._store,
                     chosen.scenarios,
                     prepared.patch,
-                    settings=self._settings,
                     sandbox=self._sandbox,
-                    forbidden_terms=self._terms,
+                    config=self._settings.optimization_config(),
                     name=f"grpo rerun {batch} {prepared.digest[:12]}",
-                    version=f"candidate-{prepared.digest[:12]}",
+                    version=candidate_version(prepared.digest),
+                    forbidden_terms=self._terms,
                 )
             except Exception as exc:  # noqa: BLE001 - the measurement failed, not the patch
-                return Measured(
-                    baseline=dict(chosen.baseline),
-                    patched={},
-                    infrastructure=f"{type(exc).__name__}: {exc}",
-                )
-            seconds = anyio.current_time() - started
-        if experiment_id:
-            self.experiments.append(experiment_id)
+                problem = f"{type(exc).__name__}: {exc}"
+                return Measured(baseline=dict(chosen.baseline), patched={}, infrastructure=problem)
+        measurement, seconds = rerun.measurement, rerun.seconds  # its own time, not its wait
+        if measurement.error is not None:  # the experiment failed, not the patch
+            problem = f"{measurement.error.type}: {measurement.error.message}"
+            return Measured(baseline=dict(chosen.baseline), patched={}, infrastructure=problem)
+        if rerun.experiment_id:
+            self.experiments.append(rerun.experiment_id)
         if measurement.infrastructure:
-            why = measurement.error.message if measurement.error else "a hook call could not run"
-            return Measured(baseline=dict(chosen.baseline), patched={}, infrastructure=why)
+            problem = "a hook call could not run"
+            return Measured(baseline=dict(chosen.baseline), patched={}, infrastructure=problem)
         return Measured(
             baseline=dict(chosen.baseline),
             patched={s: float(v or 0.0) for s, v in measurement.values.items()},

@@ -2,11 +2,14 @@
 
 An optimizer run's chain says, iteration by iteration, which measurement was the reference (the
 baseline, then each accepted version's rerun), which patch was already accepted, what each
-engineer answered and which answer was accepted. From that the failure packet the engineer was
-shown is rebuilt exactly as the loop built it (:func:`envharness.optimizer.packets.build_packet`
-over the reference experiment's sessions of the run's training scenarios, with the accepted
-patch so far) and rendered with the engineer's prompt (:func:`envharness.llm.render_packet`), so
-a training prompt is the inference prompt. The answer is written in the patch protocol:
+engineer answered and which answer was accepted — and the failure packet each engineer was shown
+(an ``artifact`` record, :data:`envharness.optimizer.runlog.PACKET_MEDIA_TYPE`), which is read
+back as it was. A run recorded before packets were (or in a format this version does not read)
+has its packets rebuilt exactly as the loop built them
+(:func:`envharness.optimizer.packets.build_packet` over the reference experiment's sessions of
+the run's training scenarios, with the accepted patch so far). Either is rendered with the
+engineer's prompt (:func:`envharness.llm.render_packet`), so a training prompt is the inference
+prompt. The answer is written in the patch protocol:
 ``<think>…</think><patch>…</patch>`` with the engineer's reasoning and the patch as accepted.
 
 The evidence behind the pairs — the failed sessions the packets show and the reruns that proved
@@ -72,18 +75,14 @@ async def sft_pairs(
     Returns the pairs and notes on runs that were skipped (another environment, no accepted
     version), so a caller can say why a dataset is smaller than expected.
     """
+    from envharness.errors import EnvharnessError
     from envharness.llm import RenderLimits, load_prompt, render_packet
     from envharness.optimizer import HarnessPatch
     from envharness.optimizer.evidence import experiment_traces
     from envharness.optimizer.packets import build_packet
     from envharness.optimizer.parse import parse_answer
+    from envharness.optimizer.runlog import read_packet, read_run
     from envharness.optimizer.versions import harness_version
-    from envharness.records import (
-        OptimizerAccepted,
-        OptimizerMeasured,
-        OptimizerProposal,
-        OptimizerStarted,
-    )
 
     template = load_prompt(prompt)
     spec = environment.spec
@@ -98,27 +97,17 @@ async def sft_pairs(
     pairs: list[SftPair] = []
     notes: list[str] = []
     for run_id in chosen:
-        config = None
-        baseline: OptimizerMeasured | None = None
-        proposals: dict[tuple[int, int], OptimizerProposal] = {}
-        accepted: list[OptimizerAccepted] = []
-        async for record in store.records(run_id):
-            payload = record.payload
-            if isinstance(payload, OptimizerStarted):
-                config = payload.config
-            elif isinstance(payload, OptimizerMeasured) and payload.role == "baseline":
-                baseline = payload
-            elif isinstance(payload, OptimizerProposal):
-                proposals[(payload.iteration, payload.candidate)] = payload
-            elif isinstance(payload, OptimizerAccepted):
-                accepted.append(payload)
+        _, memo = await read_run(store, run_id)
+        config = memo.config
+        baseline = next((m for m in reversed(memo.measured) if m.role == "baseline"), None)
+        proposals = {(p.iteration, p.candidate): p for ps in memo.proposals.values() for p in ps}
         if config is None or baseline is None or baseline.experiment_id is None:
             notes.append(f"{run_id}: no recorded baseline; skipped")
             continue
         if config.environment.name != spec.name:
             notes.append(f"{run_id}: environment {config.environment.name}, not {spec.name}")
             continue
-        if not accepted:
+        if not memo.accepted:
             notes.append(f"{run_id}: no accepted version")
             continue
         current: Any = None
@@ -128,17 +117,22 @@ async def sft_pairs(
             )
         reference = baseline.experiment_id
         train = set(config.scenarios)
-        for version in sorted(accepted, key=lambda a: a.iteration):
+        for version in sorted(memo.accepted.values(), key=lambda a: a.iteration):
             traces = [
                 t for t in await experiment_traces(store, reference) if t.scenario_id in train
             ]
-            packet = await build_packet(
-                store,
-                traces,
-                environment,
-                metric=config.metric,
-                current_patch=current.to_dict() if current is not None and current.hooks else None,
-            )
+            packet = None
+            shown = memo.packets.get(version.iteration)
+            if shown is not None:
+                try:
+                    packet = await read_packet(store, shown)
+                except EnvharnessError as exc:
+                    notes.append(f"{run_id}: {exc}; rebuilt the packet of {version.version}")
+            if packet is None:  # recorded before packets were: rebuilt as the loop built it
+                so_far = current.to_dict() if current is not None and current.hooks else None
+                packet = await build_packet(
+                    store, traces, environment, metric=config.metric, current_patch=so_far
+                )
             proposal = proposals.get((version.iteration, version.candidate))
             if proposal is None or proposal.patch is None:
                 notes.append(f"{run_id}: the accepted answer of {version.version} is not recorded")

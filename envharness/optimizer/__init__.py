@@ -36,6 +36,7 @@ from envharness.optimizer.packets import PacketLimits, build_packet
 from envharness.optimizer.parse import ParsedAnswer, parse_answer
 from envharness.optimizer.patch import CodeHook, HarnessPatch
 from envharness.optimizer.policy import PolicyViolation, check_patch
+from envharness.optimizer.rerun import PatchMeasurement, Rerun, measure_patch, rerun_patch
 from envharness.optimizer.results import (
     AcceptedVersion,
     IterationReport,
@@ -75,12 +76,14 @@ __all__ = [
     "ParsedAnswer",
     "PatchError",
     "PatchFailure",
+    "PatchMeasurement",
     "PatchParseError",
     "PatchPolicyError",
     "PatchSchemaError",
     "PatchSmokeTestError",
     "PolicyViolation",
     "Proposal",
+    "Rerun",
     "Sandbox",
     "SandboxInfrastructureError",
     "SandboxLimits",
@@ -91,8 +94,10 @@ __all__ = [
     "build_packet",
     "check_patch",
     "contexts_from_packet",
+    "measure_patch",
     "paired_comparison",
     "parse_answer",
+    "rerun_patch",
     "sign_test",
     "smoke_contexts",
     "validate_patch",

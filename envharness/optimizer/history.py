@@ -17,21 +17,18 @@ every figure is a record's, or is computed from records the way the loop compute
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
 from envharness.errors import EnvharnessError
 from envharness.optimizer.results import LedgerEntry, MeasurementSummary, summarize
+from envharness.optimizer.runlog import RunMemo, read_run
 from envharness.records import (
     CandidateVerdict,
-    OptimizerAccepted,
     OptimizerConfigRef,
     OptimizerDecision,
     OptimizerMeasured,
-    OptimizerProposal,
-    OptimizerStarted,
 )
 from envharness.store import OptimizerRunInfo, Store
 
@@ -122,39 +119,10 @@ class RunHistory(msgspec.Struct, frozen=True, kw_only=True):
     ledger: tuple[LedgerEntry, ...] = ()
 
 
-@dataclass(slots=True)
-class _Chain:
-    """The run's records, by kind."""
-
-    config: OptimizerConfigRef | None = None
-    proposals: dict[int, list[OptimizerProposal]] = field(default_factory=dict)
-    measured: list[OptimizerMeasured] = field(default_factory=list)
-    decisions: dict[int, OptimizerDecision] = field(default_factory=dict)
-    accepted: dict[int, OptimizerAccepted] = field(default_factory=dict)
-
-
-async def _read(store: Store, info: OptimizerRunInfo) -> _Chain:
-    chain = _Chain()
-    async for record in store.records(info.id):
-        payload = record.payload
-        if isinstance(payload, OptimizerStarted):
-            chain.config = payload.config
-        elif isinstance(payload, OptimizerProposal):
-            chain.proposals.setdefault(payload.iteration, []).append(payload)
-        elif isinstance(payload, OptimizerMeasured):
-            chain.measured.append(payload)
-        elif isinstance(payload, OptimizerDecision):
-            chain.decisions[payload.iteration] = payload
-        elif isinstance(payload, OptimizerAccepted):
-            chain.accepted[payload.iteration] = payload
-    return chain
-
-
 async def run_history(store: Store, run_id: str) -> RunHistory:
     """The run ``run_id`` (an id or unique prefix) read from its chain; :class:`NotFoundError`
     when there is none, :class:`EnvharnessError` when its chain has no configuration."""
-    info = await store.optimizer_run(run_id)
-    chain = await _read(store, info)
+    info, chain = await read_run(store, run_id)
     config = chain.config
     if config is None:
         raise EnvharnessError(f"optimizer run {info.id} has no recorded configuration")
@@ -165,7 +133,7 @@ class _History:
     """Replays a run's records in the loop's order: baseline, then each iteration's candidates,
     checks, decision and acceptance."""
 
-    def __init__(self, info: OptimizerRunInfo, config: OptimizerConfigRef, chain: _Chain) -> None:
+    def __init__(self, info: OptimizerRunInfo, config: OptimizerConfigRef, chain: RunMemo) -> None:
         self.info, self.config, self.chain = info, config, chain
         self.solved = config.solved
         self.by_key: dict[tuple[str, str | None], OptimizerMeasured] = {

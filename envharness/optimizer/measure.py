@@ -19,10 +19,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from envharness.optimizer.evidence import SessionTrace
-from envharness.records import ErrorInfo, HookCalled
+import msgspec
 
-__all__ = ["INFRASTRUCTURE_ERRORS", "Measurement", "fold_traces", "is_patch_failure"]
+from envharness.optimizer.evidence import SessionTrace
+from envharness.records import ErrorInfo, HookCalled, OptimizerMeasured
+
+__all__ = ["INFRASTRUCTURE_ERRORS", "Measurement", "fold_traces", "is_patch_failure", "subset"]
 
 INFRASTRUCTURE_ERRORS = frozenset({"SandboxInfrastructureError"})
 """Error types of a ``hook`` record that the patch cannot have caused."""
@@ -81,3 +83,14 @@ def fold_traces(
         if not values:
             measurement.failures.setdefault(scenario_id, "infrastructure")
     return measurement
+
+
+def subset(measured: OptimizerMeasured, scenario_ids: Sequence[str]) -> OptimizerMeasured:
+    """The part of ``measured`` over ``scenario_ids``: one suite of a measurement that ran
+    several at once (the baseline runs training, held-out and regression scenarios together)."""
+    wanted = list(scenario_ids)
+    return msgspec.structs.replace(
+        measured,
+        values={s: measured.values.get(s) for s in wanted},
+        failures={s: why for s, why in measured.failures.items() if s in wanted},
+    )

@@ -37,12 +37,26 @@ import random
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-from envharness.optimizer.actions import action_key, action_label, discriminating_field
+from envharness.optimizer.actions import (
+    action_key,
+    action_label,
+    discriminating_field,
+    first_word,
+)
 from envharness.optimizer.engineer import FailureExample, FailurePacket, FailureStep, Proposal
 
-__all__ = ["MiningEngineer", "Rule", "mine_rules"]
+__all__ = [
+    "Atom",
+    "Grammar",
+    "MiningEngineer",
+    "Rule",
+    "grammar_atoms",
+    "mine_rules",
+    "packet_steps",
+    "render",
+]
 
 VERSION = "mining@1"
 MAX_PREFIX_WORDS = 4
@@ -248,7 +262,7 @@ def mine_rules(packet: FailurePacket) -> tuple[list[Rule], str | None]:
         _Session(cluster.example, max(1, len(cluster.sessions)), True)
         for cluster in packet.clusters
     ] + [_Session(example, 1, False) for example in packet.passing]
-    steps = [step for s in sessions for step in s.example.steps]
+    steps = packet_steps(packet)
     name_field = discriminating_field(step.action for step in steps)
     situations = {id(s): list(_situations(s.example.steps)) for s in sessions}
     rules: dict[str, Rule] = {}
@@ -328,6 +342,50 @@ def mine_rules(packet: FailurePacket) -> tuple[list[Rule], str | None]:
         _score(rule, sessions, situations)
     ranked = sorted((r for r in rules.values() if r.explained > 0), key=Rule.rank)
     return ranked, name_field
+
+
+def packet_steps(packet: FailurePacket) -> list[FailureStep]:
+    """Every step the packet shows: its failure clusters' examples, then its passing sessions."""
+    examples = [cluster.example for cluster in packet.clusters] + list(packet.passing)
+    return [step for example in examples for step in example.steps]
+
+
+class Grammar(NamedTuple):
+    """The grammar's atoms over a packet, unranked: what a rule may test about the attempted
+    action (``actions``), what it may test about the situation (``conditions``: state and
+    predicate values, repetition, a failed previous step), and the action's naming field."""
+
+    actions: list[Atom]
+    conditions: list[Atom]
+    field: str | None
+
+
+def grammar_atoms(packet: FailurePacket) -> Grammar:
+    """Every atom the grammar offers over ``packet``, with no ranking and no evidence: the
+    space a search baseline samples from (``research/baselines.py``)."""
+    steps = packet_steps(packet)
+    name_field = discriminating_field(step.action for step in steps)
+    action_atoms: dict[str, Atom] = {}
+    conditions: dict[str, Atom] = {}
+    for step in steps:
+        action = step.action if isinstance(step.action, dict) else {}
+        value = action.get(name_field) if name_field is not None else None
+        if isinstance(value, str):
+            word = first_word(value)
+            kind = "field" if word == value else "prefix"
+            atom = Atom(kind, name_field or "", value if kind == "field" else word)
+            action_atoms.setdefault(atom.key, atom)
+        for name, flag in step.state.items():
+            if isinstance(flag, str | int | float | bool):
+                atom = Atom("state", name, flag)
+                conditions.setdefault(atom.key, atom)
+    for name in packet.predicate_keys:
+        for flag in (True, False):
+            atom = Atom("predicate", name, flag)
+            conditions.setdefault(atom.key, atom)
+    for extra in (Atom("repeat"), Atom("after_error")):
+        conditions.setdefault(extra.key, extra)
+    return Grammar(list(action_atoms.values()), list(conditions.values()), name_field)
 
 
 def _situations(steps: Sequence[FailureStep]) -> Iterable[_Situation]:

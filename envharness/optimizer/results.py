@@ -24,6 +24,7 @@ __all__ = [
     "LedgerEntry",
     "MeasurementSummary",
     "OptimizationResult",
+    "carried",
     "report_lines",
     "summarize",
     "write_bytes",
@@ -121,11 +122,17 @@ class OptimizationResult(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def summarize(
-    measured: OptimizerMeasured, scenarios: Sequence[str], solved: float, *, version: str | None
+    measured: OptimizerMeasured,
+    scenarios: Sequence[str] | None = None,
+    solved: float = 1.0,
+    *,
+    version: str | None = None,
 ) -> MeasurementSummary:
-    """One measurement's figures over ``scenarios`` (a suite of it): what the loop reports and
-    what :mod:`envharness.optimizer.history` reads back, computed one way."""
-    values = {scenario: measured.values.get(scenario) for scenario in scenarios}
+    """One measurement's figures over ``scenarios`` (a suite of it; default: every scenario it
+    holds), a scenario counting as passed at ``solved``, named as ``version``: what the loop
+    reports and what :mod:`envharness.optimizer.history` reads back, computed one way."""
+    chosen = list(measured.values) if scenarios is None else scenarios
+    values = {scenario: measured.values.get(scenario) for scenario in chosen}
     filled = [value or 0.0 for value in values.values()]
     return MeasurementSummary(
         role=measured.role,
@@ -141,6 +148,14 @@ def summarize(
         tokens=measured.tokens,
         seconds=measured.seconds,
     )
+
+
+def carried(source: msgspec.Struct, target: type[msgspec.Struct]) -> dict[str, Any]:
+    """The fields of ``source`` that ``target`` has too, by name: how a view (an
+    :class:`AcceptedVersion`, a ``HarnessVersion``) is built from the record it shows, in one
+    place — and a field added to the record later does not break the view."""
+    names = set(source.__struct_fields__)
+    return {name: getattr(source, name) for name in target.__struct_fields__ if name in names}
 
 
 def write_json(path: Path, value: Any) -> None:

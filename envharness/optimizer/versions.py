@@ -10,16 +10,26 @@ index); its patch is the whole stacked patch, so loading ``harness-v2`` needs no
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any
 
 import msgspec
 
 from envharness.errors import NotFoundError
 from envharness.optimizer.patch import HarnessPatch
+from envharness.optimizer.results import carried
 from envharness.records import OptimizerAccepted, OptimizerStarted
 from envharness.store import HarnessVersionInfo, RecordFilter, Store
 
-__all__ = ["HarnessVersion", "diff_versions", "harness_version", "patch_text"]
+__all__ = [
+    "HarnessVersion",
+    "diff_versions",
+    "harness_version",
+    "next_version_name",
+    "patch_text",
+]
+
+_NAME = re.compile(r"harness-v(\d+)")
 
 
 class HarnessVersion(msgspec.Struct, frozen=True, kw_only=True):
@@ -61,6 +71,17 @@ async def harness_version(store: Store, name: str) -> HarnessVersion:
     return await _read(store, info)
 
 
+async def next_version_name(store: Store) -> str:
+    """``harness-vN`` with N one past the highest the store holds: the name the next accepted
+    version asks for (another run may take it first; ``RunLog.accept`` then asks again)."""
+    numbers = [
+        int(match.group(1))
+        for info in await store.harness_versions()
+        if (match := _NAME.fullmatch(info.version))
+    ]
+    return f"harness-v{max(numbers, default=0) + 1}"
+
+
 async def _read(store: Store, info: HarnessVersionInfo) -> HarnessVersion:
     accepted: OptimizerAccepted | None = None
     async for record in store.records(info.run_id, RecordFilter(after=info.seq - 1, limit=1)):
@@ -74,23 +95,10 @@ async def _read(store: Store, info: HarnessVersionInfo) -> HarnessVersion:
             ref = record.payload.config.environment
             environment = f"{ref.name}@{ref.version}"
     return HarnessVersion(
-        version=accepted.version,
+        **carried(accepted, HarnessVersion),
         run_id=info.run_id,
         seq=info.seq,
         created_at=info.created_at,
-        parent=accepted.parent,
-        digest=accepted.digest,
-        patch=accepted.patch,
-        iteration=accepted.iteration,
-        candidate=accepted.candidate,
-        experiment_id=accepted.experiment_id,
-        mean_reward=accepted.mean_reward,
-        interval=accepted.interval,
-        p_value=accepted.p_value,
-        score=accepted.score,
-        engineer_tokens=accepted.engineer_tokens,
-        rerun_tokens=accepted.rerun_tokens,
-        seconds=accepted.seconds,
         environment=environment,
     )
 

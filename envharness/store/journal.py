@@ -18,7 +18,7 @@ import msgspec
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from envharness.errors import ChainConflictError, StoreBusyError, StoreError
+from envharness.errors import ChainConflictError, NameTakenError, StoreBusyError, StoreError
 from envharness.records import (
     Branch,
     ExperimentCreated,
@@ -201,8 +201,8 @@ class Journal:
         """A chain whose rows failed to commit has a gap from there on: nothing later of it
         may be written (a producer may have submitted more before it learned of the error)."""
         request.error = error
-        if isinstance(error, ChainConflictError):
-            return  # the chain is intact: another writer holds those positions
+        if isinstance(error, ChainConflictError | NameTakenError):
+            return  # the chain is intact: another writer holds those positions (or that name)
         for row in request.rows:
             self._broken.setdefault(row.session_id, error)
 
@@ -235,6 +235,11 @@ class Journal:
     def _translate(self, exc: sqlite3.Error | msgspec.MsgspecError) -> StoreError:
         if isinstance(exc, msgspec.MsgspecError):
             return StoreError(f"a record's payload is malformed and was not written: {exc}")
+        if isinstance(exc, sqlite3.IntegrityError) and "harness_versions.version" in str(exc):
+            return NameTakenError(
+                "a harness version of that name is already in the store: another optimizer run "
+                "accepted one at the same time (seal the record again under the next name)"
+            )
         if isinstance(exc, sqlite3.IntegrityError) and "records.session_id" in str(exc):
             return ChainConflictError(
                 "a record's position in its session chain is already taken: another writer "

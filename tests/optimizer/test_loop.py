@@ -26,6 +26,7 @@ from envharness.optimizer import (
     LocalSandbox,
     MiningEngineer,
     OptimizationConfig,
+    PairedComparison,
     Proposal,
     ScriptedEngineer,
     paired_comparison,
@@ -700,14 +701,17 @@ def test_the_sign_test_is_exact() -> None:
 
 
 def test_paired_comparisons_count_missing_values_as_failures() -> None:
-    comparison = paired_comparison(
-        {"a": 1.0, "b": 1.0, "c": None},
-        {"a": 0.0, "b": 1.0, "c": 1.0},
-        seed=1,
-        key="k",
-        confidence=0.95,
-        resamples=200,
-    )
+    def compare() -> PairedComparison:
+        return paired_comparison(
+            {"a": 1.0, "b": 1.0, "c": None},
+            {"a": 0.0, "b": 1.0, "c": 1.0},
+            seed=1,
+            key="k",
+            confidence=0.95,
+            resamples=200,
+        )
+
+    comparison = compare()
     assert comparison.differences == {"a": 1.0, "b": 0.0, "c": -1.0}
     assert comparison.improved == ("a",)
     assert comparison.worsened == ("c",)
@@ -715,15 +719,7 @@ def test_paired_comparisons_count_missing_values_as_failures() -> None:
     assert comparison.mean == 0.0
     assert comparison.p_value == pytest.approx(0.75)
     assert comparison.interval is not None
-    again = paired_comparison(
-        {"a": 1.0, "b": 1.0, "c": None},
-        {"a": 0.0, "b": 1.0, "c": 1.0},
-        seed=1,
-        key="k",
-        confidence=0.95,
-        resamples=200,
-    )
-    assert again == comparison, "seeded: the same inputs give the same interval"
+    assert compare() == comparison, "seeded: the same inputs give the same interval"
     assert msgspec.json.decode(msgspec.json.encode(comparison))["n"] == 3
 
 

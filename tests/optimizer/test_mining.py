@@ -28,7 +28,7 @@ from envharness.optimizer import (
     parse_answer,
 )
 from envharness.optimizer.evidence import experiment_traces
-from envharness.optimizer.mining import failed, mine_rules
+from envharness.optimizer.mining import Atom, failed, grammar_atoms, mine_rules, packet_steps
 from envharness.optimizer.packets import build_packet
 from envharness.optimizer.policy import check_patch
 from envharness.scenario import Scenario
@@ -347,6 +347,26 @@ def test_a_free_text_rule_is_narrowed_by_what_passing_sessions_did() -> None:
     code = parse_answer(MiningEngineer().answers(packet, 1)[0].text).patch.hooks[0].code
     assert "cmd = str(action.get('cmd', ''))" in code
     assert "not re.match('delete --force /sandbox(?:\\\\s|/|$)', cmd)" in code
+
+
+def test_the_grammar_offers_every_atom_the_packet_shows_unranked() -> None:
+    """What a search baseline samples from: no evidence, no ranking, just the atoms."""
+    failing = example("f", False, step(1, {"cmd": "rm -rf /x"}), step(2, {"cmd": "done"}))
+    passing = example("p", True, step(1, {"cmd": "ls"}, ready=True))
+    packet = FailurePacket(
+        environment="toy@1",
+        hooks=("on_before_action",),
+        predicate_keys=("ready",),
+        clusters=(FailureCluster(signature="a", description="", sessions=("f",), example=failing),),
+        passing=(passing,),
+    )
+    assert [s.step for s in packet_steps(packet)] == [1, 2, 1], "failures first, then passing"
+    actions, conditions, field = grammar_atoms(packet)
+    assert field == "cmd"
+    assert actions == [Atom("prefix", "cmd", "rm"), Atom("field", "cmd", "done"),
+                       Atom("field", "cmd", "ls")]  # fmt: skip
+    assert conditions == [Atom("predicate", "ready", True), Atom("predicate", "ready", False),
+                          Atom("repeat"), Atom("after_error")]  # fmt: skip
 
 
 def test_forbidden_terms_never_reach_a_proposal() -> None:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import anyio
+import msgspec
 import pytest
 
 from envharness.demos.support_desk import RefundFirstPolicy, SupportDesk, tickets
 from envharness.harness import AsyncEnvironmentHarness
+from envharness.hooks import HookView
 from envharness.llm import load_prompt, render_packet
 from envharness.optimizer import (
     HarnessOptimizer,
@@ -187,3 +190,53 @@ def test_non_terminal_evidence_is_refused_by_name(tmp_path: Path) -> None:
     assert paused in str(refused.value)
     assert "terminal" in str(refused.value)
     assert done not in str(refused.value)
+
+
+class _RelabelledDesk(SupportDesk):
+    """The same environment, its hook view since changed: a packet rebuilt now would differ."""
+
+    def hook_view(self, state: Any, participant: str) -> HookView:
+        view = super().hook_view(state, participant)
+        return msgspec.structs.replace(view, state={**view.state, "since_renamed": True})
+
+
+async def _pairs(store: Path, environment: Any) -> tuple[list[Any], list[str]]:
+    from envharness.store import open_store
+    from research.sft_data import sft_pairs
+
+    async with open_store(store, create=False) as opened:
+        return await sft_pairs(opened, environment)
+
+
+def test_the_recorded_packet_is_the_prompt_not_a_rebuilt_one(
+    optimized: tuple[Path, ScriptedEngineer],
+) -> None:
+    store, engineer = optimized
+    [pair], notes = anyio.run(_pairs, store, _RelabelledDesk())
+    shown = render_packet(load_prompt("engineer-v1"), engineer.packets[0])
+    assert pair.messages == tuple({"role": m.role, "content": m.content} for m in shown)
+    assert "since_renamed" not in json.dumps(pair.messages)
+    assert notes == []
+
+
+def test_a_run_recorded_before_packets_were_has_its_packet_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Older runs have no ``failure-packet`` artifact: it is rebuilt as the loop built it."""
+    from envharness.optimizer.runlog import RunLog
+    from envharness.records import Artifact
+
+    async def not_recorded(self: RunLog, iteration: int, packet: Any) -> Artifact:
+        return Artifact(name="not recorded", sha256="0" * 64, size=0)
+
+    monkeypatch.setattr(RunLog, "packet", not_recorded)
+    store = tmp_path / "store"
+    harness = AsyncEnvironmentHarness(
+        store, environment=SupportDesk, agents={"agent": RefundFirstPolicy}
+    )
+    engineer = ScriptedEngineer([answer(PRECONDITION)])
+    config = OptimizationConfig(candidates=1, iterations=1, turns=8, sandbox="local", alpha=None)
+    assert HarnessOptimizer(harness, engineer, config=config).optimize(tickets(4)).versions
+    [pair], _ = anyio.run(_pairs, store, SupportDesk())
+    shown = render_packet(load_prompt("engineer-v1"), engineer.packets[0])
+    assert pair.messages == tuple({"role": m.role, "content": m.content} for m in shown)

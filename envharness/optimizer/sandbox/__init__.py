@@ -7,16 +7,25 @@ under a line budget and a wall-clock timeout. ``docs/patches.md`` says what each
 against and what it does not.
 """
 
-from envharness.optimizer.sandbox.contract import HookOutcome, HookProgram, Sandbox, SandboxLimits
+from envharness.optimizer.sandbox.contract import (
+    HookCall,
+    HookOutcome,
+    HookProgram,
+    Sandbox,
+    SandboxBase,
+    SandboxLimits,
+)
 from envharness.optimizer.sandbox.local import LocalSandbox
 from envharness.optimizer.sandbox.process import SANDBOX_ENV, SubprocessSandbox
 
 __all__ = [
     "SANDBOX_ENV",
+    "HookCall",
     "HookOutcome",
     "HookProgram",
     "LocalSandbox",
     "Sandbox",
+    "SandboxBase",
     "SandboxLimits",
     "SubprocessSandbox",
 ]

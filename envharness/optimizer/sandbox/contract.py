@@ -5,14 +5,18 @@ policy) for one hook call and returns a :class:`HookOutcome` of plain JSON; it r
 ``PatchFailure`` when the patch's code failed and ``SandboxInfrastructureError`` when it could
 not run the call at all. Two exist: ``LocalSandbox`` (in-process, fast, cannot stop CPU or
 memory spent inside one C call) and ``SubprocessSandbox`` (a worker process under resource
-limits; the default for untrusted patches).
+limits; the default for untrusted patches). Both derive from :class:`SandboxBase`, which holds
+what they share: the limits, ``async with``, and :meth:`~SandboxBase.run` handing each call on
+as one :class:`HookCall`.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from types import TracebackType
+from typing import Any, Protocol, Self, runtime_checkable
 
 import msgspec
 
@@ -22,7 +26,7 @@ from envharness.optimizer.errors import FailureKind, PatchFailure, SandboxInfras
 from envharness.optimizer.patch import HarnessPatch
 from envharness.optimizer.sandbox import _hookrt
 
-__all__ = ["HookOutcome", "HookProgram", "Sandbox", "SandboxLimits"]
+__all__ = ["HookCall", "HookOutcome", "HookProgram", "Sandbox", "SandboxBase", "SandboxLimits"]
 
 _PATCH_KINDS: frozenset[str] = frozenset(
     {"exception", "timeout", "lines", "cpu", "memory", "recursion", "result", "notebook"}
@@ -70,6 +74,17 @@ class HookProgram:
 
 
 @dataclass(frozen=True, slots=True)
+class HookCall:
+    """One call a sandbox is asked to run: every code hook named ``hook`` of ``program``, on
+    ``ctx`` (JSON of a ``HookContext``) and a copy of ``notebook``."""
+
+    program: HookProgram
+    hook: HookName
+    ctx: Mapping[str, Any]
+    notebook: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class HookOutcome:
     """One successful call: the effect's JSON (or ``None``), the notebook as the hooks left it,
     the lines of hook code run and the call's wall-clock seconds."""
@@ -102,6 +117,49 @@ class Sandbox(Protocol):
         """Run every code hook named ``hook`` on ``ctx`` (JSON of a ``HookContext``) and a copy
         of ``notebook``; raises ``PatchFailure`` or ``SandboxInfrastructureError``."""
         ...
+
+
+class SandboxBase(ABC):
+    """What :class:`~envharness.optimizer.sandbox.LocalSandbox` and
+    :class:`~envharness.optimizer.sandbox.SubprocessSandbox` share: their limits, ``async with``
+    (opening is theirs to do; leaving calls :meth:`_close`), and :meth:`run`, which hands each
+    call to :meth:`_call` as one :class:`HookCall`."""
+
+    def __init__(self, limits: SandboxLimits | None) -> None:
+        self._limits = limits or SandboxLimits()
+
+    @property
+    def limits(self) -> SandboxLimits:
+        return self._limits
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self._close(exc)
+
+    async def _close(self, exc: BaseException | None) -> None:
+        """Release what the sandbox holds (``exc``: the error that ends its block, if any)."""
+        return None
+
+    async def run(
+        self,
+        program: HookProgram,
+        hook: HookName,
+        ctx: Mapping[str, Any],
+        notebook: Mapping[str, Any],
+    ) -> HookOutcome:
+        """See :meth:`Sandbox.run`."""
+        return await self._call(HookCall(program, hook, ctx, notebook))
+
+    @abstractmethod
+    async def _call(self, call: HookCall) -> HookOutcome:
+        """Run ``call``; raises ``PatchFailure`` or ``SandboxInfrastructureError``."""
 
 
 def failure(hook: str, kind: str, message: str) -> PatchFailure | SandboxInfrastructureError:

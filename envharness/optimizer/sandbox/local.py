@@ -16,8 +16,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
-from functools import partial
-from types import TracebackType
 from typing import Any
 
 import anyio
@@ -26,7 +24,14 @@ import anyio.to_thread
 from envharness.hooks import HookName
 from envharness.optimizer.errors import PatchFailure
 from envharness.optimizer.sandbox import _hookrt
-from envharness.optimizer.sandbox.contract import HookOutcome, HookProgram, SandboxLimits, failure
+from envharness.optimizer.sandbox.contract import (
+    HookCall,
+    HookOutcome,
+    HookProgram,
+    SandboxBase,
+    SandboxLimits,
+    failure,
+)
 
 __all__ = ["ABANDON_GRACE_S", "LocalSandbox"]
 
@@ -35,14 +40,14 @@ ABANDON_GRACE_S = 1.0
 _CACHED_PROGRAMS = 64
 
 
-class LocalSandbox:
+class LocalSandbox(SandboxBase):
     """Runs hook code in-process; ``async with`` is accepted (and does nothing) for symmetry
     with :class:`~envharness.optimizer.sandbox.SubprocessSandbox`."""
 
     def __init__(
         self, limits: SandboxLimits | None = None, *, abandon_grace_s: float = ABANDON_GRACE_S
     ) -> None:
-        self._limits = limits or SandboxLimits()
+        super().__init__(limits)
         self._grace = abandon_grace_s
         self._programs: OrderedDict[str, _hookrt.Program] = OrderedDict()
         self._lock = threading.Lock()
@@ -51,33 +56,11 @@ class LocalSandbox:
     def name(self) -> str:
         return "local"
 
-    @property
-    def limits(self) -> SandboxLimits:
-        return self._limits
-
-    async def __aenter__(self) -> LocalSandbox:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        return None
-
-    async def run(
-        self,
-        program: HookProgram,
-        hook: HookName,
-        ctx: Mapping[str, Any],
-        notebook: Mapping[str, Any],
-    ) -> HookOutcome:
-        call = partial(self.run_sync, program, hook, ctx, notebook)
+    async def _call(self, call: HookCall) -> HookOutcome:
         with anyio.move_on_after(self._limits.timeout_s + self._grace):
-            return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+            return await anyio.to_thread.run_sync(self._run, call, abandon_on_cancel=True)
         raise PatchFailure(
-            hook,
+            call.hook,
             f"ran past its {self._limits.timeout_s:g}s wall-clock timeout inside one call the "
             "line budget cannot interrupt (C code such as a regex); LocalSandbox abandoned the "
             "thread, which runs on until that call returns — use SubprocessSandbox for untrusted "
@@ -93,14 +76,17 @@ class LocalSandbox:
         notebook: Mapping[str, Any],
     ) -> HookOutcome:
         """The same call, blocking, in whatever thread calls it (the budgets are per thread)."""
+        return self._run(HookCall(program, hook, ctx, notebook))
+
+    def _run(self, call: HookCall) -> HookOutcome:
         started = time.perf_counter()
         try:
-            compiled = self._compiled(program)
+            compiled = self._compiled(call.program)
             effect, result, lines = _hookrt.run_call(
-                compiled, hook, ctx, notebook, self._limits.runtime()
+                compiled, call.hook, call.ctx, call.notebook, self._limits.runtime()
             )
         except _hookrt.HookError as exc:
-            raise failure(hook, exc.kind, exc.message) from None
+            raise failure(call.hook, exc.kind, exc.message) from None
         return HookOutcome(effect, result, lines, time.perf_counter() - started)
 
     def _compiled(self, program: HookProgram) -> _hookrt.Program:

@@ -29,7 +29,6 @@ import time
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
-from types import TracebackType
 from typing import Any, NoReturn
 
 import anyio
@@ -38,10 +37,15 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from envharness.errors import ConfigurationError
-from envharness.hooks import HookName
 from envharness.optimizer.errors import FailureKind, PatchFailure, SandboxInfrastructureError
 from envharness.optimizer.sandbox import _hookrt
-from envharness.optimizer.sandbox.contract import HookOutcome, HookProgram, SandboxLimits, failure
+from envharness.optimizer.sandbox.contract import (
+    HookCall,
+    HookOutcome,
+    SandboxBase,
+    SandboxLimits,
+    failure,
+)
 from envharness.protocol.process import chunks, signal_group
 
 __all__ = [
@@ -70,7 +74,7 @@ _STDERR_TAIL = 4096
 _MIB = 1024 * 1024
 
 
-class SubprocessSandbox:
+class SubprocessSandbox(SandboxBase):
     """Hook calls in ``workers`` worker processes; open it with ``async with``.
 
     ``memory_bytes`` bounds each worker's address space, ``cpu_seconds`` the CPU one request may
@@ -99,7 +103,7 @@ class SubprocessSandbox:
                 "SubprocessSandbox needs cpu_seconds >= 1 and memory_bytes >= 64 MiB "
                 f"(got {cpu_seconds} and {memory_bytes})"
             )
-        self._limits = limits or SandboxLimits()
+        super().__init__(limits)
         self._memory = int(memory_bytes)
         self._cpu = int(cpu_seconds)
         self._count = workers
@@ -114,10 +118,6 @@ class SubprocessSandbox:
     @property
     def name(self) -> str:
         return "subprocess"
-
-    @property
-    def limits(self) -> SandboxLimits:
-        return self._limits
 
     @property
     def pids(self) -> tuple[int, ...]:
@@ -140,24 +140,11 @@ class SubprocessSandbox:
                 await worker.start()
                 send.send_nowait(worker)
         except BaseException:
-            await self._close(None, None, None)  # the drains end with their workers
+            await self._close(None)  # the drains end with their workers
             raise
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self._close(exc_type, exc, traceback)
-
-    async def _close(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def _close(self, exc: BaseException | None) -> None:
         stack, self._stack = self._stack, None
         with anyio.CancelScope(shield=True):
             for worker in self._workers:
@@ -166,15 +153,12 @@ class SubprocessSandbox:
         self._idle_send = self._idle_receive = None
         self._group = None
         if stack is not None:
-            await stack.__aexit__(exc_type, exc, traceback)
+            await stack.__aexit__(
+                None if exc is None else type(exc), exc, None if exc is None else exc.__traceback__
+            )
 
-    async def run(
-        self,
-        program: HookProgram,
-        hook: HookName,
-        ctx: Mapping[str, Any],
-        notebook: Mapping[str, Any],
-    ) -> HookOutcome:
+    async def _call(self, call: HookCall) -> HookOutcome:
+        hook = call.hook
         idle = self._idle_receive
         if idle is None or self._idle_send is None:
             raise SandboxInfrastructureError(
@@ -188,7 +172,7 @@ class SubprocessSandbox:
                 "the SubprocessSandbox was closed", hook=hook
             ) from None
         try:
-            return await worker.call(program, hook, ctx, notebook)
+            return await worker.call(call)
         finally:
             send = self._idle_send
             if send is not None:
@@ -249,13 +233,8 @@ class _Worker:
                 f"its stderr: {self.stderr_tail or '(empty)'}"
             ) from None
 
-    async def call(
-        self,
-        program: HookProgram,
-        hook: HookName,
-        ctx: Mapping[str, Any],
-        notebook: Mapping[str, Any],
-    ) -> HookOutcome:
+    async def call(self, call: HookCall) -> HookOutcome:
+        program, hook = call.program, call.hook
         if self.process is None or self.process.returncode is not None:
             await self.kill()
             await self.start()
@@ -264,8 +243,8 @@ class _Worker:
             "op": "call",
             "id": program.digest,
             "hook": hook,
-            "ctx": ctx,
-            "nb": notebook,
+            "ctx": call.ctx,
+            "nb": call.notebook,
             "limits": limits.runtime().to_json(),
         }
         started = time.perf_counter()

@@ -1,0 +1,240 @@
+"""One optimizer run, step by step: baseline, then iterations until done.
+
+:func:`execute` measures the baseline (refusing an environment that never says whether a
+session passed), then runs each iteration — failure packet, proposals, reruns, verdicts,
+selection, acceptance — and records how the run ended (``optimizer.status``) whatever happens,
+shielded from cancellation. The steps live in their own modules: asking the engineer
+(:mod:`~envharness.optimizer.proposals`), judging (:mod:`~envharness.optimizer.gate`), accepting
+(:mod:`~envharness.optimizer.accept`) and reporting (:mod:`~envharness.optimizer.report`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import anyio
+
+from envharness.errors import ConfigurationError, EnvharnessError
+from envharness.optimizer.accept import accept
+from envharness.optimizer.context import RunContext
+from envharness.optimizer.engineer import FailurePacket
+from envharness.optimizer.evidence import experiment_traces
+from envharness.optimizer.gate import add_to_ledger, select, verdict
+from envharness.optimizer.measure import subset
+from envharness.optimizer.packets import build_packet
+from envharness.optimizer.patch import HarnessPatch
+from envharness.optimizer.proposals import propose
+from envharness.optimizer.report import run_result, write_report
+from envharness.optimizer.rerun import candidate_version, error_info
+from envharness.optimizer.results import IterationReport, OptimizationResult, summarize
+from envharness.optimizer.state import Proposed, RunState, Spent
+from envharness.records import Cost, OptimizerDecision, OptimizerMeasured, OptimizerStatus
+
+__all__ = ["execute"]
+
+
+async def execute(run: RunContext) -> OptimizationResult:
+    """Run (or finish) the run to its end; its chain records how it ended."""
+    run.directory.mkdir(parents=True, exist_ok=True)
+    try:
+        state = await _baseline(run)
+        for iteration in range(1, run.config.iterations + 1):
+            if run.config.stop_when_solved and run.solved_all(state.reference):
+                run.say(f"every scenario is solved; stopping before iteration {iteration}")
+                break
+            await _iteration(run, iteration, state)
+            write_report(run, run_result(run, state, "running", None))
+    except BaseException as exc:
+        status, reason = _ending(exc)
+        with anyio.CancelScope(shield=True):
+            await run.append(
+                OptimizerStatus(
+                    status=status,
+                    reason=reason,
+                    error=error_info(exc) if status == "failed" else None,
+                )
+            )
+        raise
+    await run.append(OptimizerStatus(status="completed"))
+    result = run_result(run, state, "completed", None)
+    write_report(run, result)
+    run.say(
+        f"done: {result.baseline.passed}/{result.baseline.total} -> "
+        f"{result.final.passed}/{result.final.total}"
+        + (f", {result.accepted_version}" if result.accepted_version else ", no version")
+    )
+    return result
+
+
+# -- baseline ------------------------------------------------------------------------------------
+
+
+async def _baseline(run: RunContext) -> RunState:
+    base = run.base or HarnessPatch()
+    version = run.base_version
+    suites = run.suites
+    everything = suites.train + suites.held_out + suites.regression
+    measured = await run.measure("baseline", 0, everything, base, version, None)
+    if measured.error is not None:
+        raise EnvharnessError(
+            f"the baseline could not be measured: {measured.error.type}: {measured.error.message}"
+        )
+    await _require_signal(run, measured)
+    train, held, suite = suites.ids()
+    state = RunState(
+        patch=base,
+        version=version,
+        reference=subset(measured, train),
+        held=subset(measured, held) if held else None,
+        suite=subset(measured, suite) if suite else None,
+    )
+    summary = summarize(state.reference, solved=run.config.solved, version=version)
+    run.say(
+        f"baseline: {summary.passed}/{summary.total} passed "
+        f"(mean {summary.mean_reward:.3f}) [{measured.experiment_id}]"
+    )
+    return state
+
+
+async def _require_signal(run: RunContext, measured: OptimizerMeasured) -> None:
+    """Refuse an environment that never said whether a session passed — before the engineer is
+    asked for anything."""
+    if measured.experiment_id is None:
+        return
+    metric = run.config.metric
+    traces = await experiment_traces(run.store, measured.experiment_id)
+    if metric is None:
+        silent = bool(traces) and all(t.passed is None for t in traces)
+    else:
+        silent = bool(traces) and all(metric not in t.metrics for t in traces)
+    if not silent:
+        return
+    failed = [t for t in traces if t.status != "completed"]
+    if len(failed) == len(traces):  # nothing was scored because nothing finished
+        first = failed[0]
+        raise ConfigurationError(
+            f"every baseline session ended {first.status} ({len(traces)} sessions), so "
+            f"nothing was scored; the first, {first.session_id}: "
+            f"{first.reason or 'no reason recorded'} (envharness show {first.session_id}); "
+            "fix the environment or agents before optimizing"
+        )
+    if metric is None:
+        raise ConfigurationError(
+            f"environment {run.environment_name}'s score() never reported `passed` in "
+            f"the baseline ({len(traces)} sessions); the optimizer needs a success signal:"
+            " return ScoreReport(metrics=..., passed=True/False), or optimize a metric "
+            "(OptimizationConfig(metric=...); envharness optimize --metric NAME)"
+        )
+    raise ConfigurationError(f"no baseline session's score has the metric {metric!r}")
+
+
+# -- one iteration -------------------------------------------------------------------------------
+
+
+async def _iteration(run: RunContext, iteration: int, state: RunState) -> None:
+    started = anyio.current_time()
+    recorded = run.memo.decisions.get(iteration)
+    packet = await _packet(run, state)
+    proposed = await propose(run, iteration, packet, state)
+    unique: dict[str, Proposed] = {}
+    for item in proposed:
+        if item.stacked is not None and item.record.digest is not None:
+            unique.setdefault(item.record.digest, item)
+    measured = await _rerun(run, iteration, unique)
+    verdicts = [verdict(run, item, measured, unique, state) for item in proposed]
+    for judged in verdicts:
+        add_to_ledger(state, iteration, judged.candidate, judged.regressions)
+    chosen, verdicts, reason, checks = await select(run, iteration, verdicts, unique, state)
+    spent = Spent(
+        engineer_tokens=sum(_tokens(c) for c in run.memo.costs.get(iteration, [])),
+        rerun_tokens=sum(
+            m.tokens for m in [*measured.values(), *checks] if m.iteration == iteration
+        ),
+        seconds=anyio.current_time() - started,
+    )
+    if recorded is not None:  # replayed: what the iteration spent is what it recorded
+        spent = Spent(recorded.engineer_tokens, recorded.rerun_tokens, recorded.seconds)
+    else:
+        await run.append(
+            OptimizerDecision(
+                iteration=iteration,
+                verdicts=tuple(verdicts),
+                selected=chosen.record.candidate if chosen is not None else None,
+                reason=reason,
+                engineer_tokens=spent.engineer_tokens,
+                rerun_tokens=spent.rerun_tokens,
+                seconds=spent.seconds,
+            )
+        )
+    state.spent.add(spent)
+    version = None
+    if chosen is not None:
+        version = await accept(run, iteration, chosen, measured, checks, state)
+    state.iterations.append(
+        IterationReport(
+            iteration=iteration,
+            verdicts=tuple(verdicts),
+            selected=chosen.record.candidate if chosen is not None else None,
+            accepted_version=version,
+            reason=reason,
+            engineer_tokens=spent.engineer_tokens,
+            rerun_tokens=spent.rerun_tokens,
+            seconds=spent.seconds,
+            hooks={
+                item.record.candidate: dict(measured[item.record.digest].hooks)
+                for item in proposed
+                if item.record.digest is not None and item.record.digest in measured
+            },
+        )
+    )
+    run.say(f"iteration {iteration}: {reason}")
+
+
+async def _packet(run: RunContext, state: RunState) -> FailurePacket:
+    """The failure packet of the accepted harness's sessions of the training scenarios."""
+    experiment_id = state.reference.experiment_id
+    traces = await experiment_traces(run.store, experiment_id) if experiment_id else []
+    wanted = {s.id for s in run.suites.train}
+    return await build_packet(
+        run.store,
+        [t for t in traces if t.scenario_id in wanted],
+        run.environment,
+        metric=run.config.metric,
+        current_patch=state.patch.to_dict() if state.patch.hooks else None,
+    )
+
+
+async def _rerun(
+    run: RunContext, iteration: int, unique: dict[str, Proposed]
+) -> dict[str, OptimizerMeasured]:
+    """Each distinct valid candidate rerun on the training scenarios, ``capacity`` at once."""
+    measured: dict[str, OptimizerMeasured] = {}
+    limiter = anyio.CapacityLimiter(run.config.capacity)
+
+    async def evaluate(item: Proposed) -> None:
+        assert item.stacked is not None
+        assert item.record.digest is not None
+        async with limiter:
+            measured[item.record.digest] = await run.measure(
+                "candidate",
+                iteration,
+                run.suites.train,
+                item.stacked,
+                candidate_version(item.record.digest),
+                item.record.candidate,
+            )
+
+    async with anyio.create_task_group() as group:
+        for item in unique.values():
+            group.start_soon(evaluate, item)
+    return measured
+
+
+def _tokens(cost: Cost) -> int:
+    return (cost.input_tokens or 0) + (cost.output_tokens or 0)
+
+
+def _ending(exc: BaseException) -> tuple[Literal["stopped", "failed"], str]:
+    if isinstance(exc, anyio.get_cancelled_exc_class() | KeyboardInterrupt):
+        return "stopped", "the run was stopped"
+    return "failed", f"{type(exc).__name__}: {exc}"
