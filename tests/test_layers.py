@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("optimizer",),
     ("llm",),
     ("demos",),  # below the optimizer: nothing it learns can come from knowing them
-    ("harness", "blocking", "experiments", "manifest", "manifest_keys", "advanced", "sources"),
+    ("harness", "blocking", "experiments", "manifest", "advanced", "sources"),
     ("service", "client"),
     ("cli",),
     ("__init__",),

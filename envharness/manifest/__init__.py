@@ -1,0 +1,41 @@
+"""Experiments described in a TOML file, so a team whose agents are not Python writes no Python.
+
+``load_manifest(path)`` reads and validates the whole file — every key, every scenario, every
+agent command — and returns a :class:`Manifest`; nothing is imported or run yet. Its
+``experiment(store)`` (or ``async_experiment``) then imports the environment and the Python
+agents and returns an ordinary experiment handle. The format is ``docs/manifests.md``::
+
+    [experiment]
+    name = "synthetic sweep"
+    turns = 5
+    trials = 2
+    seed = 42
+
+    [environment]
+    factory = "envharness.fixtures:SyntheticEnvironment"
+
+    [agents.alice]
+    factory = "envharness.fixtures:SyntheticAgent"
+
+    [agents.bob]
+    command = ["{python}", "agents/python/echo_agent.py"]
+    implementation = "echo-agent-python@1"
+
+    [scenarios]
+    file = "scenarios.jsonl"
+
+``[experiment]`` may name hooks around every participant: ``hooks = "module:attribute"`` (a
+:class:`~envharness.hooks.HarnessHooks`, or a zero-argument factory of one), or ``harness =
+"harness-v2"``, a version the optimizer accepted into the store the experiment records into.
+
+Every mistake is a :class:`ManifestError` naming the file, the line and the key. Paths (``cwd``,
+``scenarios.file``) are relative to the manifest's folder, which is also where an agent program
+runs unless ``cwd`` says otherwise and where ``module:attribute`` references are imported from
+first.
+"""
+
+from envharness.manifest.loader import load_manifest
+from envharness.manifest.model import PYTHON, Manifest, ManifestAgent
+from envharness.manifest.schema import ManifestError
+
+__all__ = ["PYTHON", "Manifest", "ManifestAgent", "ManifestError", "load_manifest"]

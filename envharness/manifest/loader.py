@@ -1,0 +1,358 @@
+"""Reading a manifest: the TOML, the schema, every agent command and scenario, checked before
+anything is imported or run."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+import tomllib
+from collections.abc import Iterator
+from os import PathLike
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+
+from envharness.blocking import EnvironmentHarness
+from envharness.command_agent import DEFAULT_INHERITED_ENV, CommandAgent
+from envharness.errors import ConfigurationError
+from envharness.harness import (
+    AsyncEnvironmentHarness,
+)
+from envharness.manifest.keys import (
+    KeyLines,
+    KeyPath,
+    did_you_mean,
+    dotted,
+    parse_validation,
+    toml_type,
+    unknown_key,
+)
+from envharness.manifest.model import HARNESS_KEY, HOOKS_KEY, PYTHON, Manifest, ManifestAgent
+from envharness.manifest.schema import (
+    COMMAND_ONLY,
+    AgentTable,
+    Document,
+    EnvironmentTable,
+    ExperimentTable,
+    ManifestError,
+    Place,
+    Places,
+    ScenarioEntry,
+    ScenariosTable,
+)
+from envharness.scenario import Scenario
+
+_R = TypeVar("_R")
+_S = TypeVar("_S", bound=msgspec.Struct)
+_H = TypeVar("_H", AsyncEnvironmentHarness, EnvironmentHarness)
+
+
+def load_manifest(path: str | PathLike[str]) -> Manifest:
+    """Read and validate a manifest; raise :class:`ManifestError` naming the line and key."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ManifestError("no such manifest file", file=file) from None
+    except IsADirectoryError:
+        raise ManifestError("is a directory, not a manifest file", file=file) from None
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"is not UTF-8 text ({exc.reason})", file=file) from None
+    except OSError as exc:
+        raise ManifestError(f"cannot be read: {exc.strerror or exc}", file=file) from None
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        found = re.search(r"\(at line (\d+), column (\d+)\)$", str(exc))
+        if found is None:
+            raise ManifestError(f"invalid TOML: {exc}", file=file) from None
+        problem = str(exc)[: found.start()].rstrip()
+        raise ManifestError(
+            f"invalid TOML at column {found[2]}: {problem}", file=file, line=int(found[1])
+        ) from None
+    return _Loader(file, text).load(document)
+
+
+class _Loader:
+    def __init__(self, file: Path, text: str) -> None:
+        self.file = file
+        self.folder = file.resolve().parent
+        self.lines = KeyLines(text)
+
+    def error(self, path: KeyPath, problem: str) -> ManifestError:
+        return ManifestError(
+            problem, file=self.file, line=self.lines.line_of(path), key=dotted(path) or None
+        )
+
+    def load(self, document: dict[str, Any]) -> Manifest:
+        unknown = unknown_key(document, Document, ())
+        if unknown is not None:
+            path, known = unknown
+            name = str(path[-1])
+            where = f"[{dotted(path[:-1])}]" if path[:-1] else "the document"
+            raise self.error(
+                path,
+                f"unknown key {name!r} in {where}"
+                + (did_you_mean(name, known) or f"; the keys there are {', '.join(known)}"),
+            )
+        for table in Document.__struct_fields__:
+            if table not in document:
+                raise ManifestError(
+                    f"the [{table}] table is missing (see docs/manifests.md)",
+                    file=self.file,
+                    key=table,
+                )
+        experiment = self.convert(document["experiment"], ExperimentTable, ("experiment",))
+        if not experiment.name.strip():
+            raise self.error(("experiment", "name"), "give the experiment a name")
+        self.hooks(experiment)
+        environment = self.environment(document["environment"])
+        agents = self.agents(document["agents"])
+        scenarios = self.convert(document["scenarios"], ScenariosTable, ("scenarios",))
+        found, inputs = self.scenarios(scenarios)
+        return Manifest(
+            path=self.file,
+            name=experiment.name,
+            turns=experiment.turns,
+            trials=experiment.trials,
+            seed=experiment.seed,
+            max_concurrency=experiment.max_concurrency,
+            action_timeout=experiment.action_timeout or None,
+            environment=environment,
+            agents=agents,
+            scenarios=found,
+            _inputs=inputs,
+            _lines=self.lines,
+            hooks=experiment.hooks,
+            harness_version=experiment.harness,
+        )
+
+    def convert(
+        self,
+        value: Any,
+        schema: type[_S],
+        path: KeyPath,
+        *,
+        file: Path | None = None,
+        line: int | None = None,
+    ) -> _S:
+        """Validate one table with msgspec; an error names the exact key and its line.
+
+        ``file`` and ``line`` place a JSONL scenario instead of the manifest's own keys.
+        """
+        try:
+            return msgspec.convert(value, schema)
+        except msgspec.ValidationError as exc:
+            problem, relative, missing = parse_validation(str(exc))
+            full = path + relative
+            if missing is not None:
+                full = (*full, missing)
+                problem = "required key is missing" + (
+                    f" from [{dotted(full[:-1])}]" if full[:-1] and file is None else ""
+                )
+            if file is not None:
+                raise ManifestError(problem, file=file, line=line, key=dotted(full)) from None
+            raise self.error(full, problem) from None
+
+    def hooks(self, table: ExperimentTable) -> None:
+        if table.hooks is not None and table.harness is not None:
+            raise self.error(
+                HARNESS_KEY,
+                f"give hooks = ... (line {self.lines.line_of(HOOKS_KEY)}) or harness = ..., not "
+                "both: a session runs under one harness",
+            )
+        if table.hooks is not None:
+            self.check_reference(table.hooks, HOOKS_KEY, example="my_package.hooks:HOOKS")
+        if table.harness is not None and not table.harness.strip():
+            raise self.error(
+                HARNESS_KEY,
+                'name an accepted harness version, e.g. harness = "harness-v2" (`envharness '
+                "harness list` shows them)",
+            )
+
+    def environment(self, value: Any) -> str:
+        table = self.convert(value, EnvironmentTable, ("environment",))
+        if table.command is not None:
+            raise self.error(
+                ("environment", "command"),
+                "a command-driven environment is not supported yet; give "
+                'factory = "module:attribute" (a Python environment class or factory)',
+            )
+        if table.factory is None:
+            raise self.error(
+                ("environment",),
+                'give factory = "module:attribute", e.g. '
+                '"envharness.fixtures:SyntheticEnvironment"',
+            )
+        self.check_reference(table.factory, ("environment", "factory"))
+        return table.factory
+
+    def agents(self, value: Any) -> tuple[ManifestAgent, ...]:
+        if not isinstance(value, dict):
+            raise self.error(("agents",), f"expected a table, got {toml_type(value)}")
+        if not value:
+            raise self.error(
+                ("agents",), "no agents: add a table per participant, e.g. [agents.alice]"
+            )
+        return tuple(self.agent(name, table) for name, table in value.items())
+
+    def agent(self, name: str, value: Any) -> ManifestAgent:
+        path: KeyPath = ("agents", name)
+        table = self.convert(value, AgentTable, path)
+        if (table.factory is None) == (table.command is None):
+            raise self.error(
+                path,
+                'give either factory = "module:attribute" (a Python agent) or command = '
+                '["program", "arg", ...] (a program speaking the agent protocol)'
+                + (", not both" if table.factory is not None else ""),
+            )
+        if table.factory is not None:
+            for key in COMMAND_ONLY:
+                if key in value:
+                    raise self.error(
+                        (*path, key),
+                        f"{key} applies to command agents only"
+                        + (
+                            "; a Python agent declares its own `implementation` attribute"
+                            if key == "implementation"
+                            else ""
+                        ),
+                    )
+            self.check_reference(table.factory, (*path, "factory"))
+            return ManifestAgent(name=name, factory=table.factory, role=table.role)
+        assert table.command is not None
+        return ManifestAgent(name=name, command=self.command(path, table), role=table.role)
+
+    def command(self, path: KeyPath, table: AgentTable) -> CommandAgent:
+        key: KeyPath = (*path, "command")
+        if isinstance(table.command, str):
+            try:
+                argv = shlex.split(table.command)
+            except ValueError as exc:
+                raise self.error(key, f"cannot split {table.command!r} into words: {exc}") from None
+        else:
+            argv = list(table.command or ())
+        if not argv:
+            raise self.error(
+                key, 'is empty; give the program and its arguments, e.g. ["node", "agent.mjs"]'
+            )
+        if not table.implementation:
+            raise self.error(
+                (*path, "implementation"),
+                'a command agent needs implementation = "name@version", recorded with the '
+                'evidence (e.g. implementation = "echo-agent@1")',
+            )
+        argv = [sys.executable if word == PYTHON else word for word in argv]
+        cwd = self.folder / table.cwd if table.cwd is not None else self.folder
+        if not cwd.is_dir():
+            raise self.error(
+                (*path, "cwd"),
+                f"the working directory {str(cwd)!r} does not exist (cwd is relative to the "
+                "manifest's folder)",
+            )
+        try:
+            return CommandAgent(
+                argv,
+                implementation=table.implementation,
+                env=table.env,
+                cwd=cwd,
+                inherit_env=(*DEFAULT_INHERITED_ENV, *table.inherit_env),
+            )
+        except ConfigurationError as exc:
+            raise self.error(key, str(exc)) from None
+
+    def check_reference(
+        self, reference: str, path: KeyPath, *, example: str = "my_package.agents:MyAgent"
+    ) -> None:
+        module_name, separator, attribute = reference.partition(":")
+        if not separator or not module_name or not attribute or ":" in attribute:
+            raise self.error(path, f"{reference!r} is not module:attribute, e.g. {example}")
+
+    def scenarios(self, table: ScenariosTable) -> tuple[tuple[Scenario[Any], ...], Places]:
+        if table.items is not None and table.file is not None:
+            raise self.error(
+                ("scenarios", "file"),
+                "give the scenarios either inline ([[scenarios.items]]) or in a file "
+                "(file = ...), not both",
+            )
+        if table.file is not None:
+            entries = list(self.jsonl(table.file))
+        elif table.items is not None:
+            entries = [
+                (entry, self.place(index, "id"), self.place(index, "input"))
+                for index, entry in enumerate(table.items)
+            ]
+        else:
+            raise self.error(
+                ("scenarios",),
+                'give [[scenarios.items]] tables, or file = "scenarios.jsonl" (one JSON object '
+                "per line)",
+            )
+        if not entries:
+            raise self.error(("scenarios",), "no scenarios: the experiment needs at least one")
+        found: list[Scenario[Any]] = []
+        ids: dict[str, Place] = {}
+        inputs: Places = {}
+        for entry, id_place, input_place in entries:
+            first = ids.get(entry.id)
+            if first is not None:
+                raise id_place.error(
+                    f"scenario id {entry.id!r} appears twice, at lines {first.line} and "
+                    f"{id_place.line}; scenario ids must be unique (use trials to repeat one)"
+                )
+            try:
+                scenario = Scenario(
+                    id=entry.id,
+                    input=entry.input,
+                    reference=entry.reference,
+                    metadata=entry.metadata,
+                )
+            except ConfigurationError as exc:
+                raise id_place.error(str(exc)) from None
+            ids[entry.id] = id_place
+            inputs[entry.id] = input_place
+            found.append(scenario)
+        return tuple(found), inputs
+
+    def place(self, index: int, key: str) -> Place:
+        path: KeyPath = ("scenarios", "items", index, key)
+        return Place(self.file, self.lines.line_of(path), dotted(path))
+
+    def jsonl(self, name: str) -> Iterator[tuple[ScenarioEntry, Place, Place]]:
+        source = self.folder / name
+        shown = self.file.parent / name  # as the user would write it from where they are
+        try:
+            lines = source.read_bytes().splitlines()
+        except OSError as exc:
+            raise self.error(
+                ("scenarios", "file"),
+                f"cannot read {str(source)!r}: {exc.strerror or exc} (the path is relative to "
+                "the manifest's folder)",
+            ) from None
+        for number, raw in enumerate(lines, 1):
+            if not raw.strip():
+                continue
+            try:
+                value = msgspec.json.decode(raw)
+            except msgspec.DecodeError as exc:
+                raise ManifestError(f"not valid JSON: {exc}", file=shown, line=number) from None
+            if not isinstance(value, dict):
+                raise ManifestError(
+                    f"expected a JSON object with id and input, got {toml_type(value)}",
+                    file=shown,
+                    line=number,
+                )
+            unknown = unknown_key(value, ScenarioEntry, ())
+            if unknown is not None:
+                path, known = unknown
+                raise ManifestError(
+                    f"unknown key {path[-1]!r}"
+                    + (did_you_mean(str(path[-1]), known) or f"; the keys are {', '.join(known)}"),
+                    file=shown,
+                    line=number,
+                    key=dotted(path),
+                )
+            entry = self.convert(value, ScenarioEntry, (), file=shown, line=number)
+            yield entry, Place(shown, number, "id"), Place(shown, number, "input")
