@@ -17,8 +17,10 @@ immutable.
 Rows are in the conversational format TRL's trainers accept, one row per (trajectory,
 participant): ``{"messages": [{"role": "user", "content": ...}, {"role": "assistant", ...}],
 "reward": ..., ...}`` — what the participant was shown becomes ``user`` messages, what its
-policy answered ``assistant`` messages. Of an imported trajectory only ``message`` records
-(``{"role": ..., "content": ...}``) count, taken as they are: other kinds are the source's own.
+policy answered ``assistant`` messages. Of an imported trajectory, ``message`` records
+(``{"role": ..., "content": ...}``) count as they are, and OpenTelemetry GenAI model calls
+(``gen_ai.chat`` records) with captured content give what the model was sent and answered
+(:mod:`envharness.trajectories.sources.genai`); other kinds are the source's own.
 The evidence is checked against its digest binding as the rows are read.
 """
 
@@ -51,6 +53,7 @@ from envharness.trajectories.snapshots import (
     snapshot_trajectories,
     verify_snapshot,
 )
+from envharness.trajectories.sources.genai import CHAT_KINDS, chat_turn, merge
 
 __all__ = [
     "Dataset",
@@ -113,10 +116,10 @@ _blocked = msgspec.json.Decoder(ActionBlocked)
 _hint = msgspec.json.Decoder(Hint)
 _message_decoder = msgspec.json.Decoder(Message)
 _NATIVE_CONVERSATION = frozenset({"observation", "action.attempted", "action.blocked", "hint"})
-_IMPORTED_CONVERSATION = frozenset({"message"})
+_IMPORTED_CONVERSATION = frozenset({"message"}) | CHAT_KINDS
 """An imported record's kind is the source's word, its payload the source's shape: only a
-``message`` record (``{"role", "content"}``) says what was said. A source's ``observation`` is
-not our Observation and is never decoded as one."""
+``message`` record (``{"role", "content"}``) and a GenAI model call say what was said. A
+source's ``observation`` is not our Observation and is never decoded as one."""
 
 
 # -- admission -----------------------------------------------------------------------------------
@@ -354,14 +357,19 @@ async def _conversations(
     kinds = (
         _NATIVE_CONVERSATION if trajectory.provenance.origin == "native" else _IMPORTED_CONVERSATION
     )
+    # A model-call span often names no agent; in a one-participant episode it is that one's.
+    [sole] = trajectory.participants if len(trajectory.participants) == 1 else [None]
     rows = reader.rows(trajectory)
     try:
         async for row in rows:
-            if row.kind not in kinds or row.participant is None:
+            if row.kind not in kinds or _superseded(row, bounds):
                 continue
-            if _superseded(row, bounds):
-                continue
-            conversations.setdefault(row.participant, []).append(_message(row))
+            if row.kind in CHAT_KINDS:
+                participant = row.participant or sole
+                if participant is not None:
+                    _merge_chat(conversations.setdefault(participant, []), row)
+            elif row.participant is not None:
+                conversations.setdefault(row.participant, []).append(_message(row))
     finally:
         aclose = getattr(rows, "aclose", None)
         if aclose is not None:
@@ -403,6 +411,18 @@ def _message(row: EvidenceRow) -> Message:
         return Message("user", f"Your action was blocked ({blocked.by}): {blocked.reason}")
     hint = _hint.decode(row.payload)
     return Message("user", f"Hint: {hint.text}")
+
+
+def _merge_chat(conversation: list[Message], row: EvidenceRow) -> None:
+    try:
+        sent, answered = chat_turn(msgspec.json.decode(row.payload))
+    except ValueError as exc:  # msgspec's DecodeError is one too
+        raise TrajectoryError(
+            f"record {row.seq} ({row.kind}) holds messages that cannot be read: {exc}"
+        ) from exc
+    said = [(message.role, message.content) for message in conversation]
+    merge(said, ([*sent], [*answered]))
+    conversation[:] = [Message(role, content) for role, content in said]
 
 
 def _text(value: Any) -> str:

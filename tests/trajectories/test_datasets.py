@@ -301,3 +301,103 @@ def test_an_imported_trajectory_speaks_only_through_its_message_records(tmp_path
     runner.create_dataset("imported", [snapshot.metadata.id])
     [row] = runner.dataset_rows("imported")
     assert [(m.role, m.content) for m in row.messages] == [("user", "2+2?"), ("assistant", "4")]
+
+
+OTEL_TRACE = "54d8d8e585ddee593d47f2a3b0eec622"
+
+
+def scored_otel_trace(store: Path, source: str) -> str:
+    """The recorded OpenTelemetry GenAI trace (a tool-using agent), then a verifier's score."""
+    from envharness.store.sources import SourceStore
+    from envharness.trajectories.sources import SourceChain
+    from tests.trajectories.sources._support import OTEL_FIXTURE
+
+    runner = harness(store)
+    runner.sources().import_file(source, OTEL_FIXTURE, format="otel-genai", training=True)
+    position, head = anyio.run(SourceStore(store).head, source)
+    chain = SourceChain(source, next_position=position + 1, prev=head)
+    # It judged the final answer: the second model call, at position 2.
+    score = chain.seal(OTEL_TRACE, "score", {"scorer": "judge@1", "passed": True, "cites": [2]})
+    runner.sources().import_records(source, [score], training=True)
+    return f"{source}:{OTEL_TRACE}"
+
+
+def test_an_otel_genai_trace_becomes_the_agents_conversation(tmp_path: Path) -> None:
+    """Each model call sends the whole history so far: the row holds it once, the tool call
+    and its result in order, ending with the answer."""
+    runner = harness(tmp_path)
+    runner.run(REACH, turns=1)  # the store exists
+    trajectory_id = scored_otel_trace(tmp_path, "otel/weather-agent")
+    snapshot = runner.snapshot([trajectory_id], entitlement="own traces")
+    runner.create_dataset("traces", [snapshot.metadata.id])
+    [row] = runner.dataset_rows("traces")
+    call = '{"tool_call":{"arguments":{"city":"Paris"},"id":"call_weather_1","name":"get_weather"}}'
+    assert [(m.role, m.content) for m in row.messages] == [
+        ("system", "You answer weather questions with the get_weather tool."),
+        ("user", "What is the weather in Paris?"),
+        ("assistant", call),
+        ("tool", '{"temperature_c": 18, "sky": "sunny"}'),
+        ("assistant", "It is 18 degrees and sunny in Paris."),
+    ]
+    assert (row.participant, row.reward, row.scorer_version) == ("weather-agent", 1.0, "judge@1")
+
+
+@pytest.mark.parametrize(
+    ("attributes", "problem"),
+    [
+        ({"gen_ai.input.messages": "[{"}, "gen_ai.input.messages is not JSON"),
+        ({"gen_ai.input.messages": '{"role": "user"}'}, "is dict, not a JSON array"),
+        ({"gen_ai.output.messages": '[{"parts": []}]'}, "output.messages[0] is not a message"),
+        ({"gen_ai.output.messages": '[{"role": "assistant", "parts": ["hi"]}]'}, "not a part"),
+    ],
+)
+def test_unreadable_model_call_messages_are_named(
+    tmp_path: Path, attributes: dict[str, str], problem: str
+) -> None:
+    from envharness.trajectories import TrajectoryError
+    from envharness.trajectories.sources import SourceChain
+
+    runner = harness(tmp_path)
+    runner.run(REACH, turns=1)  # the store exists
+    chain = SourceChain("acme/otel")
+    rows = [
+        chain.seal("ep", "episode.started", {"participants": {"bot": "m@1"}}),
+        chain.seal("ep", "gen_ai.chat", {"attributes": attributes}),
+        chain.seal("ep", "score", {"scorer": "exact@1", "passed": True, "cites": [1]}),
+        chain.seal("ep", "episode.ended", {"status": "completed"}),
+    ]
+    runner.sources().import_records("acme/otel", rows, training=True)
+    snapshot = runner.snapshot(["acme/otel:ep"], entitlement="licensed")
+    runner.create_dataset("bad", [snapshot.metadata.id])
+    with pytest.raises(TrajectoryError, match=r"record 1 \(gen_ai.chat\)") as caught:
+        list(runner.dataset_rows("bad"))
+    assert problem in str(caught.value)
+
+
+def test_model_calls_that_send_only_what_is_new_are_appended() -> None:
+    from envharness.trajectories.sources.genai import chat_turn, merge
+
+    def call(sent: list[tuple[str, str]], answer: str) -> Any:
+        messages = [{"role": r, "parts": [{"type": "text", "content": c}]} for r, c in sent]
+        return {
+            "attributes": {
+                "gen_ai.system_instructions": [{"type": "text", "content": "Be brief."}],
+                "gen_ai.input.messages": msgspec.json.encode(messages).decode(),
+                "gen_ai.output.messages": [
+                    {"role": "assistant", "parts": [{"type": "text", "content": answer}]}
+                ],
+            }
+        }
+
+    conversation: list[tuple[str, str]] = []
+    merge(conversation, chat_turn(call([("user", "hi")], "hello")))
+    merge(conversation, chat_turn(call([("user", "and?")], "bye")))
+    assert conversation == [
+        ("system", "Be brief."),
+        ("user", "hi"),
+        ("assistant", "hello"),
+        ("system", "Be brief."),
+        ("user", "and?"),
+        ("assistant", "bye"),
+    ]
+    assert chat_turn({"attributes": {}}) == ([], [])  # content not captured: nothing said
