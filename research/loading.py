@@ -47,28 +47,10 @@ def add_harness_arguments(parser: argparse.ArgumentParser, *, scenarios: bool = 
 def harness_from(store: Path, environment: str, agents: Sequence[str], roles: Sequence[str]) -> Any:
     """An ``AsyncEnvironmentHarness`` on ``store`` built like ``envharness optimize`` builds it."""
     from envharness.cli.edge import CliError
-    from envharness.cli.loading import (
-        guard_factory,
-        load_agent,
-        load_reference,
-        make_cwd_importable,
-        parse_pair,
-    )
-    from envharness.harness import AsyncEnvironmentHarness
+    from envharness.cli.loading import command_line_harness
 
     try:
-        make_cwd_importable()
-        factory = guard_factory(
-            load_reference(environment, what="--environment"), f"environment {environment!r}"
-        )
-        built: dict[str, Any] = {}
-        for text in agents:
-            name, reference = parse_pair(text, option="--agent", example="agent=my_agents:Policy")
-            if name in built:
-                raise InputError(f"--agent {name!r} is given twice; participant names must differ")
-            built[name] = load_agent(name, reference)
-        role_map = dict(parse_pair(t, option="--role", example="alice=buyer") for t in roles)
-        return AsyncEnvironmentHarness(store, environment=factory, agents=built, roles=role_map)
+        return command_line_harness(store, environment, agents, roles)
     except CliError as exc:
         raise InputError(str(exc)) from None
 
