@@ -212,7 +212,7 @@ class AsyncClient:
         )
 
     async def experiment(self, experiment_id: str) -> ExperimentDetail:
-        return await self._get(f"/api/experiments/{experiment_id}", ExperimentDetail)
+        return await self._get(f"/api/experiments/{_segment(experiment_id)}", ExperimentDetail)
 
     async def experiment_events(
         self, experiment_id: str, *, after: int = -1, reconnect: bool = True
@@ -220,7 +220,7 @@ class AsyncClient:
         """The experiment's sessions as they start and change status, and its own status
         changes, until it ends; resumed after a dropped connection like :meth:`events`.
         ``after`` is an event id (a store position), -1 for everything."""
-        url = f"/api/experiments/{experiment_id}/events"
+        url = f"/api/experiments/{_segment(experiment_id)}/events"
         async with aclosing(self._follow(url, after, reconnect)) as stream:
             async for event, data in stream:
                 decoder = _experiment_events.get(event)
@@ -228,12 +228,12 @@ class AsyncClient:
                     yield decoder.decode(data)
 
     async def session(self, session_id: str) -> SessionDetail:
-        return await self._get(f"/api/sessions/{session_id}", SessionDetail)
+        return await self._get(f"/api/sessions/{_segment(session_id)}", SessionDetail)
 
     async def lineage(self, session_id: str) -> LineageOut:
         """Where the session was branched from (parent, checkpoint, intervention), and the
         branches made from it."""
-        return await self._get(f"/api/sessions/{session_id}/lineage", LineageOut)
+        return await self._get(f"/api/sessions/{_segment(session_id)}/lineage", LineageOut)
 
     async def compare(self, left: str, right: str) -> ComparisonOut:
         """Two sessions aligned by turn and participant: what differs, and their scores."""
@@ -251,7 +251,7 @@ class AsyncClient:
     ) -> RecordPage:
         params = _params(after=after, limit=limit, participant=participant, turn=turn)
         params += [("kind", kind) for kind in kinds]
-        return await self._get(f"/api/sessions/{session_id}/records", RecordPage, params)
+        return await self._get(f"/api/sessions/{_segment(session_id)}/records", RecordPage, params)
 
     def iter_records(
         self,
@@ -276,7 +276,9 @@ class AsyncClient:
 
     async def export(self, session_id: str) -> AsyncGenerator[bytes, None]:
         """The session's JSON lines, each exactly as the service streamed it (no newline)."""
-        async with self._http.stream("GET", f"/api/sessions/{session_id}/export") as response:
+        async with self._http.stream(
+            "GET", f"/api/sessions/{_segment(session_id)}/export"
+        ) as response:
             await _raise_for(response)
             async with aclosing(_lines(response)) as lines:
                 async for line in lines:
@@ -288,7 +290,7 @@ class AsyncClient:
     ) -> AsyncGenerator[RecordOut, None]:
         """Records as they commit, until the session ends. A dropped connection is resumed
         from the last record received (``Last-Event-ID``): nothing is missed or repeated."""
-        url = f"/api/sessions/{session_id}/events"
+        url = f"/api/sessions/{_segment(session_id)}/events"
         async with aclosing(self._follow(url, after, reconnect)) as stream:
             async for event, data in stream:
                 if event == "record":
@@ -382,7 +384,7 @@ class AsyncClient:
     async def trajectory(self, trajectory_id: str, *, check: bool = True) -> TrajectoryDetail:
         """One trajectory (``ses_…`` or ``SOURCE:EPISODE``), with its digest check unless
         ``check`` is false; as long as the check takes (no read timeout)."""
-        path = f"/api/trajectories/{quote(trajectory_id, safe=':/')}"
+        path = f"/api/trajectories/{_segment(trajectory_id, safe=':/')}"
         params = _params(check=str(check).lower())
         response = await self._http.get(path, params=params, timeout=None)
         return await _decode(response, TrajectoryDetail)
@@ -396,7 +398,7 @@ class AsyncClient:
         """A snapshot and a page of its trajectories; ``check`` verifies it first."""
         params = _params(check=str(check).lower(), after=after, limit=limit)
         response = await self._http.get(
-            f"/api/snapshots/{quote(snapshot_id, safe='')}", params=params, timeout=None
+            f"/api/snapshots/{_segment(snapshot_id)}", params=params, timeout=None
         )
         return await _decode(response, SnapshotDetail)
 
@@ -418,7 +420,7 @@ class AsyncClient:
 
     async def export_snapshot(self, snapshot_id: str) -> AsyncGenerator[bytes, None]:
         """The snapshot's JSON lines exactly as streamed (no newline): hash them as they are."""
-        path = f"/api/snapshots/{quote(snapshot_id, safe='')}/export"
+        path = f"/api/snapshots/{_segment(snapshot_id)}/export"
         async with aclosing(self._stream_lines(path)) as lines:
             async for line in lines:
                 yield line
@@ -427,7 +429,7 @@ class AsyncClient:
         return await self._get("/api/datasets", DatasetPage, _params(after=after, limit=limit))
 
     async def dataset(self, name: str) -> DatasetDetail:
-        return await self._get(f"/api/datasets/{quote(name, safe='')}", DatasetDetail)
+        return await self._get(f"/api/datasets/{_dataset(name)}", DatasetDetail)
 
     async def create_dataset(
         self, name: str, snapshots: Sequence[str], *, reward: str | None = None
@@ -439,7 +441,7 @@ class AsyncClient:
 
     async def export_dataset(self, name: str) -> AsyncGenerator[DatasetRow, None]:
         """The dataset's rows (TRL's conversational format), as the service streams them."""
-        path = f"/api/datasets/{quote(name, safe='')}/export"
+        path = f"/api/datasets/{_dataset(name)}/export"
         async with aclosing(self._stream_lines(path)) as lines:
             async for line in lines:
                 yield _dataset_row.decode(line)
@@ -481,9 +483,7 @@ class AsyncClient:
 
     async def harness_version(self, version: str) -> HarnessVersionDetail:
         """One version: ``harness show``'s figures, its code hooks, its run and evidence."""
-        return await self._get(
-            f"/api/harness/versions/{quote(version, safe='')}", HarnessVersionDetail
-        )
+        return await self._get(f"/api/harness/versions/{_segment(version)}", HarnessVersionDetail)
 
     async def harness_diff(self, old: str, new: str) -> HarnessDiff:
         """A unified diff of two versions' code, as ``envharness harness diff`` prints it."""
@@ -498,7 +498,7 @@ class AsyncClient:
 
     async def optimizer_run(self, run_id: str) -> RunHistory:
         """A run read back from its chain: iterations, every candidate's verdict, versions."""
-        return await self._get(f"/api/optimizer/runs/{quote(run_id, safe='')}", RunHistory)
+        return await self._get(f"/api/optimizer/runs/{_segment(run_id)}", RunHistory)
 
     async def _post(self, path: str, body: bytes, kind: type[_T]) -> _T:
         response = await self._http.post(
@@ -542,7 +542,9 @@ class AsyncClient:
         return await _decode(response, NewToken)
 
     async def revoke_token(self, token_id: str) -> TokenInfo:
-        return await _decode(await self._http.delete(f"/api/tokens/{token_id}"), TokenInfo)
+        return await _decode(
+            await self._http.delete(f"/api/tokens/{_segment(token_id)}"), TokenInfo
+        )
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -711,6 +713,30 @@ def _lines(response: httpx.Response) -> AsyncGenerator[str, None]:
     return cast(AsyncGenerator[str, None], response.aiter_lines())
 
 
+def _segment(value: str, *, safe: str = "") -> str:
+    """``value`` as the last part of a URL path, naming exactly it.
+
+    Every character a URL gives a meaning to (``%``, ``?``, ``#``, ``/`` unless ``safe``) is
+    percent-encoded, and so are the dots of a ``.`` or ``..`` part, which httpx would
+    otherwise resolve: an id must never turn into another endpoint or a query string.
+    """
+    if not value:
+        raise ValueError("an id in a URL must not be empty")
+    parts = quote(value, safe=safe).split("/")
+    return "/".join("%2E" * len(part) if part in {".", ".."} else part for part in parts)
+
+
+def _dataset(name: str) -> str:
+    """A dataset's name or id as a path segment. The server decodes the path before it routes,
+    so a name holding ``/`` cannot be one: it is reached by its id (docs/api.md)."""
+    if "/" in name:
+        raise ValueError(
+            f"dataset name {name!r} holds '/', which a URL cannot carry as one part; "
+            "name it by its id (dst_…, from datasets())"
+        )
+    return _segment(name)
+
+
 def _params(**values: str | int | None) -> _Params:
     return [(name, value) for name, value in values.items() if value is not None]
 
@@ -732,6 +758,22 @@ def _raise_problem(response: httpx.Response) -> None:
     try:
         problem = _problem.decode(response.content)
     except msgspec.MsgspecError:
-        text = response.text[:200] or response.reason_phrase
-        raise ServiceError(response.status_code, text) from None
+        raise ServiceError(response.status_code, _not_a_problem(response)) from None
     raise ServiceError(problem.status, problem.message, problem.parameter)
+
+
+def _not_a_problem(response: httpx.Response) -> str:
+    """The message of an error answer that is not the service's JSON ``Problem``: a viewer page,
+    a redirect, or another server on that port. Says what came back instead of quoting it."""
+    request = response.request
+    kind = response.headers.get("content-type", "").split(";")[0].strip() or "no body"
+    where = f"{request.method} {request.url.path}"
+    if response.is_redirect:
+        target = response.headers.get("location", "")
+        return f"{where} answered {response.reason_phrase}, to {target!r}: not an API answer"
+    if kind == "text/plain":
+        return f"{where}: {response.text[:200]}"
+    return (
+        f"{where} answered {response.reason_phrase} ({kind}), not a JSON problem: is this "
+        "the envharness service, and the path one of its API endpoints?"
+    )

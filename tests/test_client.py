@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from pathlib import Path
 
@@ -255,3 +256,87 @@ async def test_iterating_follows_next_after_across_pages() -> None:
 
     assert [item async for item in _every(fetch, lambda page: page.items)] == [1, 2, 3, 4, 5]
     assert asked == [None, 2, 4]
+
+
+async def test_ids_are_sent_as_one_exact_path_segment() -> None:
+    """An id holding ``%``, ``?``, ``#``, ``/`` or dots names that id: it never becomes a query
+    string, a fragment or another endpoint (``..`` once reached ``/api/health``)."""
+    asked: list[bytes] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url.raw_path)
+        return httpx.Response(404, json={"status": 404, "message": "no", "parameter": None})
+
+    weird = "x%?#/.."
+    async with AsyncClient(BASE, "eht_x", transport=httpx.MockTransport(answer)) as client:
+        calls = [
+            lambda: client.experiment(weird),
+            lambda: client.session(weird),
+            lambda: client.lineage(".."),
+            lambda: client.records("."),
+            lambda: client.snapshot(weird),
+            lambda: client.dataset("d %?#"),
+            lambda: client.harness_version(".."),
+            lambda: client.optimizer_run(weird),
+            lambda: client.revoke_token(weird),
+            lambda: client.trajectory("acme/runs:x/../y?z#w"),
+        ]
+        for call in calls:
+            with pytest.raises(ServiceError):
+                await call()
+        for stream in (client.export(weird), client.events(weird), client.export_snapshot("..")):
+            with pytest.raises(ServiceError):
+                await _drain(stream)
+        for empty in (lambda: client.session(""), lambda: client.revoke_token("")):
+            with pytest.raises(ValueError, match="must not be empty"):
+                await empty()
+        with pytest.raises(ValueError, match="by its id"):
+            await client.dataset("team/sft")
+    quoted = "x%25%3F%23%2F.."
+    assert asked == [
+        f"/api/experiments/{quoted}".encode(),
+        f"/api/sessions/{quoted}".encode(),
+        b"/api/sessions/%2E%2E/lineage",
+        b"/api/sessions/%2E/records?after=-1&limit=100",
+        f"/api/snapshots/{quoted}?check=false&after=-1&limit=100".encode(),
+        b"/api/datasets/d%20%25%3F%23",
+        b"/api/harness/versions/%2E%2E",
+        f"/api/optimizer/runs/{quoted}".encode(),
+        f"/api/tokens/{quoted}".encode(),
+        b"/api/trajectories/acme/runs:x/%2E%2E/y%3Fz%23w?check=true",
+        f"/api/sessions/{quoted}/export".encode(),
+        f"/api/sessions/{quoted}/events".encode(),
+        b"/api/snapshots/%2E%2E/export",
+    ]
+
+
+async def _drain(stream: AsyncGenerator[object, None]) -> None:
+    async with aclosing(stream) as items:
+        async for _ in items:
+            pass
+
+
+@pytest.mark.parametrize(
+    ("response", "expected"),
+    [
+        (
+            httpx.Response(404, html="<!doctype html><title>Not found</title>"),
+            "GET /api/sessions/ses_x answered Not Found (text/html), not a JSON problem: is "
+            "this the envharness service, and the path one of its API endpoints?",
+        ),
+        (
+            httpx.Response(307, headers={"Location": "http://127.0.0.1:8765/api/sessions"}),
+            "GET /api/sessions/ses_x answered Temporary Redirect, to "
+            "'http://127.0.0.1:8765/api/sessions': not an API answer",
+        ),
+        (httpx.Response(502, text="Bad gateway"), "GET /api/sessions/ses_x: Bad gateway"),
+    ],
+)
+async def test_an_error_that_is_not_a_problem_says_what_came_back(
+    response: httpx.Response, expected: str
+) -> None:
+    transport = httpx.MockTransport(lambda request: response)
+    async with AsyncClient(BASE, "eht_x", transport=transport) as client:
+        with pytest.raises(ServiceError) as failed:
+            await client.session("ses_x")
+    assert (failed.value.status, failed.value.message) == (response.status_code, expected)

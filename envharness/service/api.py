@@ -16,6 +16,7 @@ import msgspec
 from starlette.responses import Response
 
 from envharness._version import __version__
+from envharness.errors import ConfigurationError
 from envharness.records import SessionCreated, Status, decode_payload, encode_record
 from envharness.service.bodies import decode_body
 from envharness.service.events import ClosingStream, EventsQuery, session_events
@@ -204,12 +205,15 @@ async def list_tokens(call: Call[NoParameters]) -> Response:
 
 async def issue_token(call: Call[NoParameters]) -> Response:
     request = decode_body(await _body(call), _token_request, "token")
-    issued = await call.service.tokens.issue(
-        request.role,
-        participant=request.participant,
-        sessions=request.sessions,
-        label=request.label,
-    )
+    try:
+        issued = await call.service.tokens.issue(
+            request.role,
+            participant=request.participant,
+            sessions=request.sessions,
+            label=request.label,
+        )
+    except ConfigurationError as error:  # a request the body got wrong: say it is the body
+        raise HTTPProblem(422, str(error), parameter="body") from None
     return json_response(NewToken(token=issued.secret, info=issued.info), status=201)
 
 

@@ -42,6 +42,10 @@ async def read_body(
 
 def decode_body(body: bytes, decoder: msgspec.json.Decoder[_T], what: str) -> _T:
     """``body`` as the ``what`` request ``decoder`` reads; 422 naming what is wrong with it."""
+    if not body.strip():
+        raise HTTPProblem(
+            422, f"the body is empty: send the {what} request as a JSON object", parameter="body"
+        )
     try:
         return decoder.decode(body)
     except msgspec.ValidationError as exc:

@@ -53,7 +53,7 @@ class Guard:
             return
         headers = Headers(scope=scope)
         host = headers.get("host", "")
-        if host not in self.allowed_hosts:
+        if host.lower() not in self.allowed_hosts:  # a host name is case-insensitive
             expected = ", ".join(sorted(self.allowed_hosts))
             await _refuse(
                 send, 400,

@@ -34,6 +34,7 @@ from envharness.service.trajectory_schemas import (
     SnapshotRequest,
     TrajectorySummary,
 )
+from envharness.store.sources import SourceStore
 from envharness.trajectories import (
     SnapshotMetadata,
     TrajectoryError,
@@ -44,6 +45,7 @@ from envharness.trajectories import (
     load_snapshot,
     snapshot_trajectories,
 )
+from envharness.trajectories.sources import split_trajectory_id
 
 __all__ = ["SNAPSHOT_API_ENDPOINTS", "SnapshotQuery", "exact_snapshot", "frozen_summaries"]
 
@@ -76,6 +78,20 @@ async def exact_snapshot(call: Call[Any], snapshot_id: str) -> SnapshotMetadata:
     if metadata.id != snapshot_id:
         raise not_found(f"snapshot {snapshot_id!r}")
     return metadata
+
+
+async def _require_trajectory(call: Call[Any], wanted: str) -> None:
+    """404 unless ``wanted`` names a session exactly, or an imported episode, as
+    ``/api/trajectories/{id}`` reads ids: freezing must not answer with the store's own
+    message (its directory and a command to run) for a trajectory that is not there."""
+    imported = split_trajectory_id(wanted)
+    if imported is None:
+        await call.access.session(wanted)
+        return
+    try:
+        await SourceStore(call.service.store.directory).episode(*imported)
+    except NotFoundError:
+        raise not_found(f"trajectory {wanted!r}") from None
 
 
 async def frozen_summaries(
@@ -135,8 +151,7 @@ async def create_snapshot(call: Call[NoParameters]) -> Response:
     access = call.access
     selection = list(dict.fromkeys(request.sessions))
     for wanted in selection:
-        if ":" not in wanted:  # a session: named exactly, as everywhere in the API
-            await access.session(wanted)
+        await _require_trajectory(call, wanted)
     if request.experiment is not None:
         info = await access.experiment(request.experiment)
         selection += [member.session.id for member in await access.experiment_sessions(info.id)]

@@ -117,6 +117,33 @@ async def test_unknown_ids_are_404s_on_every_kind_of_endpoint(world: World) -> N
         assert "tok_00000000000000000000ff" in revoke.json()["message"]
 
 
+@pytest.mark.parametrize(
+    "body",
+    [{"role": "participant"}, {"role": "viewer", "participant": "alice"},
+     {"role": "participant", "participant": "alice", "sessions": ["ses_00000000000000000000ff"]}],
+)  # fmt: skip
+async def test_a_token_request_the_store_refuses_names_the_body(
+    world: World, body: dict[str, object]
+) -> None:
+    async with world.client("admin") as client:
+        response = await client.post("/api/tokens", json=body)
+    assert response.status_code == 422, response.text
+    assert response.json()["parameter"] == "body"
+
+
+@pytest.mark.parametrize("path", ["/api/tokens", "/api/snapshots", "/api/datasets"])
+@pytest.mark.parametrize("body", [b"", b"  \n"])
+async def test_an_empty_json_body_is_called_empty(world: World, path: str, body: bytes) -> None:
+    async with world.client("admin") as client:
+        response = await client.post(
+            path, content=body, headers={"Content-Type": "application/json"}
+        )
+    assert response.status_code == 422, response.text
+    problem = msgspec.json.decode(response.content, type=Problem)
+    assert problem.parameter == "body"
+    assert problem.message.startswith("the body is empty: send the "), problem.message
+
+
 @pytest.mark.parametrize("what", ["an empty directory", "a file"])
 def test_serve_refuses_a_path_that_is_not_a_store(tmp_path: Path, what: str) -> None:
     target = tmp_path / "not-a-store"

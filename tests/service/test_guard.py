@@ -27,7 +27,7 @@ async def test_a_foreign_host_header_is_refused_before_anything_runs(
 
 
 async def test_the_bound_address_and_localhost_are_accepted(world: World) -> None:
-    for host in ("127.0.0.1:8765", "localhost:8765"):
+    for host in ("127.0.0.1:8765", "localhost:8765", "LocalHost:8765"):  # names ignore case
         async with world.client("viewer", headers={"Host": host}) as client:
             assert (await client.get("/api/health")).status_code == 200
 

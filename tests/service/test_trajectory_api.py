@@ -11,6 +11,7 @@ import hashlib
 import json
 import tracemalloc
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import msgspec
@@ -342,6 +343,25 @@ async def test_only_an_admin_freezes_a_snapshot_and_the_same_selection_is_found_
         assert not_json.json()["parameter"] == "body"
         form = await client.post("/api/snapshots", data={"sessions": trio})
         assert form.status_code == 415
+
+
+async def test_freezing_what_is_not_there_answers_as_reading_it_does(world: World) -> None:
+    """A missing session or episode in a snapshot request is the same 404 as
+    ``/api/trajectories/{id}`` gives: no store directory, no command to run."""
+    async with world.client("admin") as client:
+        for wanted, message in (
+            ("a:b", "no session 'a:b' here (or this token may not see it)"),
+            (":", "no session ':' here (or this token may not see it)"),
+            ("nowhere/at-all:run", "no trajectory 'nowhere/at-all:run' here (or this token "
+             "may not see it)"),
+            ("quickstart/replay:nope", "no trajectory 'quickstart/replay:nope' here (or this "
+             "token may not see it)"),
+        ):  # fmt: skip
+            frozen = await client.post("/api/snapshots", json={"sessions": [wanted]})
+            read = await client.get(f"/api/trajectories/{quote(wanted, safe='/:')}")
+            assert frozen.status_code == read.status_code == 404, wanted
+            assert frozen.json()["message"] == message, frozen.text
+            assert str(world.store) not in frozen.text
 
 
 async def test_a_snapshot_export_is_the_hashed_bytes_line_by_line(world: World) -> None:
