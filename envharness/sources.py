@@ -124,7 +124,11 @@ class AsyncSources:
         found = {health.source: health_problems(health) for health in await self.health(source)}
         for chain, position, problem in await SourceStore(self.store).verify(source):
             at = f" at position {position}" if position is not None else ""
-            found.setdefault(chain, []).append(f"its stored chain is broken{at}: {problem}")
+            found.setdefault(chain, []).append(
+                f"its stored chain is broken{at}: {problem}; stored records are never "
+                "rewritten: restore the store from a backup, or import the source's records "
+                "again under a new source name"
+            )
         return {name: problems for name, problems in sorted(found.items()) if problems}
 
     async def trajectories(self, source: str | None = None) -> list[Trajectory]:

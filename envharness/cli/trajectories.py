@@ -43,7 +43,7 @@ from envharness.trajectories import (
     source_trajectories,
     verify_snapshot,
 )
-from envharness.trajectories.files import jsonl_line, write_parquet
+from envharness.trajectories.files import jsonl_line, output_file, write_parquet
 
 __all__ = ["export_snapshot_command", "register_trajectory_commands", "trajectory_table"]
 
@@ -319,8 +319,8 @@ def register_trajectory_commands(app: typer.Typer, store_of: StoreOf) -> None:
             raise CliError(f"--format {format!r} is not one of: {', '.join(FORMATS)}")
         if format == "parquet" and output is None:
             raise CliError("--format parquet writes a file: give --output PATH")
-        if output is not None and output.is_dir():
-            raise CliError(f"--output {str(output)!r} is a directory; give a file path")
+        if output is not None:
+            output = output_file(output, what="--output")  # followed if a link; a file
         if output is not None and not output.absolute().parent.is_dir():
             raise CliError(
                 f"--output {str(output)!r}: there is no directory {str(output.parent)!r}; "

@@ -38,6 +38,9 @@ __all__ = [
 SNAPSHOT_PREFIX = "snp_"
 DATASET_PREFIX = "dst_"
 
+_SHORTEST_PREFIX = 8
+"""The fewest characters of a snapshot id accepted as a prefix: ``snp_`` and four more."""
+
 _T = TypeVar("_T")
 
 
@@ -139,10 +142,17 @@ class SnapshotStore:
 
     async def snapshot(self, snapshot_id: str) -> SnapshotRow:
         """The snapshot with this id or a unique prefix of it; :class:`NotFoundError` if none."""
-        if not snapshot_id.startswith(SNAPSHOT_PREFIX) or len(snapshot_id) < 8:
+        if not snapshot_id.startswith(SNAPSHOT_PREFIX):
             raise ConfigurationError(
                 f"{snapshot_id!r} is not a snapshot id: they start with {SNAPSHOT_PREFIX!r} "
                 "(`envharness snapshot list` shows them; give at least 8 characters)"
+            )
+        if len(snapshot_id) < _SHORTEST_PREFIX:
+            raise ConfigurationError(
+                f"snapshot id prefix {snapshot_id!r} is too short: give at least "
+                f"{_SHORTEST_PREFIX} characters ({SNAPSHOT_PREFIX!r} and "
+                f"{_SHORTEST_PREFIX - len(SNAPSHOT_PREFIX)} more; `envharness snapshot list` "
+                "shows the ids)"
             )
         query = (
             "SELECT id, header, created_at FROM snapshots"

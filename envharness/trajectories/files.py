@@ -20,7 +20,14 @@ import msgspec
 from envharness.errors import ConfigurationError
 from envharness.trajectories.datasets import DatasetRow
 
-__all__ = ["ROW_GROUP", "jsonl_line", "require_pyarrow", "to_hf_dataset", "write_parquet"]
+__all__ = [
+    "ROW_GROUP",
+    "jsonl_line",
+    "output_file",
+    "require_pyarrow",
+    "to_hf_dataset",
+    "write_parquet",
+]
 
 ROW_GROUP = 256
 """Rows per Parquet row group (and per trip to the writer thread)."""
@@ -30,6 +37,27 @@ _encoder = msgspec.json.Encoder()
 
 def jsonl_line(row: DatasetRow) -> bytes:
     return _encoder.encode(row) + b"\n"
+
+
+def output_file(path: Path, *, what: str = "output") -> Path:
+    """The regular file an export to ``path`` replaces: ``path``, or the file it links to.
+
+    An export is written beside its target and renamed over it when complete. Renamed over a
+    symbolic link, that would replace the link with a file, so the link is followed; renamed
+    over a device, pipe or socket (``/dev/stdout``, ``/dev/full``, a FIFO), it would replace
+    the special file itself and report success, so those are refused.
+    """
+    path = Path(path)
+    target = path.resolve() if path.is_symlink() else path
+    if target.is_dir():
+        raise ConfigurationError(f"{what} {str(path)!r} is a directory; give a file path")
+    if target.exists() and not target.is_file():
+        raise ConfigurationError(
+            f"{what} {str(path)!r} is not a regular file (a device, pipe or socket): an export "
+            "is written beside its file and renamed into place when complete, so give a file "
+            "path; for a pipe or terminal, export JSON lines to stdout (no --output)"
+        )
+    return target
 
 
 def require_pyarrow() -> Any:
@@ -73,7 +101,7 @@ async def write_parquet(rows: AsyncIterable[DatasetRow], path: Path) -> int:
     pa = require_pyarrow()
     pq = importlib.import_module("pyarrow.parquet")
 
-    path = Path(path)
+    path = output_file(path)
     partial = path.with_name(f".{path.name}.partial")
     writer = await anyio.to_thread.run_sync(lambda: pq.ParquetWriter(partial, _schema(pa)))
     written = 0

@@ -190,6 +190,7 @@ async def freeze_trajectories(
     if entitlement is not None:
         _check_entitlement(entitlement)
     ordered = [by_session[key] for key in sorted(by_session)]
+    await _check_before_freezing(store, ordered)
     members = [(trajectory.session_id, encode(trajectory)) for trajectory in ordered]
     content = SnapshotContent(
         label=label,
@@ -206,6 +207,22 @@ async def freeze_trajectories(
         metadata=metadata_of(snapshot_id, content, stored.created_at),
         trajectories=tuple(ordered),
     )
+
+
+async def _check_before_freezing(store: Store, trajectories: Iterable[Trajectory]) -> None:
+    """Refuse to freeze evidence that no longer matches its digests.
+
+    A snapshot of altered records could be kept, but never exported, shown or trained on:
+    every reader refuses it. Refusing here names the record while nothing is written yet.
+    """
+    reader = evidence_for(store)
+    for trajectory in trajectories:
+        try:
+            await check_evidence(reader, trajectory)
+        except EvidenceMismatchError as exc:
+            raise EvidenceMismatchError(
+                f"nothing was frozen: {exc}", session_id=exc.session_id, seq=exc.seq
+            ) from None
 
 
 def _check_entitlement(entitlement: Entitlement) -> None:

@@ -224,8 +224,10 @@ def test_sources_recomputes_the_chain_and_names_a_break(
     assert result.exit_code == 1
     assert result.stdout.splitlines()[1].split()[0] == SOURCE  # still listed
     assert result.stderr.startswith(
-        f"unhealthy: {SOURCE}: its stored chain is broken at position 3: position 3: its hash"
+        f"unhealthy: {SOURCE}: its stored chain is broken at position 3: position 3: its "
+        "stored hash"
     )
+    assert "restore the store from a backup" in result.stderr
     assert "Traceback" not in result.output
 
 

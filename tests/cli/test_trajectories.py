@@ -6,6 +6,7 @@ import importlib
 import json
 import os
 import sqlite3
+import stat
 from pathlib import Path
 
 import msgspec
@@ -215,6 +216,35 @@ def test_dataset_export_names_an_output_it_cannot_write(invoke: Invoke, tmp_path
         assert f"there is no directory {str(missing)!r}; create it first" in result.stderr
         assert "Traceback" not in result.output
     assert not missing.exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_dataset_export_never_replaces_a_special_file_or_a_link(
+    invoke: Invoke, tmp_path: Path
+) -> None:
+    # `-o /dev/full` printed "wrote 20 rows" and renamed a regular file over the device node.
+    store = tmp_path / "store"
+    snapshot_id = snapshot_of(invoke, store, *synthetic_store(store), "--entitle-training", "own")
+    assert invoke("--store", store, "dataset", "create", "sft", snapshot_id).exit_code == 0
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    for extra in ((), ("--format", "parquet")):
+        result = invoke("--store", store, "dataset", "export", "sft", "-o", pipe, *extra)
+        assert result.exit_code == 2, result.output
+        assert f"--output {str(pipe)!r} is not a regular file" in result.stderr
+        assert "export JSON lines to stdout" in result.stderr
+        assert "Traceback" not in result.output
+        assert stat.S_ISFIFO(pipe.lstat().st_mode)
+    # A link to a file stays a link: the file it names receives the rows.
+    for name, extra in (("rows.jsonl", ()), ("rows.parquet", ("--format", "parquet"))):
+        target, link = tmp_path / name, tmp_path / f"link-{name}"
+        target.write_bytes(b"old")
+        link.symlink_to(target)
+        result = invoke("--store", store, "dataset", "export", "sft", "-o", link, *extra)
+        assert result.exit_code == 0, result.output
+        assert link.is_symlink()
+        assert target.read_bytes() != b"old"
+    assert not list(tmp_path.glob(".*.partial"))
 
 
 def test_dataset_export_names_a_directory_it_may_not_write(invoke: Invoke, tmp_path: Path) -> None:

@@ -170,6 +170,23 @@ def test_one_changed_byte_of_evidence_fails_the_digest_check_naming_the_record(
     assert lines == []
 
 
+def test_altered_evidence_is_not_frozen(tmp_path: Path) -> None:
+    # A snapshot of altered records was kept (exit 0) though no reader could ever use it.
+    journal = Journal().complete(turns=3)
+    write(tmp_path, journal)
+    flip_payload_byte(tmp_path, journal.id, 5)
+    with pytest.raises(EvidenceMismatchError) as caught:
+        harness(tmp_path).snapshot([journal.id], label="after the flip")
+    assert (caught.value.session_id, caught.value.seq) == (journal.id, 5)
+    assert str(caught.value).startswith(f"nothing was frozen: trajectory {journal.id}")
+    with sqlite3.connect(tmp_path / DATABASE_NAME) as connection:
+        counts = [
+            connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            for table in ("snapshots", "snapshot_trajectories")
+        ]
+    assert counts == [0, 0]
+
+
 def test_a_chain_rewritten_with_fresh_digests_fails_at_the_bound_head(tmp_path: Path) -> None:
     journal = Journal().complete(turns=2)
     write(tmp_path, journal)

@@ -117,17 +117,25 @@ def check_source_id(source: str) -> str:
 
 
 def chain_problem(
-    previous: SourceRow | None, row: SourceRow
+    previous: SourceRow | None, row: SourceRow, *, stored: bool = False
 ) -> tuple[Literal["hash", "chain", "gap"], str] | None:
     """What is wrong with ``row`` following ``previous`` in one batch (``None``: nothing).
 
     ``previous`` is ``None`` for the first record of a batch: its link to what the store
-    already holds is checked inside the import transaction.
+    already holds is checked inside the import transaction. ``stored`` says the rows were read
+    back from the store (``verify``, exports): a break there is not the producer's to fix, so
+    the message says the stored record was altered rather than how to hash a line.
     """
     if row.position < 0:
         return "chain", f"position {row.position} is negative; positions count from 0"
     recomputed = _recomputed(row)
     if recomputed != row.hash:
+        if stored:
+            return "hash", (
+                f"position {row.position}: its stored hash {row.hash!r} does not match its "
+                f"stored content (recomputed {recomputed}): the record was altered after it "
+                "was imported (the store was tampered with or damaged)"
+            )
         return "hash", (
             f"position {row.position}: its hash {row.hash!r} does not match its content "
             f"(recomputed {recomputed}); the record changed after it was hashed, or the hash "
@@ -150,6 +158,12 @@ def chain_problem(
         return "gap", (
             f"position {row.position} follows position {previous.position}: "
             f"position(s) {missing} are missing; send them in this batch, in order"
+        )
+    if row.prev != previous.hash and stored:
+        return "chain", (
+            f"position {row.position}: its stored prev {row.prev!r} is not the hash of "
+            f"position {previous.position} ({previous.hash}): the stored chain was altered "
+            "after it was imported (the store was tampered with or damaged)"
         )
     if row.prev != previous.hash:
         return "chain", (

@@ -80,7 +80,7 @@ def _verify_source(
                     SourceBreak(source, expected,
                                 f"position(s) {missing} missing before position {row.position}")
                 )  # fmt: skip
-            found = chain_problem(previous if row.position == expected else None, row)
+            found = chain_problem(previous if row.position == expected else None, row, stored=True)
             if found is not None:
                 breaks.append(SourceBreak(source, row.position, found[1]))
             previous = row

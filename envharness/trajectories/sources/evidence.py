@@ -104,7 +104,7 @@ def _check(name: str, source: str, first: int, previous: SourceRow | None, row: 
             seq=expected,
         )
     # The first record's prev lies outside the range: its own hash covers it.
-    found = chain_problem(previous, row) if previous is not None else _hash_only(row)
+    found = chain_problem(previous, row, stored=True) if previous is not None else _hash_only(row)
     if found is not None:
         raise EvidenceMismatchError(
             f"imported trajectory {name}: source {source!r} {found[1]}",
@@ -114,5 +114,5 @@ def _check(name: str, source: str, first: int, previous: SourceRow | None, row: 
 
 
 def _hash_only(row: SourceRow) -> tuple[str, str] | None:
-    found = chain_problem(None, row)
+    found = chain_problem(None, row, stored=True)
     return found if found is not None and found[0] == "hash" else None

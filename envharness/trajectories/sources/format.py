@@ -41,6 +41,7 @@ __all__ = [
     "SourceChain",
     "SourceRecord",
     "encode_source_row",
+    "encoding_problem",
     "read_source_lines",
     "row_problem",
 ]
@@ -170,12 +171,37 @@ def read_source_lines(
         yield row
 
 
+def _not_utf8(data: bytes) -> str | None:
+    """Why ``data`` is not UTF-8 text, in words with the fix (``None``: it is)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return (
+            f"is not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start}); lines are "
+            "UTF-8: re-encode the file, e.g. `iconv -f latin1 -t utf-8`"
+        )
+    return None
+
+
+def encoding_problem(text: bytes) -> str | None:
+    """Why a line that did not decode as JSON is not even UTF-8 text, if that is why: a byte
+    order mark, UTF-16, or another encoding (``None``: its text is UTF-8)."""
+    if text.startswith(b"\xef\xbb\xbf"):
+        return "starts with a byte order mark (U+FEFF); save the file as UTF-8 without one"
+    if text.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in text:
+        return "is UTF-16, not UTF-8; re-encode the file, e.g. `iconv -f utf-16 -t utf-8`"
+    return _not_utf8(text)
+
+
 def _decode(source: str, text: bytes, where: str) -> SourceRow:
     try:
         peek = _peek.decode(text)
     except msgspec.DecodeError as exc:
+        encoding = encoding_problem(text)
         raise SourceFormatError(
-            f"{where}: not a JSON object ({exc}); each line holds one source record "
+            f"{where}: {encoding}"
+            if encoding is not None
+            else f"{where}: not a JSON object ({exc}); each line holds one source record "
             "(docs/imports.md)",
             source=source,
             position=None,
@@ -205,9 +231,12 @@ def _decode(source: str, text: bytes, where: str) -> SourceRow:
         )
     try:
         record = _line.decode(text)
-    except msgspec.ValidationError as exc:
+    except msgspec.DecodeError as exc:  # a ValidationError, or a field that is not UTF-8
+        encoding = encoding_problem(text)
         raise SourceFormatError(
-            f"{where}{_at(position)}: {exc}; see docs/imports.md for the fields of a line",
+            f"{where}{_at(position)}: {encoding}"
+            if encoding is not None
+            else f"{where}{_at(position)}: {exc}; see docs/imports.md for the fields of a line",
             source=source,
             position=position,
         ) from None
@@ -266,6 +295,11 @@ def _field_problem(source: str, record: SourceRow) -> str | None:
         return f"prev {record.prev!r} is neither null nor a sha256 in lowercase hex"
     if not bytes(record.payload).startswith(b"{"):
         return "payload must be a JSON object ({...})"
+    # The payload is kept as raw bytes, so the JSON decoder never checks its text: bytes
+    # that are not UTF-8 would be stored, hashed and exported as lines no reader can decode.
+    encoding = _not_utf8(bytes(record.payload))
+    if encoding is not None:
+        return f"payload {encoding}"
     try:
         moment = msgspec.json.decode(_plain.encode(record.at), type=datetime)
     except msgspec.ValidationError:

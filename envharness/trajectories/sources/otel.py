@@ -37,7 +37,7 @@ from typing import Any
 import msgspec
 
 from envharness.store.sources import CAPTURE_FAILED, SourceFormatError, SourceRow
-from envharness.trajectories.sources.format import SourceChain
+from envharness.trajectories.sources.format import SourceChain, encoding_problem
 from envharness.trajectories.sources.kinds import EPISODE_ENDED
 
 __all__ = ["FORMAT", "IMPORTER", "OtelGenAIImporter"]
@@ -76,13 +76,18 @@ def _requests(
             continue
         try:
             request = msgspec.json.decode(text)
-        except msgspec.DecodeError:
+        except msgspec.DecodeError as exc:
+            encoding = encoding_problem(text)
+            if encoding is not None:
+                raise SourceFormatError(
+                    f"{origin} line {number}: {encoding}", source=source, position=None
+                ) from None
             if first and text.strip().startswith(b"{"):
                 # Not one request per line but one document over many lines: read it whole.
                 yield origin, _document(source, b"".join([text, *iterator]), origin)
                 return
             raise SourceFormatError(
-                f"{origin} line {number}: not JSON; an OTLP JSON file holds one "
+                f"{origin} line {number}: not JSON ({exc}); an OTLP JSON file holds one "
                 'ExportTraceServiceRequest ({"resourceSpans": [...]}) per line',
                 source=source,
                 position=None,

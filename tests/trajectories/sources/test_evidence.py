@@ -111,3 +111,23 @@ async def test_an_imported_trajectory_freezes_and_exports_through_the_evidence_p
     ]  # fmt: skip
     assert exported[1]["trajectory"]["provenance"]["origin"] == "imported"
     assert exported[-1]["record"]["kind"] == "episode.ended"
+
+
+async def test_altered_imported_evidence_is_not_frozen(store_path: Path) -> None:
+    await interleaved(store_path)
+    store = await read_store(store_path)
+    trajectory = await project_episode(store_path, SOURCE, "a")
+    with database(store_path) as connection:
+        connection.execute("DROP TRIGGER source_records_are_append_only_update")
+        connection.execute(
+            "UPDATE source_records SET payload = CAST('{\"n\":7}' AS BLOB) WHERE position = 0"
+        )
+    with pytest.raises(EvidenceMismatchError) as caught:
+        await freeze_trajectories(store, [trajectory], label="after the change")
+    message = str(caught.value)
+    assert message.startswith(f"nothing was frozen: imported trajectory {SOURCE}:a")
+    # The stored record was altered: the producer's hashing advice does not apply.
+    assert "altered after it was imported" in message
+    assert "docs/imports.md" not in message
+    with database(store_path) as connection:
+        assert connection.execute("SELECT count(*) FROM snapshots").fetchone() == (0,)

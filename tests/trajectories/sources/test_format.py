@@ -71,6 +71,37 @@ def test_lines_that_are_not_records_are_refused(text: bytes, expected: str) -> N
         read([text])
 
 
+def test_a_payload_that_is_not_utf8_is_refused_though_its_hash_matches() -> None:
+    # The payload is kept as raw bytes, so the decoder never looked at its text: a Latin-1
+    # line hashed by its producer was stored, and its exports were lines no reader decodes.
+    row = SourceChain(SOURCE).seal("run-1", "note", {"text": "x"}, at=AT)
+    text = resealed(row, payload=b'{"text":"d\xe9but"}')
+    with pytest.raises(SourceFormatError) as caught:
+        read([text])
+    assert caught.value.position == 0
+    assert "run.jsonl line 1 (position 0): payload is not UTF-8 (byte 0xe9 at offset 10)" in str(
+        caught.value
+    )
+    assert "re-encode the file" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            b"\xef\xbb\xbf" + encode_source_row(episode(SourceChain(SOURCE))[0]),
+            "starts with a byte",
+        ),
+        ('{"schema_version": 1}'.encode("utf-16"), "is UTF-16, not UTF-8"),
+        # A field the first look skips: msgspec's DecodeError escaped as a traceback.
+        (b'{"schema_version": 1, "episode": "d\xe9"}', r"is not UTF-8 \(byte 0xe9 at offset 35\)"),
+    ],
+)
+def test_a_line_that_is_not_utf8_text_says_so(text: bytes, expected: str) -> None:
+    with pytest.raises(SourceFormatError, match=f"run.jsonl line 1: {expected}"):
+        read([text])
+
+
 def test_an_unknown_schema_version_names_the_line_position_and_fix() -> None:
     rows = episode(SourceChain(SOURCE))
     texts = [*lines(rows[:2]), line_of(rows[2], schema_version=2)]
@@ -219,6 +250,7 @@ def test_a_position_beyond_what_the_store_holds_is_refused() -> None:
         ("note", {}, {"at": "yesterday"}, "is not an RFC 3339 time with a zone"),
         ("note", {}, {"turn": 2**63}, "must be at most 9223372036854775807"),
         ("Bad Kind", {}, {}, "is not a kind name"),
+        ("note", {}, {"payload": b'{"a":"\xff"}'}, "payload is not UTF-8 (byte 0xff"),
     ],
 )
 @pytest.mark.anyio

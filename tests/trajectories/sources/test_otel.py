@@ -191,6 +191,9 @@ def test_the_records_reimport_as_envharness_lines() -> None:
     ("texts", "expected"),
     [
         ([b'{"resourceSpans": []}', b"not json"], "trace.jsonl line 2: not JSON"),
+        ([b'{"resourceSpans": []}', b'{"resourceSpans": ['], r"line 2: not JSON \(.*truncated"),
+        ([b'\xef\xbb\xbf{"resourceSpans": []}'], "trace.jsonl line 1: starts with a byte order"),
+        ([b'{"resourceSpans": [], "x": "\xe9"}'], "trace.jsonl line 1: is not UTF-8 \\(byte 0xe9"),
         ([b'{"spans": []}'], r"not an OTLP trace export \(no resourceSpans list"),
         ([b"{broken"], "trace.jsonl: not OTLP JSON"),
         (
