@@ -98,6 +98,9 @@ DEFAULT_MAX_CONCURRENCY = 4
 """Sessions an experiment runs at once unless told otherwise."""
 DEFAULT_ACTION_TIMEOUT = 120.0
 """Seconds an agent may take for one action before its session fails (``None``: no limit)."""
+MAX_COUNT = 2**63 - 1
+"""The most turns, trials, sessions of an experiment or sessions at once: the store counts
+them in 64-bit integers (SQLite's), so anything larger could not be recorded."""
 
 _T = TypeVar("_T")
 
@@ -347,6 +350,9 @@ class AsyncEnvironmentHarness:
         pause: PauseRequest,
     ) -> ExperimentResult:
         async with self._writable_store() as store:
+            # A unique prefix names it as in `envharness experiments show`; the chain it
+            # continues is the full id's.
+            experiment_id = (await store.experiment(experiment_id)).id
             recorded = await read_experiment(store, experiment_id)
             if recorded.status not in RESUMABLE:
                 raise ConfigurationError(
@@ -663,6 +669,11 @@ class AsyncEnvironmentHarness:
         _check_count("turns", turns)
         concurrency = self._max_concurrency if max_concurrency is None else max_concurrency
         _check_count("max_concurrency", concurrency)
+        if len(scenarios) * trials > MAX_COUNT:
+            raise ConfigurationError(
+                f"experiment {name!r}: {len(scenarios)} scenarios x {trials} trials is more "
+                f"sessions than the store can count (at most {MAX_COUNT}); use fewer trials"
+            )
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ConfigurationError(f"seed must be an integer, not {seed!r}")
         experiment_id = new_id("exp")
@@ -731,8 +742,7 @@ class AsyncEnvironmentHarness:
             raise ConfigurationError(
                 f"expected a Scenario(id=..., input=...), got {type(scenario).__name__}"
             )
-        if isinstance(turns, bool) or not isinstance(turns, int) or turns < 1:
-            raise ConfigurationError(f"turns must be a positive integer, not {turns!r}")
+        _check_count("turns", turns)
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ConfigurationError(f"seed must be an integer, not {seed!r}")
         environment = self._make_environment()
@@ -853,6 +863,8 @@ def _operations(operations: Sequence[EnvironmentOperation]) -> dict[str, Environ
 def _check_count(what: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigurationError(f"{what} must be a positive integer, not {value!r}")
+    if value > MAX_COUNT:
+        raise ConfigurationError(f"{what} must be at most {MAX_COUNT} (2**63 - 1), not {value}")
 
 
 def _check_participant(name: Any) -> str:

@@ -103,6 +103,20 @@ def test_a_checkpoint_from_another_store_is_refused(tmp_path: Path) -> None:
         second.branch(checkpoint, intervention={"kind": "reset-total"})
 
 
+def test_branching_from_something_that_is_not_a_checkpoint_is_refused(
+    store_path: Path,
+) -> None:
+    """A checkpoint's id as a string used to end in an AttributeError."""
+    harness = harness_for(store_path)
+    session = harness.run(START, turns=1)
+    with pytest.raises(ConfigurationError, match="branch needs a checkpoint, not str 'cp_1'"):
+        harness.branch("cp_1", intervention={"kind": "reset-total"})  # type: ignore[arg-type]
+    checkpoint = harness.checkpoint(session)
+    child = harness.branch(checkpoint, intervention={"kind": "reset-total"})
+    assert harness.lineage(child.id).parent is not None
+    assert len(harness.sessions()) == 2
+
+
 def test_checkpoints_are_records_with_the_state_of_the_turn(store_path: Path) -> None:
     harness = harness_for(store_path)
     session = harness.run(START, turns=2)

@@ -169,6 +169,38 @@ def test_progress_is_visible_and_stop_ends_every_session_stopped(store_path: Pat
     assert harness.verify().ok
 
 
+def test_a_stopped_experiment_lists_the_sessions_it_stopped(store_path: Path) -> None:
+    """Sessions cancelled mid-run are in the result (so `run` prints them); those never
+    started are counted stopped but have no session to list."""
+
+    class Slow:
+        implementation = "slow@1"
+
+        def act(self, observation: Any) -> dict[str, int]:
+            time.sleep(0.01)
+            return {"value": 0}
+
+    scenarios = [
+        Scenario(id=f"s{i}", input=SyntheticScenarioInput(starting_total=i)) for i in range(4)
+    ]
+    experiment = harness_for(store_path, Slow).experiment(
+        "to stop", scenarios, turns=10_000, max_concurrency=2
+    )
+    experiment.start()
+    deadline = time.monotonic() + 10
+    while experiment.progress.running < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    result = experiment.stop()
+    assert result is not None
+    stored = {info.id: info for info in harness_for(store_path).sessions()}
+    assert len(stored) == 2
+    assert {s.result.id for s in result.sessions} == set(stored)
+    for session in result.sessions:
+        assert session.result.status == "stopped"
+        assert session.result.turns_completed == stored[session.result.id].turns_completed
+    assert (result.stopped, experiment.progress.stopped) == (4, 2)
+
+
 @pytest.mark.anyio
 async def test_the_async_experiment_runs_under_both_backends(store_path: Path) -> None:
     harness = AsyncEnvironmentHarness(
@@ -182,11 +214,56 @@ async def test_the_async_experiment_runs_under_both_backends(store_path: Path) -
         await experiment.run()
 
 
+@pytest.mark.anyio
+async def test_many_trials_start_only_as_many_tasks_as_may_run(store_path: Path) -> None:
+    """A session's task is made when it may start, not all up front: 100,000 trials under a
+    limit of two hold two session tasks, and a stop is answered between two starts."""
+
+    class Slow:
+        implementation = "slow@1"
+
+        async def act(self, observation: Any) -> dict[str, int]:
+            await anyio.sleep(0.01)
+            return {"value": 0}
+
+    harness = AsyncEnvironmentHarness(
+        store_path, environment=SyntheticEnvironment, agents={"agent": Slow}
+    )
+    async with harness, anyio.create_task_group() as group:
+        experiment = harness.experiment(
+            "many", SCENARIOS[:1], trials=100_000, turns=10_000, max_concurrency=2
+        )
+        results: list[Any] = []
+        both_running = anyio.Event()
+
+        def progress(session_id: str, turn: int, planned: int) -> None:
+            if experiment.progress.running == 2:
+                both_running.set()
+
+        async def run() -> None:
+            results.append(await experiment.run(progress=progress))
+
+        before = len(anyio.get_running_tasks())
+        group.start_soon(run)
+        await both_running.wait()
+        assert len(anyio.get_running_tasks()) - before < 50
+        experiment.stop()
+    assert (results[0].stopped, results[0].total, len(results[0].sessions)) == (
+        100_000,
+        100_000,
+        2,
+    )
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
         ({"scenarios": [SCENARIOS[0], SCENARIOS[0]]}, "scenario id 'negative-start' appears twice"),
         ({"trials": 0}, "trials must be a positive integer, not 0"),
+        ({"trials": 2**63}, f"trials must be at most {2**63 - 1} (2**63 - 1), not {2**63}"),
+        ({"turns": 2**64}, "turns must be at most"),
+        ({"max_concurrency": 2**63}, "max_concurrency must be at most"),
+        ({"trials": 2**62}, "2 scenarios x 4611686018427387904 trials is more sessions than"),
         ({"turns": -1}, "turns must be a positive integer, not -1"),
         ({"scenarios": []}, "has no scenarios"),
         ({"max_concurrency": 0}, "max_concurrency must be a positive integer"),

@@ -191,6 +191,8 @@ BAD = [
     pytest.param("turns = 3", 'turns = "3"', 3, "experiment.turns",
                  "expected integer, got string", id="wrong-type"),
     pytest.param("turns = 3", "turns = 0", 3, "experiment.turns", ">= 1", id="too-small"),
+    pytest.param("trials = 2", "trials = 9223372036854775808", 4, "experiment.trials",
+                 "<= 9223372036854775807", id="too-large"),
     pytest.param("seed = 7", "seed = 7\naction_timeout = -1", 6, "experiment.action_timeout",
                  ">= 0", id="negative-timeout"),
     pytest.param('reference = { turns = 2 }', 'metadata = "x"', 24,

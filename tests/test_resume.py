@@ -265,6 +265,24 @@ def test_resuming_an_unknown_or_completed_experiment_is_refused(tmp_path: Path) 
         harness.resume_experiment(done.id)
 
 
+def test_an_experiment_resumes_by_a_unique_prefix_of_its_id(tmp_path: Path) -> None:
+    """As `experiments show` takes a prefix, so does resume; the chain continued is the full
+    id's (a prefix used to be reported as no experiment at all)."""
+    harness = harness_for(tmp_path, max_concurrency=1)
+    experiment = harness.experiment("sweep", [START], trials=2, turns=2_000)
+    experiment.start()
+    while experiment.progress.running < 1:
+        pass
+    experiment.stop()
+    prefix = experiment.id[:8]
+    with pytest.raises(NotFoundError, match="no experiment 'exp_nope'"):
+        harness.resume_experiment("exp_nope")
+    resumed = harness.resume_experiment(prefix)
+    assert (resumed.id, resumed.completed) == (experiment.id, 2)
+    assert {info.experiment_id for info in harness.sessions()} == {experiment.id}
+    assert harness.verify().ok
+
+
 class Sequential(SyntheticEnvironment):
     spec = dataclasses.replace(
         SyntheticEnvironment.spec, name="synthetic-sequential", turn_order="sequential"

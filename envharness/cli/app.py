@@ -49,7 +49,7 @@ from envharness.cli.serve import register_service_commands
 from envharness.cli.sources import register_source_commands
 from envharness.cli.trajectories import export_snapshot_command, register_trajectory_commands
 from envharness.errors import ScenarioInputError
-from envharness.harness import DEFAULT_ACTION_TIMEOUT
+from envharness.harness import DEFAULT_ACTION_TIMEOUT, MAX_COUNT
 from envharness.manifest import load_manifest
 from envharness.records import Payload, Status, encode_record
 from envharness.scenario import Scenario
@@ -165,7 +165,8 @@ def run_command(
     ],
     agent: Agents = None,
     turns: Annotated[
-        int | None, typer.Option("--turns", metavar="N", min=1, help="Turns to run at most.")
+        int | None,
+        typer.Option("--turns", metavar="N", min=1, max=MAX_COUNT, help="Turns to run at most."),
     ] = None,
     role: Roles = None,
     scenario: Annotated[
@@ -340,7 +341,10 @@ def show(
         str | None,
         typer.Option("--participant", metavar="NAME", help="Only this participant's records."),
     ] = None,
-    turn: Annotated[int | None, typer.Option("--turn", metavar="N", help="Only this turn.")] = None,
+    turn: Annotated[
+        int | None,
+        typer.Option("--turn", metavar="N", min=0, max=MAX_COUNT, help="Only this turn."),
+    ] = None,
     full: Annotated[
         bool, typer.Option("--full", help="Show long values whole instead of cut.")
     ] = False,

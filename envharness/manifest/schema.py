@@ -13,6 +13,7 @@ from envharness.errors import ConfigurationError
 from envharness.harness import (
     DEFAULT_ACTION_TIMEOUT,
     DEFAULT_MAX_CONCURRENCY,
+    MAX_COUNT,
 )
 
 
@@ -31,7 +32,7 @@ class ManifestError(ConfigurationError):
         super().__init__(f"{where}: {key}: {problem}" if key else f"{where}: {problem}")
 
 
-_Positive = Annotated[int, msgspec.Meta(ge=1)]
+_Positive = Annotated[int, msgspec.Meta(ge=1, le=MAX_COUNT)]
 
 
 class ExperimentTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

@@ -95,6 +95,11 @@ async def branch(
     An intervention the environment rejects is recorded on the parent's chain, and no branch
     is created.
     """
+    if not isinstance(checkpoint, CheckpointRef):
+        raise ConfigurationError(
+            f"branch needs a checkpoint, not {type(checkpoint).__name__} {checkpoint!r}: take "
+            "one with harness.checkpoint(session), or pick one of harness.checkpoints(session)"
+        )
     found = [
         record
         async for record in store.records(

@@ -14,11 +14,12 @@ import dataclasses
 import hashlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast, get_args
 
 import anyio
+from anyio.abc import TaskGroup
 
-from envharness.errors import StoreError
+from envharness.errors import NotFoundError, StoreError
 from envharness.records import (
     ExperimentConfig,
     ExperimentCreated,
@@ -48,6 +49,7 @@ __all__ = [
 ]
 
 _SEED_BITS = 63
+_STATUSES = frozenset(get_args(Status))
 
 
 def derive_seed(seed: int, scenario_id: str, trial: int) -> int:
@@ -183,9 +185,9 @@ class ExperimentRunner:
         limiter = anyio.CapacityLimiter(self._config.max_concurrency)
         try:
             async with anyio.create_task_group() as group:
-                for scenario in self._scenarios:
-                    for trial in range(self._config.trials):
-                        group.start_soon(self._one, limiter, scenario, trial)
+                # A session's task starts only once it holds a slot: at most max_concurrency
+                # tasks exist, however many trials, and a stop lands here between two starts.
+                await self._start_sessions(group, limiter)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await self._finish("stopped", "the experiment was stopped")
@@ -200,25 +202,64 @@ class ExperimentRunner:
             return await self._finish("paused", "paused on request; resume it to go on")
         return await self._finish("completed", None)
 
-    async def _one(
-        self, limiter: anyio.CapacityLimiter, scenario: Scenario[Any], trial: int
-    ) -> None:
-        seed = derive_seed(self._config.seed, scenario.id, trial)
-        earlier = self._resumption.sessions.get((scenario.id, trial)) if self._resumption else None
-        if earlier is not None and earlier.status in ("completed", "failed"):
-            self._sessions.append(ExperimentSession(scenario.id, trial, seed, earlier))
+    async def _start_sessions(self, group: TaskGroup, limiter: anyio.CapacityLimiter) -> None:
+        for scenario in self._scenarios:
+            for trial in range(self._config.trials):
+                if self._kept(scenario, trial):
+                    continue
+                if self.pause_request.requested:
+                    self._keep_the_rest()
+                    return
+                slot = object()  # the session's own token: its task, not this one, frees it
+                await limiter.acquire_on_behalf_of(slot)
+                group.start_soon(self._one, limiter, slot, scenario, trial)
+
+    def _keep_the_rest(self) -> None:
+        """Paused before the remaining sessions (re)started: list those that exist as they
+        ended; the resume starts them."""
+        if self._resumption is None:
             return
-        await limiter.acquire()
-        slot = True
+        listed = {(session.scenario_id, session.trial) for session in self._sessions}
+        for (scenario_id, trial), earlier in self._resumption.sessions.items():
+            if (scenario_id, trial) not in listed:
+                seed = derive_seed(self._config.seed, scenario_id, trial)
+                self._sessions.append(ExperimentSession(scenario_id, trial, seed, earlier))
+
+    def _kept(self, scenario: Scenario[Any], trial: int) -> bool:
+        """Whether a resumed experiment keeps this session as it ended (completed or failed)."""
+        earlier = self._earlier(scenario, trial)
+        if earlier is None or earlier.status not in ("completed", "failed"):
+            return False
+        seed = derive_seed(self._config.seed, scenario.id, trial)
+        self._sessions.append(ExperimentSession(scenario.id, trial, seed, earlier))
+        return True
+
+    def _earlier(self, scenario: Scenario[Any], trial: int) -> SessionResult | None:
+        if self._resumption is None:
+            return None
+        return self._resumption.sessions.get((scenario.id, trial))
+
+    async def _one(
+        self,
+        limiter: anyio.CapacityLimiter,
+        slot: object,
+        scenario: Scenario[Any],
+        trial: int,
+    ) -> None:
+        """Run (or resume) one session in the ``slot`` of ``limiter`` acquired for it."""
+        seed = derive_seed(self._config.seed, scenario.id, trial)
+        earlier = self._earlier(scenario, trial)
+        held = True
 
         def free() -> None:
             """The session runs no more (it waits for its last commit, or it ended)."""
-            nonlocal slot
-            if slot:
-                slot = False
+            nonlocal held
+            if held:
+                held = False
                 self._running -= 1
-                limiter.release()
+                limiter.release_on_behalf_of(slot)
 
+        session_id: str | None = None
         try:
             self._running += 1
             if self.pause_request.requested:
@@ -226,15 +267,41 @@ class ExperimentRunner:
                     self._sessions.append(ExperimentSession(scenario.id, trial, seed, earlier))
                 return  # paused before this session (re)started: the resume starts it
             if earlier is not None and self._resumption is not None:
+                session_id = earlier.id
                 result = await self._resumption.resume_session(earlier.id, free)
             else:
                 plan = self._plan_session(scenario, trial, seed)
+                session_id = plan.session_id
                 plan = dataclasses.replace(plan, pause=self.pause_request, settling=free)
                 runner = self._runner_class(self._store, plan, self._session_progress)
                 result = await runner.run()
+        except anyio.get_cancelled_exc_class():
+            # The session recorded how it ended (``stopped``) and re-raised the cancellation:
+            # list it with that ending, so the result names every session that started.
+            free()
+            if session_id is not None:
+                with anyio.CancelScope(shield=True):
+                    ended = await self._ended(session_id)
+                if ended is not None:
+                    self._sessions.append(ExperimentSession(scenario.id, trial, seed, ended))
+            raise
         finally:
             free()
         self._sessions.append(ExperimentSession(scenario.id, trial, seed, result))
+
+    async def _ended(self, session_id: str) -> SessionResult | None:
+        """How a session cancelled mid-run ended, as its index records it."""
+        try:
+            info = await self._store.session(session_id)
+        except NotFoundError:  # never recorded (cancelled before its first commit)
+            return None
+        status = info.status if info.status in _STATUSES else "stopped"
+        return SessionResult(
+            id=info.id,
+            status=cast(Status, status),
+            turns_completed=info.turns_completed,
+            reason=info.reason,
+        )
 
     async def _finish(self, status: Status, reason: str | None) -> ExperimentResult:
         progress = self.progress

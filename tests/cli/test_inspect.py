@@ -189,6 +189,25 @@ def test_show_rejects_an_unknown_kind(invoke: Invoke, quickstart_master: Path) -
     assert "error: --kind 'observations' is not one of:" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("turn", "problem"),
+    [("-1", "greater than or equal to 0"), (str(2**64), "less than or equal to")],
+)
+def test_show_refuses_a_turn_no_session_can_have(
+    invoke: Invoke, quickstart_master: Path, turn: str, problem: str
+) -> None:
+    """A turn beyond 64 bits used to reach SQLite and end in a traceback."""
+    session = _session_with(invoke, quickstart_master)
+    good = invoke("--store", quickstart_master, "show", session, "--turn", "0")
+    result = invoke("--store", quickstart_master, "show", session, "--turn", turn)
+
+    assert good.exit_code == 0, good.output
+    assert result.exit_code == 2
+    assert "Invalid value for '--turn'" in result.stderr
+    assert problem in result.stderr
+    assert "Traceback" not in result.output
+
+
 def test_show_an_ambiguous_prefix_asks_for_more(invoke: Invoke, quickstart_master: Path) -> None:
     result = invoke("--store", quickstart_master, "show", "ses_")
 
