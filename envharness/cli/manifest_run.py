@@ -30,8 +30,9 @@ __all__ = ["experiment_lines", "is_manifest", "run_manifest"]
 
 
 def is_manifest(argument: str) -> bool:
-    """``run``'s ENVIRONMENT names a manifest: a ``.toml`` path, or any existing file."""
-    return argument.endswith(".toml") or Path(argument).is_file()
+    """``run``'s ENVIRONMENT names a manifest: a ``.toml`` path, or any existing file or
+    folder (a folder is refused by the loader, which says what it expected)."""
+    return argument.endswith(".toml") or Path(argument).exists()
 
 
 def run_manifest(ctx: typer.Context, argument: str, store: Path) -> None:
@@ -74,8 +75,12 @@ def experiment_lines(result: ExperimentResult, store: Path) -> list[str]:
         if session.result.status != "completed" and session.result.reason:
             lines.append(f"  reason  {printable(session.result.reason)}")
     summary = f"{result.completed} completed, {result.failed} failed of {result.total}"
-    if result.stopped:
-        summary += f" ({result.stopped} stopped)"
+    not_started = result.total - len(result.sessions)
+    stopped = result.stopped - not_started  # the recorded count includes those never started
+    held = [f"{stopped} stopped"] if stopped > 0 else []
+    held += [f"{not_started} not started"] if not_started > 0 else []
+    if held:
+        summary += f" ({', '.join(held)})"
     lines.append(summary)
     lines.append(f"view it: envharness --store {shlex.quote(printable(str(store)))} serve --open")
     return lines

@@ -57,7 +57,11 @@ def load_manifest(path: str | PathLike[str]) -> Manifest:
     except FileNotFoundError:
         raise ManifestError("no such manifest file", file=file) from None
     except IsADirectoryError:
-        raise ManifestError("is a directory, not a manifest file", file=file) from None
+        raise ManifestError(
+            "is a directory, not a manifest file: give the .toml file in it (or, without a "
+            "manifest, an environment as module:attribute)",
+            file=file,
+        ) from None
     except UnicodeDecodeError as exc:
         raise ManifestError(f"is not UTF-8 text ({exc.reason})", file=file) from None
     except OSError as exc:

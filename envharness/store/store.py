@@ -116,6 +116,7 @@ class Store:
 
     async def session(self, session_id: str) -> SessionInfo:
         """The session with this id, or a unique id prefix; :class:`NotFoundError` otherwise."""
+        _require_id("session", session_id)
         query = (
             f"SELECT {SESSION_COLUMNS} FROM sessions"
             " WHERE id = ? OR substr(id, 1, length(?)) = ? LIMIT 2"
@@ -157,6 +158,7 @@ class Store:
         With ``among`` (session ids), as :meth:`experiments` sees it: an experiment with none
         of those sessions is not found.
         """
+        _require_id("experiment", experiment_id)
         query = EXPERIMENT_QUERY.format(
             where="WHERE e.id IN (SELECT id FROM experiments"
             " WHERE id = ? OR substr(id, 1, length(?)) = ? LIMIT 2)"
@@ -249,6 +251,7 @@ class Store:
 
     async def optimizer_run(self, run_id: str) -> OptimizerRunInfo:
         """The optimizer run with this id or unique prefix; :class:`NotFoundError` otherwise."""
+        _require_id("optimizer run", run_id)
         query = OPTIMIZER_RUNS_QUERY + " WHERE id = ? OR substr(id, 1, length(?)) = ? LIMIT 2"
         rows = await self._read(lambda c: c.execute(query, (run_id, run_id, run_id)).fetchall())
         found = [optimizer_run_info(row) for row in rows]
@@ -351,3 +354,9 @@ def _sole_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
     collect(group)
     return leaves[0] if len(leaves) == 1 else group
+
+
+def _require_id(what: str, given: str) -> None:
+    """An empty id is a prefix of every id: refused, so it can never pick "the only one"."""
+    if not given.strip():
+        raise NotFoundError(f"an empty {what} id names no {what}; give its id or a unique prefix")

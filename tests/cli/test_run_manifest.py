@@ -170,3 +170,33 @@ def test_ctrl_c_stops_the_experiment(invoke: Invoke, store_path: Path, tmp_path:
     assert "0 completed, 0 failed of 3 (3 stopped)" in out
     assert {s["status"] for s in sessions(invoke, store_path)} == {"stopped"}
     assert invoke("--store", store_path, "verify").exit_code == 0
+
+
+def test_the_summary_tells_stopped_sessions_from_those_never_started(tmp_path: Path) -> None:
+    from envharness.cli.manifest_run import experiment_lines
+    from envharness.runtime.experiment import ExperimentResult, ExperimentSession
+    from envharness.runtime.plan import SessionResult
+
+    started = tuple(
+        ExperimentSession("s", trial, 7, SessionResult(f"ses_{trial}", "stopped", 1))
+        for trial in range(2)
+    )
+    result = ExperimentResult("exp_1", "sweep", "stopped", 6, 0, 0, 6, started)
+    assert (
+        experiment_lines(result, tmp_path)[-2]
+        == "0 completed, 0 failed of 6 (2 stopped, 4 not started)"
+    )
+    done = tuple(
+        ExperimentSession("s", trial, 7, SessionResult(f"ses_{trial}", "completed", 1))
+        for trial in range(2)
+    )
+    paused = ExperimentResult("exp_1", "sweep", "paused", 6, 2, 0, 4, done)
+    assert experiment_lines(paused, tmp_path)[-2] == "2 completed, 0 failed of 6 (4 not started)"
+
+
+def test_a_directory_is_not_a_manifest(invoke: Invoke, store_path: Path, tmp_path: Path) -> None:
+    result = invoke("--store", store_path, "run", tmp_path)
+
+    assert result.exit_code == 2
+    assert "is a directory, not a manifest file: give the .toml file in it" in result.stderr
+    assert "Traceback" not in result.stderr

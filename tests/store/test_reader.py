@@ -275,6 +275,20 @@ async def test_a_session_is_found_by_unique_prefix(store_path: Path) -> None:
             await store.session("ses_zzz")
 
 
+async def test_an_empty_id_never_picks_the_only_session(store_path: Path) -> None:
+    """An empty string is a prefix of every id: with one session in the store it used to be
+    that session, so resume("") or lineage("") acted on it."""
+    async with open_store(store_path) as store:
+        await store.append([new_session("ses_only")[1]])
+        for empty in ("", "  "):
+            with pytest.raises(NotFoundError, match="an empty session id names no session"):
+                await store.session(empty)
+            with pytest.raises(NotFoundError, match="an empty experiment id"):
+                await store.experiment(empty)
+            with pytest.raises(NotFoundError, match="an empty optimizer run id"):
+                await store.optimizer_run(empty)
+
+
 # -- state blobs -------------------------------------------------------------------------------
 
 
