@@ -18,6 +18,7 @@ from envharness import (
     Scenario,
     ScenarioInputError,
 )
+from envharness.experiments import Experiment
 from envharness.fixtures import SyntheticAgent, SyntheticEnvironment, SyntheticScenarioInput
 from envharness.records import ExperimentCreated, ExperimentStatus, SessionCreated
 from envharness.runtime.experiment import derive_seed
@@ -140,18 +141,20 @@ def test_sessions_run_concurrently_up_to_the_limit(store_path: Path) -> None:
     assert peak == 3
 
 
-def test_progress_is_visible_and_stop_ends_every_session_stopped(store_path: Path) -> None:
-    class Slow:
-        implementation = "slow@1"
+class Sleepy:
+    implementation = "sleepy@1"
 
-        def act(self, observation: Any) -> dict[str, int]:
-            time.sleep(0.01)
-            return {"value": 0}
+    def act(self, observation: Any) -> dict[str, int]:
+        time.sleep(0.01)
+        return {"value": 0}
 
+
+def two_of_four_running(store_path: Path) -> Experiment:
+    """Four long sessions, two at a time, started and seen running."""
     scenarios = [
         Scenario(id=f"s{i}", input=SyntheticScenarioInput(starting_total=i)) for i in range(4)
     ]
-    experiment = harness_for(store_path, Slow).experiment(
+    experiment = harness_for(store_path, Sleepy).experiment(
         "to stop", scenarios, turns=10_000, max_concurrency=2
     )
     assert experiment.progress.total == 4
@@ -160,6 +163,11 @@ def test_progress_is_visible_and_stop_ends_every_session_stopped(store_path: Pat
     while experiment.progress.running < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert experiment.progress.running == 2
+    return experiment
+
+
+def test_progress_is_visible_and_stop_ends_every_session_stopped(store_path: Path) -> None:
+    experiment = two_of_four_running(store_path)
     result = experiment.stop()
     assert result is not None
     assert (result.status, result.completed, result.stopped, result.total) == ("stopped", 0, 4, 4)
@@ -172,24 +180,7 @@ def test_progress_is_visible_and_stop_ends_every_session_stopped(store_path: Pat
 def test_a_stopped_experiment_lists_the_sessions_it_stopped(store_path: Path) -> None:
     """Sessions cancelled mid-run are in the result (so `run` prints them); those never
     started are counted stopped but have no session to list."""
-
-    class Slow:
-        implementation = "slow@1"
-
-        def act(self, observation: Any) -> dict[str, int]:
-            time.sleep(0.01)
-            return {"value": 0}
-
-    scenarios = [
-        Scenario(id=f"s{i}", input=SyntheticScenarioInput(starting_total=i)) for i in range(4)
-    ]
-    experiment = harness_for(store_path, Slow).experiment(
-        "to stop", scenarios, turns=10_000, max_concurrency=2
-    )
-    experiment.start()
-    deadline = time.monotonic() + 10
-    while experiment.progress.running < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    experiment = two_of_four_running(store_path)
     result = experiment.stop()
     assert result is not None
     stored = {info.id: info for info in harness_for(store_path).sessions()}
