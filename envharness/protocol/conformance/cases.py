@@ -13,8 +13,8 @@ from envharness.protocol.conformance.program import (
     CaseSkipped,
     ConformanceCase,
     as_json,
-    discard_output,
     excerpt,
+    exit_status_within,
 )
 from envharness.protocol.errors import AgentReportedError
 from envharness.protocol.messages import Feedback
@@ -59,9 +59,8 @@ async def _unsupported_version_case(run: CaseRun) -> str:
                 "cannot speak; when no offered version is supported, answer `error` and exit"
             )
         agent.step = "exit after error"
-        with anyio.move_on_after(run.settings.shutdown_grace):
-            await discard_output(agent)
-            status = await agent.process.wait()
+        status = await exit_status_within(agent, run.settings.shutdown_grace)
+        if status is not None:
             return f"refused with error {excerpt(message)!r}, then exited with status {status}"
         raise CaseFailure(
             f"the agent answered error but was still running {run.settings.shutdown_grace:g} s "
@@ -216,9 +215,8 @@ async def _end_of_input_case(run: CaseRun) -> str:
         agent.step = "end of input"
         assert agent.process.stdin is not None
         await agent.process.stdin.aclose()
-        with anyio.move_on_after(grace):
-            await discard_output(agent)
-            status = await agent.process.wait()
+        status = await exit_status_within(agent, grace)
+        if status is not None:
             return f"exited with status {status} when its input ended"
         raise CaseFailure(
             f"the agent was still running {grace:g} s after its input ended; an agent that "

@@ -206,6 +206,15 @@ def hello_for(settings: ConformanceSettings, **fields: Any) -> Hello:
     return Hello(**values)
 
 
+async def exit_status_within(agent: AgentUnderTest, grace: float) -> int | None:
+    """The program's exit status if it exits within ``grace`` seconds (reading what it still
+    writes meanwhile), else ``None``."""
+    with anyio.move_on_after(grace):
+        await discard_output(agent)
+        return await agent.process.wait()
+    return None
+
+
 async def discard_output(agent: AgentUnderTest) -> None:
     """Read stdout to its end, so an agent writing its last lines cannot block on the pipe."""
     assert agent.process.stdout is not None
