@@ -420,9 +420,7 @@ def _merge_chat(conversation: list[Message], row: EvidenceRow) -> None:
         raise TrajectoryError(
             f"record {row.seq} ({row.kind}) holds messages that cannot be read: {exc}"
         ) from exc
-    said = [(message.role, message.content) for message in conversation]
-    merge(said, ([*sent], [*answered]))
-    conversation[:] = [Message(role, content) for role, content in said]
+    merge(conversation, [Message(*m) for m in sent], [Message(*m) for m in answered])
 
 
 def _text(value: Any) -> str:

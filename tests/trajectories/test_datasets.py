@@ -390,8 +390,8 @@ def test_model_calls_that_send_only_what_is_new_are_appended() -> None:
         }
 
     conversation: list[tuple[str, str]] = []
-    merge(conversation, chat_turn(call([("user", "hi")], "hello")))
-    merge(conversation, chat_turn(call([("user", "and?")], "bye")))
+    merge(conversation, *chat_turn(call([("user", "hi")], "hello")))
+    merge(conversation, *chat_turn(call([("user", "and?")], "bye")))
     assert conversation == [
         ("system", "Be brief."),
         ("user", "hi"),

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 from envharness.records import canonical
 
@@ -33,6 +34,7 @@ Said = tuple[str, str]
 """One message: its role and its text."""
 
 ChatTurn = tuple[list[Said], list[Said]]
+_M = TypeVar("_M")
 """What one model call was sent (system instructions first) and what it answered."""
 
 
@@ -49,13 +51,14 @@ def chat_turn(payload: Any) -> ChatTurn:
     return sent, _messages(attributes, "gen_ai.output.messages")
 
 
-def merge(conversation: list[Said], turn: ChatTurn) -> None:
-    """Add one model call to a participant's conversation, in place.
+def merge(conversation: list[_M], sent: Sequence[_M], answered: Sequence[_M]) -> None:
+    """Add one model call (what it was ``sent``, what it ``answered``) to a participant's
+    conversation, in place; messages are anything compared by value (``Said``, or the
+    dataset's own message type).
 
     Instrumentations send either the whole history with every call or only what is new: when
     the call's input begins with the conversation so far, only the rest is added.
     """
-    sent, answered = turn
     known = len(conversation)
     if known and sent[:known] == conversation:
         sent = sent[known:]
