@@ -240,7 +240,7 @@ async def test_iterating_follows_next_after_across_pages() -> None:
     """The iter_* methods share one pager: every page is fetched, in order, until the last."""
     from dataclasses import dataclass
 
-    from envharness.client import _every
+    from envharness.client.wire import every as _every
 
     @dataclass
     class Page:
