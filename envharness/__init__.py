@@ -4,16 +4,20 @@ The names here are the public API; ``tests/test_exports.py`` keeps this list hon
 """
 
 from envharness._version import __version__
-from envharness.agent import Agent, AgentContext, AgentReply, Cost
-from envharness.blocking import EnvironmentHarness
-from envharness.command_agent import CommandAgent
-from envharness.environment import (
+from envharness.api.blocking import EnvironmentHarness
+from envharness.api.experiments import AsyncExperiment, Experiment
+from envharness.api.harness import AsyncEnvironmentHarness, Session
+from envharness.api.sources import AsyncSources, Sources
+from envharness.contracts.agent import Agent, AgentContext, AgentReply, Cost
+from envharness.contracts.command_agent import CommandAgent
+from envharness.contracts.environment import (
     Environment,
     EnvironmentSpec,
     FindingSpec,
     Resolution,
     ScoreReport,
 )
+from envharness.contracts.scenario import Scenario
 from envharness.errors import (
     ChainConflictError,
     ConfigurationError,
@@ -25,8 +29,6 @@ from envharness.errors import (
     StoreLayoutError,
     StoreVersionError,
 )
-from envharness.experiments import AsyncExperiment, Experiment
-from envharness.harness import AsyncEnvironmentHarness, Session
 from envharness.hooks import (
     AddHint,
     Allow,
@@ -43,8 +45,6 @@ from envharness.records import Record
 from envharness.runtime.branching import CheckpointRef
 from envharness.runtime.compare import Comparison, TurnDifference
 from envharness.runtime.experiment import ExperimentProgress, ExperimentResult, ExperimentSession
-from envharness.scenario import Scenario
-from envharness.sources import AsyncSources, Sources
 from envharness.store import ChainBreak, Lineage, RecordFilter, SessionInfo, VerifyReport
 from envharness.trajectories import (
     AdmissionError,

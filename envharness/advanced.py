@@ -10,7 +10,7 @@
 - :class:`SessionPlan`, :class:`Resumption` — what a runner is given.
 """
 
-from envharness.operations import EnvironmentOperation, OperationResult
+from envharness.contracts.operations import EnvironmentOperation, OperationResult
 from envharness.records import ExperimentConfig
 from envharness.runtime.experiment import ExperimentRunner, derive_seed
 from envharness.runtime.session import Resumption, SessionPlan, SessionRunner

@@ -13,8 +13,8 @@ from typing import Annotated, Any
 
 import msgspec
 
-from envharness.environment import EnvironmentSpec, FindingSpec, Resolution, ScoreReport
-from envharness.scenario import Scenario
+from envharness.contracts.environment import EnvironmentSpec, FindingSpec, Resolution, ScoreReport
+from envharness.contracts.scenario import Scenario
 
 __all__ = [
     "SyntheticAction",

@@ -121,8 +121,8 @@ def _desk_held() -> list[Any]:
 
 def _shell_held() -> list[Any]:
     """Tasks the coding shell's bundled list does not hold: other files, other caches."""
+    from envharness.contracts.scenario import Scenario
     from envharness.demos.coding_shell import CodingTask
-    from envharness.scenario import Scenario
 
     files = ("src/db.py", "src/auth.py")
     return [
@@ -162,7 +162,7 @@ def wilson(passed: int, total: int, z: float = 1.959964) -> tuple[float, float]:
 
 
 async def _one_run(setup: Setup, condition: Condition, seed: int, store: Path) -> dict[str, Any]:
-    from envharness.harness import AsyncEnvironmentHarness
+    from envharness.api.harness import AsyncEnvironmentHarness
     from envharness.optimizer import (
         HarnessOptimizer,
         HarnessPatch,

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
-import envharness.command_agent as command_agent_module
+import envharness.contracts.command_agent as command_agent_module
 from envharness import (
     AsyncEnvironmentHarness,
     CommandAgent,
@@ -19,7 +19,7 @@ from envharness import (
     Record,
     Scenario,
 )
-from envharness.agent import AgentContext
+from envharness.contracts.agent import AgentContext
 from envharness.fixtures import SyntheticAgent, SyntheticEnvironment, SyntheticScenarioInput
 from envharness.protocol import Limits, ProtocolError
 from envharness.records import ActionAttempted, Cost, Log, ProtocolViolation, SessionStatus

@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from envharness import EnvironmentHarness, Scenario
-from envharness.environment import Resolution, ScoreReport
+from envharness.contracts.environment import Resolution, ScoreReport
 from envharness.fixtures import SyntheticAgent, SyntheticEnvironment, SyntheticScenarioInput
 from envharness.records import encode_record
 from envharness.store import read_store

@@ -18,7 +18,7 @@ from envharness import (
     Scenario,
     ScenarioInputError,
 )
-from envharness.experiments import Experiment
+from envharness.api.experiments import Experiment
 from envharness.fixtures import SyntheticAgent, SyntheticEnvironment, SyntheticScenarioInput
 from envharness.records import ExperimentCreated, ExperimentStatus, SessionCreated
 from envharness.runtime.experiment import derive_seed

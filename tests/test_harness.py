@@ -419,7 +419,7 @@ def test_a_bad_environment_spec_says_what_to_fix(fields: dict[str, Any], message
 def test_blocking_records_are_paged_in_order(
     store_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import envharness.blocking as harness_module
+    import envharness.api.blocking as harness_module
 
     monkeypatch.setattr(harness_module, "RECORDS_PAGE", 7)
     harness = harness_for(store_path)

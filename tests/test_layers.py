@@ -18,7 +18,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("records",),
     ("store",),
     ("protocol",),
-    ("environment", "agent", "command_agent", "operations", "scenario", "fixtures"),
+    ("contracts", "fixtures"),
     ("hooks",),
     ("runtime",),
     ("scoring",),
@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("optimizer",),
     ("llm",),
     ("demos",),  # below the optimizer: nothing it learns can come from knowing them
-    ("harness", "blocking", "experiments", "manifest", "advanced", "sources"),
+    ("api", "manifest", "advanced"),
     ("service", "client"),
     ("cli",),
     ("__init__",),

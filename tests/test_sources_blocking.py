@@ -11,8 +11,8 @@ import anyio.lowlevel
 import pytest
 from anyio.from_thread import start_blocking_portal
 
+from envharness.api.sources import AsyncSources, Sources, iterate_blocking
 from envharness.errors import NotFoundError
-from envharness.sources import AsyncSources, Sources, iterate_blocking
 from envharness.store.sources import SourceChainError
 from envharness.trajectories.sources import SourceChain
 from tests.trajectories.sources._support import SOURCE, episode

@@ -20,6 +20,7 @@ import typer
 from typer.core import TyperGroup
 
 from envharness._version import __version__
+from envharness.api.harness import DEFAULT_ACTION_TIMEOUT, MAX_COUNT
 from envharness.cli.edge import (
     EXIT_INTERRUPTED,
     EXIT_NO,
@@ -48,11 +49,10 @@ from envharness.cli.render import (
 from envharness.cli.serve import register_service_commands
 from envharness.cli.sources import register_source_commands
 from envharness.cli.trajectories import export_snapshot_command, register_trajectory_commands
+from envharness.contracts.scenario import Scenario
 from envharness.errors import ScenarioInputError
-from envharness.harness import DEFAULT_ACTION_TIMEOUT, MAX_COUNT
 from envharness.manifest import load_manifest
 from envharness.records import Payload, Status, encode_record
-from envharness.scenario import Scenario
 from envharness.store import RecordFilter, SessionInfo, VerifyReport, read_store
 
 __all__ = ["app", "main"]

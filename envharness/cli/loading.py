@@ -18,10 +18,10 @@ from typing import Any
 
 import msgspec
 
+from envharness.api.harness import DEFAULT_ACTION_TIMEOUT, AsyncEnvironmentHarness
 from envharness.cli.edge import CliError
-from envharness.command_agent import CommandAgent
+from envharness.contracts.command_agent import CommandAgent
 from envharness.errors import ConfigurationError, EnvharnessError
-from envharness.harness import DEFAULT_ACTION_TIMEOUT, AsyncEnvironmentHarness
 
 __all__ = [
     "command_line_harness",

@@ -17,11 +17,11 @@ import anyio
 import typer
 from anyio.abc import TaskStatus
 
+from envharness.api.experiments import AsyncExperiment
 from envharness.cli.edge import EXIT_INTERRUPTED, EXIT_NO, CliError, ProgressLine
 from envharness.cli.loading import make_cwd_importable
 from envharness.cli.render import printable
 from envharness.errors import ConfigurationError
-from envharness.experiments import AsyncExperiment
 from envharness.manifest import load_manifest
 from envharness.runtime import ProgressCallback
 from envharness.runtime.experiment import ExperimentResult

@@ -21,12 +21,13 @@ import anyio
 import msgspec
 import typer
 
+from envharness.api.harness import AsyncEnvironmentHarness
 from envharness.cli.edge import EXIT_INTERRUPTED, EXIT_NO, CliError, interruptible
 from envharness.cli.loading import command_line_harness as _harness
 from envharness.cli.loading import load_reference, make_cwd_importable, parse_input
 from envharness.cli.render import printable
+from envharness.contracts.scenario import Scenario
 from envharness.demos.support_desk import RefundFirstPolicy, SupportDesk, tickets
-from envharness.harness import AsyncEnvironmentHarness
 from envharness.llm import ModelEngineer, OpenAICompatibleProvider
 from envharness.optimizer import (
     Engineer,
@@ -39,7 +40,6 @@ from envharness.optimizer import (
 )
 from envharness.optimizer.results import report_lines
 from envharness.optimizer.versions import diff_versions, harness_version, patch_text
-from envharness.scenario import Scenario
 from envharness.store import HarnessVersionInfo, OptimizerRunInfo, read_store
 
 __all__ = ["load_scenarios", "register_optimizer_commands"]

@@ -23,8 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envharness.agent import AgentFactory
-from envharness.environment import Resolution
+from envharness.api.harness import AsyncEnvironmentHarness, Session
+from envharness.api.sources import AsyncSources
+from envharness.contracts.agent import AgentFactory
+from envharness.contracts.environment import Resolution
+from envharness.contracts.scenario import Scenario
 from envharness.fixtures import (
     SyntheticAction,
     SyntheticAgent,
@@ -33,9 +36,6 @@ from envharness.fixtures import (
     SyntheticScenarioInput,
     SyntheticState,
 )
-from envharness.harness import AsyncEnvironmentHarness, Session
-from envharness.scenario import Scenario
-from envharness.sources import AsyncSources
 from envharness.store import RecordFilter, read_store
 from envharness.store.sources import SourceRow
 from envharness.trajectories import Entitlement, create_dataset, freeze

@@ -16,8 +16,8 @@ from typing import Any
 import msgspec
 import typer
 
+from envharness.api.harness import Session
 from envharness.cli.quickstart import QuickstartSummary
-from envharness.harness import Session
 from envharness.records import (
     ActionAttempted,
     ActionBlocked,

@@ -1,10 +1,11 @@
 """``envharness import SOURCE FILE`` and ``envharness sources``: imports and source health.
 
-Both call the same functions as ``harness.sources()`` (:class:`envharness.sources.AsyncSources`).
+Both call the same functions as ``harness.sources()``
+(:class:`envharness.api.sources.AsyncSources`).
 A refused import is an :class:`~envharness.errors.EnvharnessError` like any other: the edge
 prints its one-line message (which names the line, the position and the fix) and exits 2, and
 the store is left as it was. ``sources`` exits 1 when a source is unhealthy
-(:meth:`AsyncSources.problems <envharness.sources.AsyncSources.problems>`), naming each one and
+(:meth:`AsyncSources.problems <envharness.api.sources.AsyncSources.problems>`), naming each one and
 why, so a script or a scheduled job can act on it.
 """
 
@@ -20,10 +21,10 @@ import anyio
 import msgspec
 import typer
 
+from envharness.api.sources import AsyncSources
 from envharness.cli.edge import EXIT_NO
 from envharness.cli.options import JsonLines
 from envharness.cli.render import printable
-from envharness.sources import AsyncSources
 from envharness.store.sources import ImportReceipt, SourceHealth
 from envharness.trajectories.sources import FORMATS
 

@@ -21,10 +21,10 @@ from typing import Any
 
 import msgspec
 
+from envharness.contracts.environment import EnvironmentSpec, Resolution, ScoreReport
+from envharness.contracts.scenario import Scenario
 from envharness.demos._plans import PlanFollower
-from envharness.environment import EnvironmentSpec, Resolution, ScoreReport
 from envharness.hooks import HookView
-from envharness.scenario import Scenario
 
 __all__ = [
     "WORKSPACE",

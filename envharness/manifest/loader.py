@@ -14,12 +14,13 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from envharness.blocking import EnvironmentHarness
-from envharness.command_agent import DEFAULT_INHERITED_ENV, CommandAgent
-from envharness.errors import ConfigurationError
-from envharness.harness import (
+from envharness.api.blocking import EnvironmentHarness
+from envharness.api.harness import (
     AsyncEnvironmentHarness,
 )
+from envharness.contracts.command_agent import DEFAULT_INHERITED_ENV, CommandAgent
+from envharness.contracts.scenario import Scenario
+from envharness.errors import ConfigurationError
 from envharness.manifest.keys import (
     KeyLines,
     KeyPath,
@@ -42,7 +43,6 @@ from envharness.manifest.schema import (
     ScenarioEntry,
     ScenariosTable,
 )
-from envharness.scenario import Scenario
 
 _R = TypeVar("_R")
 _S = TypeVar("_S", bound=msgspec.Struct)

@@ -13,14 +13,16 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from envharness.blocking import EnvironmentHarness
-from envharness.command_agent import CommandAgent
-from envharness.environment import EnvironmentSpec
-from envharness.errors import ConfigurationError, EnvharnessError
-from envharness.experiments import AsyncExperiment, Experiment
-from envharness.harness import (
+from envharness.api.blocking import EnvironmentHarness
+from envharness.api.experiments import AsyncExperiment, Experiment
+from envharness.api.harness import (
     AsyncEnvironmentHarness,
 )
+from envharness.api.sources import call_blocking
+from envharness.contracts.command_agent import CommandAgent
+from envharness.contracts.environment import EnvironmentSpec
+from envharness.contracts.scenario import Scenario, validate_input
+from envharness.errors import ConfigurationError, EnvharnessError
 from envharness.hooks import HarnessHooks
 from envharness.manifest.keys import (
     KeyLines,
@@ -33,8 +35,6 @@ from envharness.optimizer.executable import ExecutableHarness
 from envharness.optimizer.sandbox import LocalSandbox
 from envharness.optimizer.versions import harness_version
 from envharness.runtime.hooking import check_hooks
-from envharness.scenario import Scenario, validate_input
-from envharness.sources import call_blocking
 from envharness.store import read_store
 
 PYTHON = "{python}"

@@ -9,12 +9,12 @@ from typing import Annotated, Any, TypeAlias
 
 import msgspec
 
-from envharness.errors import ConfigurationError
-from envharness.harness import (
+from envharness.api.harness import (
     DEFAULT_ACTION_TIMEOUT,
     DEFAULT_MAX_CONCURRENCY,
     MAX_COUNT,
 )
+from envharness.errors import ConfigurationError
 
 
 class ManifestError(ConfigurationError):

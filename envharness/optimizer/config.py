@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from envharness._version import __version__
-from envharness.environment import Environment
+from envharness.contracts.environment import Environment
 from envharness.errors import ConfigurationError
 from envharness.optimizer.engineer import Engineer
 from envharness.optimizer.inputs import Suites

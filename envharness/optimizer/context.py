@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 import anyio
 
-from envharness.environment import Environment
+from envharness.contracts.environment import Environment
+from envharness.contracts.scenario import Scenario
 from envharness.optimizer.config import OptimizationConfig, Progress
 from envharness.optimizer.engineer import Engineer
 from envharness.optimizer.inputs import Suites
@@ -26,7 +27,6 @@ from envharness.optimizer.rerun import rerun_patch
 from envharness.optimizer.runlog import RunLog, RunMemo, measurement_key
 from envharness.optimizer.sandbox import Sandbox
 from envharness.records import OptimizerAccepted, OptimizerMeasured, Payload
-from envharness.scenario import Scenario
 from envharness.store import Store
 
 __all__ = ["MeasuredRole", "RunContext"]

@@ -16,13 +16,13 @@ from typing import Any, Literal, NamedTuple
 
 import msgspec
 
+from envharness.contracts.scenario import Scenario
 from envharness.optimizer.context import MeasuredRole, RunContext
 from envharness.optimizer.rerun import candidate_version
 from envharness.optimizer.results import LedgerEntry
 from envharness.optimizer.state import Proposed, RunState
 from envharness.optimizer.stats import PairedComparison, paired_comparison
 from envharness.records import CandidateVerdict, OptimizerMeasured
-from envharness.scenario import Scenario
 
 __all__ = ["Selection", "add_to_ledger", "compare", "select", "unmeasured", "verdict"]
 

@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from envharness.environment import Environment
+from envharness.contracts.environment import Environment
+from envharness.contracts.scenario import Scenario
 from envharness.errors import ConfigurationError
 from envharness.optimizer.engineer import Engineer
 from envharness.optimizer.stats import sign_test
 from envharness.records import OptimizerConfigRef, ParticipantRef
-from envharness.scenario import Scenario
 
 __all__ = [
     "Suites",

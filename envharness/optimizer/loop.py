@@ -39,6 +39,7 @@ from typing import Any
 
 from anyio.from_thread import start_blocking_portal
 
+from envharness.contracts.scenario import Scenario
 from envharness.errors import ConfigurationError
 from envharness.optimizer.config import OptimizationConfig, Progress
 from envharness.optimizer.context import RunContext
@@ -56,7 +57,6 @@ from envharness.optimizer.run import execute
 from envharness.optimizer.runlog import RunLog, RunMemo
 from envharness.optimizer.sandbox import Sandbox
 from envharness.records import ParticipantRef, new_id
-from envharness.scenario import Scenario
 from envharness.store import Store
 
 __all__ = ["HarnessOptimizer", "OptimizationConfig", "Progress"]

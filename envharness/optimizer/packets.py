@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from envharness.environment import Environment
+from envharness.contracts.environment import Environment
 from envharness.hooks import HOOK_NAMES, HookView
 from envharness.optimizer.actions import action_label, discriminating_field, distinct
 from envharness.optimizer.engineer import (

@@ -22,6 +22,7 @@ from typing import Any
 
 import anyio
 
+from envharness.contracts.scenario import Scenario
 from envharness.errors import ConfigurationError
 from envharness.hooks import HarnessHooks
 from envharness.optimizer.config import OptimizationConfig
@@ -33,7 +34,6 @@ from envharness.optimizer.patch import HarnessPatch
 from envharness.optimizer.sandbox import Sandbox
 from envharness.optimizer.stats import PairedComparison, paired_comparison
 from envharness.records import ErrorInfo
-from envharness.scenario import Scenario
 from envharness.store import Store
 
 __all__ = [

@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from envharness.environment import Environment
+from envharness.contracts.environment import Environment
 from envharness.errors import ConfigurationError
 from envharness.records import (
     Branch,

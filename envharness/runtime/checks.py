@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import anyio
 import msgspec
 
-from envharness.environment import Resolution
+from envharness.contracts.environment import Resolution
 from envharness.records import ErrorInfo, Payload, Status
 
 __all__ = [

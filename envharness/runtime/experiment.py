@@ -19,6 +19,7 @@ from typing import Any, cast, get_args
 import anyio
 from anyio.abc import TaskGroup
 
+from envharness.contracts.scenario import Scenario
 from envharness.errors import NotFoundError, StoreError
 from envharness.records import (
     ExperimentConfig,
@@ -34,7 +35,6 @@ from envharness.runtime.session import (
     SessionResult,
     SessionRunner,
 )
-from envharness.scenario import Scenario
 from envharness.store import Store
 from envharness.store.owners import this_process
 

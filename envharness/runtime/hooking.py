@@ -25,7 +25,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from envharness.environment import Environment
+from envharness.contracts.environment import Environment
 from envharness.errors import ConfigurationError
 from envharness.hooks import (
     AddHint,

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import anyio
 
-from envharness.agent import Agent, AgentContext, AgentReply, is_async_agent
+from envharness.contracts.agent import Agent, AgentContext, AgentReply, is_async_agent
 from envharness.protocol import ProtocolViolationError
 from envharness.records import Cost
 

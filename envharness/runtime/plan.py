@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from envharness._version import __version__
-from envharness.agent import Agent, implementation_of
-from envharness.environment import Environment
+from envharness.contracts.agent import Agent, implementation_of
+from envharness.contracts.environment import Environment
+from envharness.contracts.operations import EnvironmentOperation, operation_ref
+from envharness.contracts.scenario import Scenario
 from envharness.hooks import HarnessHooks
-from envharness.operations import EnvironmentOperation, operation_ref
 from envharness.records import ErrorInfo, ParticipantRef, SessionConfig, Status
 from envharness.runtime.hook_memory import HookMemory
 from envharness.runtime.hooking import DEFAULT_HOOK_BUDGET, DEFAULT_MAX_BLOCKS
-from envharness.scenario import Scenario
 
 __all__ = [
     "PAUSED_REASON",

@@ -20,11 +20,11 @@ from typing import Any
 import anyio
 import msgspec
 
-from envharness.agent import AgentContext, LogLevel
-from envharness.environment import ScoreReport
+from envharness.contracts.agent import AgentContext, LogLevel
+from envharness.contracts.environment import ScoreReport
+from envharness.contracts.operations import OperationResult, operation_ref
 from envharness.errors import StoreError
 from envharness.hooks import BlockAndPrompt, Rewrite
-from envharness.operations import OperationResult, operation_ref
 from envharness.records import (
     ActionAttempted,
     ActionBlocked,

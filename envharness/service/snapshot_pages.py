@@ -15,6 +15,7 @@ from typing import Annotated
 import msgspec
 from starlette.responses import Response
 
+from envharness.api.sources import AsyncSources
 from envharness.service.dataset_api import exact_dataset
 from envharness.service.html import DASH, Html, html, join, number
 from envharness.service.layout import page, when
@@ -26,7 +27,6 @@ from envharness.service.trajectory_access import check_snapshot
 from envharness.service.trajectory_pages import evidence_nav
 from envharness.service.trajectory_view import check_callout, trajectory_href, trajectory_table
 from envharness.service.widgets import detail_head, kv_rows, page_head, pager, table
-from envharness.sources import AsyncSources
 from envharness.store.sources import SourceHealth
 from envharness.trajectories import (
     Dataset,

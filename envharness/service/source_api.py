@@ -1,6 +1,6 @@
 """The JSON API of imported sources: their health, and imports into them.
 
-Both call :class:`~envharness.sources.AsyncSources`, as ``envharness sources`` and
+Both call :class:`~envharness.api.sources.AsyncSources`, as ``envharness sources`` and
 ``envharness import`` do. An import is one all-or-nothing batch (docs/imports.md).
 """
 
@@ -11,12 +11,12 @@ from typing import Annotated, Literal
 import msgspec
 from starlette.responses import Response
 
+from envharness.api.sources import AsyncSources
 from envharness.errors import EnvharnessError, NotFoundError
 from envharness.service.bodies import read_body
 from envharness.service.problems import not_found, trajectory_problems
 from envharness.service.routing import ADMIN, READERS, Call, Endpoint, json_response
 from envharness.service.trajectory_schemas import ImportReceipt, SourcePage
-from envharness.sources import AsyncSources
 
 __all__ = ["IMPORT_LIMIT", "SOURCE_API_ENDPOINTS", "ImportQuery", "SourcesQuery"]
 

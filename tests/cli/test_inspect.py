@@ -15,7 +15,7 @@ import msgspec
 import pytest
 
 from envharness import EnvironmentHarness, Scenario
-from envharness.environment import Resolution, ScoreReport
+from envharness.contracts.environment import Resolution, ScoreReport
 from envharness.fixtures import SyntheticAgent, SyntheticEnvironment, SyntheticScenarioInput
 from envharness.records import digest_of
 from envharness.store import open_store

@@ -15,6 +15,7 @@ import msgspec
 import pytest
 
 from envharness import AsyncEnvironmentHarness, EnvironmentHarness, EnvironmentSpec, Resolution
+from envharness.contracts.scenario import Scenario
 from envharness.demos.coding_shell import coding_tasks
 from envharness.demos.support_desk import RefundFirstPolicy, SupportDesk, tickets
 from envharness.errors import ConfigurationError
@@ -44,7 +45,6 @@ from envharness.records import (
     OptimizerStatus,
     RunnerRef,
 )
-from envharness.scenario import Scenario
 from envharness.store import open_store, read_store
 from tests.optimizer._loops import (
     DO_NOTHING,

@@ -17,6 +17,7 @@ import pytest
 
 import envharness.optimizer.mining as mining_module
 from envharness import EnvironmentHarness, EnvironmentSpec, HookView, Resolution, ScoreReport
+from envharness.contracts.scenario import Scenario
 from envharness.optimizer import (
     FailureCluster,
     FailureExample,
@@ -31,7 +32,6 @@ from envharness.optimizer.evidence import experiment_traces
 from envharness.optimizer.mining import Atom, failed, grammar_atoms, mine_rules, packet_steps
 from envharness.optimizer.packets import build_packet
 from envharness.optimizer.policy import check_patch
-from envharness.scenario import Scenario
 from envharness.store import read_store
 
 # -- a greenhouse: water only after the soil was tested ----------------------------------------

@@ -8,8 +8,8 @@ from pathlib import Path
 import anyio
 import pytest
 
+from envharness.api.harness import AsyncEnvironmentHarness
 from envharness.demos.support_desk import RefundFirstPolicy, SupportDesk, tickets
-from envharness.harness import AsyncEnvironmentHarness
 from envharness.optimizer import (
     FailurePacket,
     LocalSandbox,

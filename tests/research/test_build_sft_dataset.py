@@ -11,8 +11,8 @@ import anyio
 import msgspec
 import pytest
 
+from envharness.api.harness import AsyncEnvironmentHarness
 from envharness.demos.support_desk import RefundFirstPolicy, SupportDesk, tickets
-from envharness.harness import AsyncEnvironmentHarness
 from envharness.hooks import HookView
 from envharness.llm import load_prompt, render_packet
 from envharness.optimizer import (

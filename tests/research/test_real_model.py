@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from envharness.api.harness import AsyncEnvironmentHarness
 from envharness.demos.support_desk import RefundFirstPolicy, SupportDesk, tickets
-from envharness.harness import AsyncEnvironmentHarness
 from envharness.llm import ModelEngineer, OpenAICompatibleProvider
 from envharness.optimizer import HarnessOptimizer, MiningEngineer, OptimizationConfig
 from envharness.records import SessionCreated

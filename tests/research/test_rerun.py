@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from envharness.api.harness import AsyncEnvironmentHarness
 from envharness.demos.support_desk import RefundFirstPolicy, SupportDesk, tickets
-from envharness.harness import AsyncEnvironmentHarness
 from envharness.llm import load_prompt, render_packet
 from research.rerun import GrpoInputs, RerunSettings, grpo_inputs
 from research.training import NothingToLearn

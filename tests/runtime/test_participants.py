@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from envharness import AsyncEnvironmentHarness, Scenario
-from envharness.agent import AgentContext
+from envharness.contracts.agent import AgentContext
 from envharness.fixtures import SyntheticEnvironment, SyntheticScenarioInput
 from envharness.protocol import ProtocolViolationError
 from envharness.records import Log, ProtocolViolation, SessionStatus

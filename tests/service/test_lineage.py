@@ -11,10 +11,10 @@ import anyio
 import msgspec
 import pytest
 
+from envharness.api.harness import AsyncEnvironmentHarness
 from envharness.cli.quickstart import BRANCH as PLAN
 from envharness.cli.quickstart import STANDALONE, BoardEnvironment
 from envharness.errors import ConfigurationError
-from envharness.harness import AsyncEnvironmentHarness
 from envharness.runtime.branching import CheckpointRef
 from envharness.runtime.compare import compare_sessions
 from envharness.service.schemas import ComparisonOut, LineageOut, Problem

@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from envharness.sources import AsyncSources
+from envharness.api.sources import AsyncSources
 from envharness.store.sources import (
     ImportBatch,
     SourceChainError,

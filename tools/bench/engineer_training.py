@@ -114,9 +114,9 @@ def main() -> int:
 
     import trl.trainer.grpo_trainer as grpo_module
 
+    from envharness.api.harness import AsyncEnvironmentHarness
     from envharness.demos.support_desk import RefundFirstPolicy, SupportDesk
     from envharness.demos.support_desk import tickets as make_tickets
-    from envharness.harness import AsyncEnvironmentHarness
     from research.conversations import texts_of
     from research.rerun import RerunSettings, grpo_inputs
     from research.tiny import build_tiny

@@ -34,8 +34,8 @@ from typing import Any
 
 import anyio
 
-from envharness.agent import AgentContext
-from envharness.command_agent import CommandAgent
+from envharness.contracts.agent import AgentContext
+from envharness.contracts.command_agent import CommandAgent
 from envharness.records import EnvironmentRef
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,8 +1,9 @@
 """The blocking face of the harness, for scripts and notebooks.
 
-:class:`EnvironmentHarness` runs each call of :class:`~envharness.harness.AsyncEnvironmentHarness`
-on an event loop in a helper thread through an anyio blocking portal, so code whose own loop
-may already be running (a notebook) gets the same behaviour without a second code path.
+:class:`EnvironmentHarness` runs each call of
+:class:`~envharness.api.harness.AsyncEnvironmentHarness` on an event loop in a helper thread
+through an anyio blocking portal, so code whose own loop may already be running (a notebook)
+gets the same behaviour without a second code path.
 """
 
 from __future__ import annotations
@@ -19,18 +20,20 @@ import anyio
 import msgspec
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from envharness.agent import AgentFactory
-from envharness.errors import ConfigurationError
-from envharness.experiments import Experiment
-from envharness.harness import (
+from envharness.api.experiments import Experiment
+from envharness.api.harness import (
     DEFAULT_ACTION_TIMEOUT,
     DEFAULT_MAX_CONCURRENCY,
     AsyncEnvironmentHarness,
     EnvironmentFactory,
     Session,
 )
+from envharness.api.sources import Sources, iterate_blocking
+from envharness.contracts.agent import AgentFactory
+from envharness.contracts.operations import EnvironmentOperation
+from envharness.contracts.scenario import Scenario
+from envharness.errors import ConfigurationError
 from envharness.hooks import HarnessHooks
-from envharness.operations import EnvironmentOperation
 from envharness.records import Record, Status
 from envharness.runtime import ProgressCallback, SessionPlan, SessionRunner
 from envharness.runtime.branching import (
@@ -42,13 +45,11 @@ from envharness.runtime.experiment import (
 )
 from envharness.runtime.hooking import DEFAULT_HOOK_BUDGET, DEFAULT_MAX_BLOCKS
 from envharness.runtime.plan import PauseRequest
-from envharness.scenario import Scenario
 from envharness.scoring import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
     ExperimentReport,
 )
-from envharness.sources import Sources, iterate_blocking
 from envharness.store import (
     Lineage,
     RecordFilter,

@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
+from envharness.contracts.scenario import Scenario
 from envharness.errors import ConfigurationError
 from envharness.records import ExperimentConfig
 from envharness.runtime.experiment import (
@@ -27,7 +28,6 @@ from envharness.runtime.experiment import (
     PlanSession,
 )
 from envharness.runtime.session import PauseRequest, ProgressCallback, SessionRunner
-from envharness.scenario import Scenario
 from envharness.store import Store
 
 __all__ = ["AsyncExperiment", "Experiment"]

@@ -1,6 +1,6 @@
 """The public entry point: :class:`AsyncEnvironmentHarness`, the one implementation.
 
-Its blocking twin, :class:`~envharness.blocking.EnvironmentHarness`, is a portal over it.
+Its blocking twin, :class:`~envharness.api.blocking.EnvironmentHarness`, is a portal over it.
 """
 
 from __future__ import annotations
@@ -22,12 +22,14 @@ from typing import Any, Self, TypeVar
 import anyio
 import msgspec
 
-from envharness.agent import Agent, AgentFactory, implementation_of
-from envharness.environment import Environment, EnvironmentSpec
+from envharness.api.experiments import AsyncExperiment
+from envharness.api.sources import AsyncSources, call_blocking
+from envharness.contracts.agent import Agent, AgentFactory, implementation_of
+from envharness.contracts.environment import Environment, EnvironmentSpec
+from envharness.contracts.operations import EnvironmentOperation, operation_ref
+from envharness.contracts.scenario import Scenario, validate_input
 from envharness.errors import ChainConflictError, ConfigurationError
-from envharness.experiments import AsyncExperiment
 from envharness.hooks import HarnessHooks
-from envharness.operations import EnvironmentOperation, operation_ref
 from envharness.records import ErrorInfo, ExperimentConfig, Record, Status, new_id
 from envharness.runtime import ProgressCallback, SessionPlan, SessionResult, SessionRunner
 from envharness.runtime.branching import (
@@ -53,14 +55,12 @@ from envharness.runtime.resume import (
     restore_state,
     scenario_input,
 )
-from envharness.scenario import Scenario, validate_input
 from envharness.scoring import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
     ExperimentReport,
     experiment_report,
 )
-from envharness.sources import AsyncSources, call_blocking
 from envharness.store import (
     Lineage,
     RecordFilter,

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.abc
 
-from envharness.agent import AgentContext, AgentReply
+from envharness.contracts.agent import AgentContext, AgentReply
 from envharness.errors import ConfigurationError
 from envharness.protocol import (
     CAPABILITIES,
