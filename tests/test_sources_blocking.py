@@ -11,7 +11,8 @@ import anyio.lowlevel
 import pytest
 from anyio.from_thread import start_blocking_portal
 
-from envharness.api.sources import AsyncSources, Sources, iterate_blocking
+from envharness._portal import iterate as iterate_blocking
+from envharness.api.sources import AsyncSources, Sources
 from envharness.errors import NotFoundError
 from envharness.store.sources import SourceChainError
 from envharness.trajectories.sources import SourceChain

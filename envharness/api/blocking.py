@@ -9,9 +9,8 @@ gets the same behaviour without a second code path.
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from os import PathLike
 from pathlib import Path
 from typing import Any, ParamSpec, Self, TypeVar, cast
@@ -20,6 +19,7 @@ import anyio
 import msgspec
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
+from envharness._portal import Portal
 from envharness.api.experiments import Experiment
 from envharness.api.harness import (
     DEFAULT_ACTION_TIMEOUT,
@@ -28,14 +28,15 @@ from envharness.api.harness import (
     EnvironmentFactory,
     Session,
 )
-from envharness.api.sources import Sources, iterate_blocking
+from envharness.api.sessions import PreparedSession
+from envharness.api.sources import Sources
 from envharness.contracts.agent import AgentFactory
 from envharness.contracts.operations import EnvironmentOperation
 from envharness.contracts.scenario import Scenario
 from envharness.errors import ConfigurationError
 from envharness.hooks import HarnessHooks
 from envharness.records import Record, Status
-from envharness.runtime import ProgressCallback, SessionPlan, SessionRunner
+from envharness.runtime import ProgressCallback, SessionRunner
 from envharness.runtime.branching import (
     CheckpointRef,
 )
@@ -44,7 +45,6 @@ from envharness.runtime.experiment import (
     ExperimentResult,
 )
 from envharness.runtime.hooking import DEFAULT_HOOK_BUDGET, DEFAULT_MAX_BLOCKS
-from envharness.runtime.plan import PauseRequest
 from envharness.scoring import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
@@ -109,8 +109,7 @@ class EnvironmentHarness:
             max_blocks=max_blocks,
         )
 
-        self._portal: BlockingPortal | None = None
-        self._exit_stack: ExitStack | None = None
+        self._portal = Portal()
 
     @property
     def store(self) -> Path:
@@ -118,44 +117,22 @@ class EnvironmentHarness:
 
     def __enter__(self) -> Self:
         """Keep one event loop and the open store across calls (see the async harness)."""
-        if self._exit_stack is not None:
+        if self._portal.shared is not None:
             raise ConfigurationError("this harness is already open; enter it only once")
-        with ExitStack() as stack:
-            self._portal = stack.enter_context(start_blocking_portal())
-            stack.enter_context(self._portal.wrap_async_context_manager(self.aio))
-            self._exit_stack = stack.pop_all()
+        self._portal.open(self.aio)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        stack, self._exit_stack, self._portal = self._exit_stack, None, None
-        if stack is not None:
-            stack.close()
+        self._portal.close()
 
-    def _blocking(
+    def call(
         self, function: Callable[_P, Awaitable[_T]], *args: _P.args, **kwargs: _P.kwargs
     ) -> _T:
-        with self._portal_for_call() as portal:
-
-            async def call() -> _T:
-                return await function(*args, **kwargs)
-
-            future = portal.start_task_soon(call)
-            try:
-                return future.result()
-            except KeyboardInterrupt:
-                # Cancel the call and wait while it records how it ended (``stopped``), also
-                # when the portal outlives this call (``with EnvironmentHarness(...)``).
-                future.cancel()
-                concurrent.futures.wait([future])
-                raise
-
-    @contextmanager
-    def _portal_for_call(self) -> Iterator[BlockingPortal]:
-        if self._portal is not None:
-            yield self._portal
-            return
-        with start_blocking_portal() as portal:
-            yield portal
+        """Run an async function (of this harness's world: ``self.aio``'s methods, the
+        optimizer's loop) to its end on this harness's event loop — the one kept open by
+        ``with harness:``, or one for the call. Ctrl-C cancels it and waits while it records
+        how it ended."""
+        return self._portal.call(function, *args, **kwargs)
 
     def run(
         self,
@@ -167,7 +144,7 @@ class EnvironmentHarness:
         hooks: HarnessHooks | None = None,
     ) -> Session:
         """See :meth:`AsyncEnvironmentHarness.run`."""
-        return self._blocking(
+        return self.call(
             self.aio.run, scenario, turns=turns, seed=seed, progress=progress, hooks=hooks
         )
 
@@ -182,10 +159,11 @@ class EnvironmentHarness:
     ) -> RunningSession:
         """Start a standalone session in the background and return at once; then ``id``,
         ``wait()``, ``pause()`` and ``stop()`` on the handle. Arguments are checked now."""
-        plan = self.aio._plan(scenario, turns=turns, seed=seed, hooks=hooks)
-        plan = dataclasses.replace(plan, pause=PauseRequest())  # pausable before it starts
+        prepared = self.aio.prepare(
+            scenario, turns=turns, seed=seed, progress=progress, hooks=hooks
+        )
         stack = ExitStack()
-        portal = self._portal
+        portal = self._portal.shared
         if portal is None:
             portal = stack.enter_context(start_blocking_portal())
         stopper = _Stopper()
@@ -195,11 +173,11 @@ class EnvironmentHarness:
                 stopper.scope = scope
                 if stopper.requested:
                     scope.cancel()
-                return await self.aio._run_plan(plan, progress)
+                return await prepared.run()
             return None  # stopped: the session recorded it
 
         future = portal.start_task_soon(run)
-        return RunningSession(self, plan, portal, future, stopper, stack)
+        return RunningSession(self, prepared, portal, future, stopper, stack)
 
     def pause(self, session: Session | str) -> None:
         """See :meth:`AsyncEnvironmentHarness.pause` (returns at once; callable from any
@@ -227,7 +205,7 @@ class EnvironmentHarness:
             max_concurrency=max_concurrency,
             hooks=hooks,
         )
-        return Experiment(aio, self._portal)
+        return Experiment(aio, self._portal.shared)
 
     def resume(
         self,
@@ -238,7 +216,7 @@ class EnvironmentHarness:
         hooks: HarnessHooks | None = None,
     ) -> Session:
         """See :meth:`AsyncEnvironmentHarness.resume`."""
-        return self._blocking(
+        return self.call(
             self.aio.resume,
             _session_id(session),
             declare_changes=declare_changes,
@@ -248,14 +226,14 @@ class EnvironmentHarness:
 
     def checkpoint(self, session: Session | str, label: str | None = None) -> CheckpointRef:
         """See :meth:`AsyncEnvironmentHarness.checkpoint`."""
-        return self._blocking(self.aio.checkpoint, _session_id(session), label)
+        return self.call(self.aio.checkpoint, _session_id(session), label)
 
     def checkpoints(self, session: Session | str) -> list[CheckpointRef]:
-        return self._blocking(self.aio.checkpoints, _session_id(session))
+        return self.call(self.aio.checkpoints, _session_id(session))
 
     def branch(self, checkpoint: CheckpointRef, *, intervention: Any, reason: str = "") -> Session:
         """See :meth:`AsyncEnvironmentHarness.branch`."""
-        return self._blocking(self.aio.branch, checkpoint, intervention=intervention, reason=reason)
+        return self.call(self.aio.branch, checkpoint, intervention=intervention, reason=reason)
 
     def continue_(
         self,
@@ -267,7 +245,7 @@ class EnvironmentHarness:
         hooks: HarnessHooks | None = None,
     ) -> Session:
         """See :meth:`AsyncEnvironmentHarness.continue_`."""
-        return self._blocking(
+        return self.call(
             self.aio.continue_,
             _session_id(session),
             turns=turns,
@@ -277,10 +255,10 @@ class EnvironmentHarness:
         )
 
     def lineage(self, session: Session | str) -> Lineage:
-        return self._blocking(self.aio.lineage, _session_id(session))
+        return self.call(self.aio.lineage, _session_id(session))
 
     def compare(self, left: Session | str, right: Session | str) -> Comparison:
-        return self._blocking(self.aio.compare, _session_id(left), _session_id(right))
+        return self.call(self.aio.compare, _session_id(left), _session_id(right))
 
     def resume_experiment(
         self,
@@ -291,7 +269,7 @@ class EnvironmentHarness:
         hooks: HarnessHooks | None = None,
     ) -> ExperimentResult:
         """See :meth:`AsyncEnvironmentHarness.resume_experiment`."""
-        return self._blocking(
+        return self.call(
             self.aio.resume_experiment,
             experiment_id,
             declare_changes=declare_changes,
@@ -300,7 +278,7 @@ class EnvironmentHarness:
         )
 
     def sessions(self, *, status: str | None = None) -> list[SessionInfo]:
-        return self._blocking(self.aio.sessions, status=status)
+        return self.call(self.aio.sessions, status=status)
 
     def records(self, session_id: str, selection: RecordFilter | None = None) -> Iterator[Record]:
         """The session's records in order, fetched a page at a time: constant memory."""
@@ -314,7 +292,7 @@ class EnvironmentHarness:
             async def page(current: RecordFilter = page_filter) -> list[Record]:
                 return [record async for record in self.aio.records(session_id, current)]
 
-            records = self._blocking(page)
+            records = self.call(page)
             yield from records
             if len(records) < size:
                 return
@@ -323,13 +301,13 @@ class EnvironmentHarness:
                 remaining -= len(records)
 
     def verify(self) -> VerifyReport:
-        return self._blocking(self.aio.verify)
+        return self.call(self.aio.verify)
 
     # -- trajectories, snapshots, datasets (docs/trajectories.md) --------------------------------
 
     def trajectory(self, session: Session | str) -> Trajectory:
         """See :meth:`AsyncEnvironmentHarness.trajectory`."""
-        return self._blocking(self.aio.trajectory, _session_id(session))
+        return self.call(self.aio.trajectory, _session_id(session))
 
     def snapshot(
         self,
@@ -342,31 +320,30 @@ class EnvironmentHarness:
         if isinstance(sessions, str | Session):
             sessions = [sessions]
         ids = [_session_id(session) for session in sessions]
-        return self._blocking(self.aio.snapshot, ids, label=label, entitlement=entitlement)
+        return self.call(self.aio.snapshot, ids, label=label, entitlement=entitlement)
 
     def snapshots(self) -> list[SnapshotMetadata]:
-        return self._blocking(self.aio.snapshots)
+        return self.call(self.aio.snapshots)
 
     def create_dataset(
         self, name: str, snapshot_ids: Sequence[str], *, reward: str | None = None
     ) -> Dataset:
         """See :meth:`AsyncEnvironmentHarness.create_dataset`."""
-        return self._blocking(self.aio.create_dataset, name, snapshot_ids, reward=reward)
+        return self.call(self.aio.create_dataset, name, snapshot_ids, reward=reward)
 
     def dataset(self, name: str) -> Dataset:
-        return self._blocking(self.aio.dataset, name)
+        return self.call(self.aio.dataset, name)
 
     def datasets(self) -> list[Dataset]:
-        return self._blocking(self.aio.datasets)
+        return self.call(self.aio.datasets)
 
     def dataset_rows(self, name: str) -> Generator[DatasetRow, None, None]:
         """See :meth:`AsyncEnvironmentHarness.dataset_rows`; rows arrive in batches."""
-        with self._portal_for_call() as portal:
-            yield from iterate_blocking(portal, lambda: self.aio.dataset_rows(name))
+        yield from self._portal.iterate(lambda: self.aio.dataset_rows(name))
 
     def train(self, name: str, trainer: Trainer) -> Any:
         """See :meth:`AsyncEnvironmentHarness.train`: runs here, never in the service."""
-        return self._blocking(self.aio.train, name, trainer)
+        return self.call(self.aio.train, name, trainer)
 
     def sources(self) -> Sources:
         """Evidence in and out of this store: ``export_snapshot`` (and imports)."""
@@ -380,9 +357,7 @@ class EnvironmentHarness:
         resamples: int = DEFAULT_RESAMPLES,
     ) -> ExperimentReport:
         """See :meth:`AsyncEnvironmentHarness.report`: ``harness.report(result.id)``."""
-        return self._blocking(
-            self.aio.report, experiment_id, confidence=confidence, resamples=resamples
-        )
+        return self.call(self.aio.report, experiment_id, confidence=confidence, resamples=resamples)
 
 
 class _Stopper:
@@ -404,14 +379,14 @@ class RunningSession:
     def __init__(
         self,
         harness: EnvironmentHarness,
-        plan: SessionPlan,
+        prepared: PreparedSession,
         portal: BlockingPortal,
         future: concurrent.futures.Future[Session | None],
         stopper: _Stopper,
         stack: ExitStack,
     ) -> None:
-        self.id = plan.session_id
-        self._pause = plan.pause
+        self.id = prepared.id
+        self._prepared = prepared
         self._harness = harness
         self._portal = portal
         self._future = future
@@ -443,8 +418,7 @@ class RunningSession:
 
     def pause(self) -> Session:
         """Pause at the next turn boundary and wait until it has: the ``paused`` session."""
-        if self._pause is not None:
-            self._pause.request()  # only sets a flag: safe from this thread
+        self._prepared.pause()  # only sets a flag: safe from this thread
         return self.wait()
 
     def stop(self) -> Session:

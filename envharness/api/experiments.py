@@ -10,50 +10,38 @@ Either way, ``resume()`` finishes it.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import functools
 from concurrent.futures import Future
-from contextlib import AbstractAsyncContextManager, ExitStack
-from typing import Any
+from contextlib import ExitStack
 
 import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from envharness.contracts.scenario import Scenario
+from envharness.api.sessions import OpenStore
+from envharness.api.setup import PlannedExperiment
 from envharness.errors import ConfigurationError
-from envharness.records import ExperimentConfig
+from envharness.runtime.continuation import resume_experiment
 from envharness.runtime.experiment import (
     ExperimentProgress,
     ExperimentResult,
     ExperimentRunner,
-    PlanSession,
 )
-from envharness.runtime.session import PauseRequest, ProgressCallback, SessionRunner
-from envharness.store import Store
+from envharness.runtime.plan import PauseRequest, ProgressCallback
+from envharness.runtime.template import SessionTemplate
 
 __all__ = ["AsyncExperiment", "Experiment"]
-
-OpenStore = Callable[[], AbstractAsyncContextManager[Store]]
 
 
 class AsyncExperiment:
     """One experiment, ready to run once."""
 
     def __init__(
-        self,
-        experiment_id: str,
-        config: ExperimentConfig,
-        scenarios: Sequence[Scenario[Any]],
-        plan_session: PlanSession,
-        open_store: OpenStore,
-        resume: Callable[[PauseRequest], Awaitable[ExperimentResult]],
-        runner_class: type[SessionRunner] = SessionRunner,
+        self, planned: PlannedExperiment, template: SessionTemplate, open_store: OpenStore
     ) -> None:
-        self.id = experiment_id
-        self._runner_class = runner_class
-        self._resume = resume
-        self.config = config
-        self._scenarios = scenarios
-        self._plan_session = plan_session
+        self.id = planned.id
+        self.config = planned.config
+        self._planned = planned
+        self._template = template
         self._open_store = open_store
         self._runner: ExperimentRunner | None = None
         self._scope: anyio.CancelScope | None = None
@@ -66,7 +54,7 @@ class AsyncExperiment:
 
     @property
     def total(self) -> int:
-        return len(self._scenarios) * self.config.trials
+        return len(self._planned.scenarios) * self.config.trials
 
     @property
     def progress(self) -> ExperimentProgress:
@@ -84,10 +72,10 @@ class AsyncExperiment:
                 store,
                 self.id,
                 self.config,
-                self._scenarios,
-                self._plan_session,
+                self._planned.scenarios,
+                functools.partial(self._planned.plan_session, self._template),
                 progress,
-                runner_class=self._runner_class,
+                runner_class=self._template.runner,
                 pause=self._pause,
             )
             self._runner = runner
@@ -110,7 +98,16 @@ class AsyncExperiment:
         if self._runner is None or not self._runner.recorded:
             self._runner = None  # stopped before anything was recorded: simply run it
             return await self.run()
-        return await self._resume(self._pause)
+        async with self._open_store() as store:
+            return await resume_experiment(
+                store,
+                self._template,
+                self.id,
+                declare_changes=None,
+                progress=None,
+                hooks=self._planned.hooks,
+                pause=self._pause,
+            )
 
     def pause(self) -> None:
         """Pause at the next turn boundary: running sessions finish the turn they are playing

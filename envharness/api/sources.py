@@ -13,24 +13,20 @@ a slow consumer slows the export instead of growing a buffer.
 
 from __future__ import annotations
 
-import concurrent.futures
 from collections.abc import (
     AsyncGenerator,
-    AsyncIterator,
     Awaitable,
     Callable,
     Generator,
     Iterable,
     Sequence,
 )
-from contextlib import ExitStack, aclosing
+from contextlib import aclosing
 from os import PathLike
 from pathlib import Path
 from typing import TypeVar
 
-import anyio
-from anyio.from_thread import BlockingPortal, start_blocking_portal
-
+from envharness._portal import Portal
 from envharness.store import read_store
 from envharness.store.sources import SourceStore, health_problems
 from envharness.trajectories.model import Trajectory
@@ -45,10 +41,7 @@ from envharness.trajectories.sources import (
     source_trajectories,
 )
 
-__all__ = ["BATCH", "AsyncSources", "Sources", "call_blocking", "iterate_blocking"]
-
-BATCH = 1000
-"""Items the blocking face takes from the event loop per trip."""
+__all__ = ["AsyncSources", "Sources"]
 
 _T = TypeVar("_T")
 
@@ -139,15 +132,14 @@ class AsyncSources:
 class Sources:
     """The blocking face of :class:`AsyncSources`, for scripts and notebooks."""
 
-    def __init__(self, aio: AsyncSources, portal: BlockingPortal | None = None) -> None:
+    def __init__(self, aio: AsyncSources, portal: Portal | None = None) -> None:
         self.aio = aio
-        self._portal = portal
+        self._portal = portal or Portal()
 
     def export_snapshot(self, snapshot_id: str) -> Generator[str, None, None]:
-        """See :meth:`AsyncSources.export_snapshot`; lines arrive in batches of :data:`BATCH`."""
-        with ExitStack() as stack:
-            portal = self._portal or stack.enter_context(start_blocking_portal())
-            yield from iterate_blocking(portal, lambda: self.aio.export_snapshot(snapshot_id))
+        """See :meth:`AsyncSources.export_snapshot`; lines arrive in batches of
+        :data:`~envharness._portal.BATCH`."""
+        yield from self._portal.iterate(lambda: self.aio.export_snapshot(snapshot_id))
 
     def import_file(
         self,
@@ -181,62 +173,4 @@ class Sources:
         return self._call(lambda: self.aio.trajectories(source))
 
     def _call(self, work: Callable[[], Awaitable[_T]]) -> _T:
-        return self._portal.call(work) if self._portal is not None else call_blocking(work)
-
-
-def iterate_blocking(
-    portal: BlockingPortal, make: Callable[[], AsyncIterator[_T]], batch: int = BATCH
-) -> Generator[_T, None, None]:
-    """Iterate an async iterator from blocking code through ``portal``, ``batch`` at a time.
-
-    A producer task in the portal fills a stream of one batch; stopping early cancels it.
-    """
-    send, receive = anyio.create_memory_object_stream[list[_T]](1)
-
-    async def produce() -> None:
-        async with send:
-            iterator = make()
-            items: list[_T] = []
-            try:
-                async for item in iterator:
-                    items.append(item)
-                    if len(items) >= batch:
-                        await send.send(items)
-                        items = []
-            except Exception:
-                if items:  # what came before the failure still arrives, then the failure
-                    await send.send(items)
-                raise
-            else:
-                if items:
-                    await send.send(items)
-            finally:
-                aclose = getattr(iterator, "aclose", None)
-                if aclose is not None:
-                    with anyio.CancelScope(shield=True):
-                        await aclose()
-
-    future = portal.start_task_soon(produce)
-    try:
-        while True:
-            try:
-                items = portal.call(receive.receive)
-            except anyio.EndOfStream:
-                break
-            yield from items
-        future.result()  # the producer's error, if it failed
-    finally:
-        if not future.done():
-            future.cancel()
-            concurrent.futures.wait([future])
-        portal.call(receive.aclose)
-
-
-def call_blocking(work: Callable[[], Awaitable[_T]]) -> _T:
-    """Run ``work`` to completion from blocking code, on an event loop in a helper thread.
-
-    Like the blocking harness, this works in scripts and in notebooks whose own loop is
-    running; from async code, await the harness's method instead of blocking its loop.
-    """
-    with start_blocking_portal() as portal:
-        return portal.call(work)
+        return self._portal.call(work)

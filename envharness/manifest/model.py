@@ -18,7 +18,7 @@ from envharness.api.experiments import AsyncExperiment, Experiment
 from envharness.api.harness import (
     AsyncEnvironmentHarness,
 )
-from envharness.api.sources import call_blocking
+from envharness._portal import call_blocking
 from envharness.contracts.command_agent import CommandAgent
 from envharness.contracts.environment import EnvironmentSpec
 from envharness.contracts.scenario import Scenario, validate_input
@@ -31,8 +31,8 @@ from envharness.manifest.keys import (
     dotted,
 )
 from envharness.manifest.schema import ManifestError, Places
-from envharness.optimizer.executable import ExecutableHarness
-from envharness.optimizer.sandbox import LocalSandbox
+from envharness.optimizer.patches.executable import ExecutableHarness
+from envharness.optimizer.patches.sandbox import LocalSandbox
 from envharness.optimizer.versions import harness_version
 from envharness.runtime.hooking import check_hooks
 from envharness.store import read_store

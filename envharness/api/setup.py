@@ -1,0 +1,340 @@
+"""Validated options: what a user hands the harness, checked once, turned into plans.
+
+Every refusal here is a :class:`ConfigurationError` that names the option and the fix, raised
+before anything is recorded. :func:`checked_template` turns the harness's constructor
+arguments into a :class:`~envharness.runtime.template.SessionTemplate`;
+:func:`plan_run` and :func:`plan_experiment` check one call's arguments and plan from it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from envharness.contracts.agent import Agent, AgentFactory, implementation_of
+from envharness.contracts.environment import Environment, EnvironmentSpec
+from envharness.contracts.operations import EnvironmentOperation, operation_ref
+from envharness.contracts.scenario import Scenario, validate_input
+from envharness.errors import ConfigurationError
+from envharness.hooks import HarnessHooks
+from envharness.records import ExperimentConfig, new_id
+from envharness.runtime import SessionPlan, SessionRunner
+from envharness.runtime.hooking import check_hooks
+from envharness.runtime.template import SessionTemplate
+
+__all__ = [
+    "MAX_COUNT",
+    "EnvironmentFactory",
+    "PlannedExperiment",
+    "checked_template",
+    "plan_experiment",
+    "plan_run",
+]
+
+MAX_COUNT = 2**63 - 1
+"""The most turns, trials, sessions of an experiment or sessions at once: the store counts
+them in 64-bit integers (SQLite's), so anything larger could not be recorded."""
+
+EnvironmentFactory = Callable[[], Environment[Any, Any]]
+
+_T = TypeVar("_T")
+
+
+def checked_template(
+    *,
+    environment: EnvironmentFactory,
+    agents: Mapping[str, AgentFactory],
+    roles: Mapping[str, str] | None,
+    action_timeout: float | None,
+    max_concurrency: int,
+    operations: Sequence[EnvironmentOperation],
+    runner: type[SessionRunner],
+    checkpoint_every: int | None,
+    hooks: HarnessHooks | None,
+    hook_budget: float | None,
+    max_blocks: int,
+) -> SessionTemplate:
+    """The harness's constructor arguments, checked; one environment is made to read its spec."""
+    factories = _Factories(
+        _check_factory(environment, "environment"), _check_agent_factories(agents)
+    )
+    spec = factories.new_environment().spec
+    roster = _roster(spec, list(factories.agents), roles or {})
+    if action_timeout is not None and action_timeout <= 0:
+        raise ConfigurationError(
+            f"action_timeout must be positive seconds or None, not {action_timeout}"
+        )
+    # The hooks' version is the sessions' harness version: evidence names the patch that ran.
+    checked_hooks = check_hooks(hooks) if hooks is not None else None
+    if hook_budget is not None and hook_budget <= 0:
+        raise ConfigurationError(f"hook_budget must be positive seconds or None, not {hook_budget}")
+    check_count("max_blocks", max_blocks)
+    check_count("max_concurrency", max_concurrency)
+    named = _operations(operations)
+    if not (isinstance(runner, type) and issubclass(runner, SessionRunner)):
+        raise ConfigurationError(f"runner must be a SessionRunner subclass, not {runner!r}")
+    if checkpoint_every is not None:
+        check_count("checkpoint_every", checkpoint_every)
+    return SessionTemplate(
+        new_environment=factories.new_environment,
+        new_agents=factories.new_agents,
+        roster=roster,
+        action_timeout=action_timeout,
+        operations=named,
+        checkpoint_every=checkpoint_every,
+        hooks=checked_hooks,
+        hook_budget=hook_budget,
+        max_blocks=max_blocks,
+        runner=runner,
+    )
+
+
+def plan_run(
+    template: SessionTemplate,
+    scenario: Scenario[Any],
+    *,
+    turns: int,
+    seed: int,
+    experiment_id: str | None = None,
+    trial: int | None = None,
+    hooks: HarnessHooks | None = None,
+    validated: Any = None,
+) -> SessionPlan:
+    """One session's plan; ``validated`` is the scenario's input when the caller has already
+    checked it (an experiment checks all of them before it starts)."""
+    if not isinstance(scenario, Scenario):
+        raise ConfigurationError(
+            f"expected a Scenario(id=..., input=...), got {type(scenario).__name__}"
+        )
+    check_count("turns", turns)
+    check_seed(seed)
+    environment = template.new_environment()
+    return template.plan(
+        scenario,
+        validate_input(scenario, environment.spec.input_type) if validated is None else validated,
+        turns=turns,
+        seed=seed,
+        environment=environment,
+        experiment_id=experiment_id,
+        trial=trial,
+        hooks=hooks,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedExperiment:
+    """An experiment's frozen configuration and its scenarios' validated inputs."""
+
+    id: str
+    config: ExperimentConfig
+    scenarios: tuple[Scenario[Any], ...]
+    inputs: Mapping[str, Any]
+    hooks: HarnessHooks | None
+
+    def plan_session(
+        self, template: SessionTemplate, scenario: Scenario[Any], trial: int, seed: int
+    ) -> SessionPlan:
+        return plan_run(
+            template,
+            scenario,
+            turns=self.config.turns,
+            seed=seed,
+            experiment_id=self.id,
+            trial=trial,
+            hooks=self.hooks,
+            validated=self.inputs[scenario.id],
+        )
+
+
+def plan_experiment(
+    template: SessionTemplate,
+    name: str,
+    scenarios: Sequence[Scenario[Any]],
+    *,
+    turns: int,
+    trials: int,
+    seed: int,
+    max_concurrency: int,
+    hooks: HarnessHooks | None,
+) -> PlannedExperiment:
+    """Check an experiment's arguments and freeze its configuration (nothing runs yet)."""
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigurationError("an experiment needs a name, e.g. 'baseline sweep'")
+    scenarios = list(scenarios)
+    if not scenarios:
+        raise ConfigurationError(f"experiment {name!r} has no scenarios")
+    seen: set[str] = set()
+    for scenario in scenarios:
+        if not isinstance(scenario, Scenario):
+            raise ConfigurationError(
+                f"experiment {name!r}: expected Scenario(id=..., input=...), got "
+                f"{type(scenario).__name__}"
+            )
+        if scenario.id in seen:
+            raise ConfigurationError(
+                f"experiment {name!r}: scenario id {scenario.id!r} appears twice; "
+                "scenario ids must be unique (use trials= to repeat a scenario)"
+            )
+        seen.add(scenario.id)
+    check_count("trials", trials)
+    check_count("turns", turns)
+    check_count("max_concurrency", max_concurrency)
+    if len(scenarios) * trials > MAX_COUNT:
+        raise ConfigurationError(
+            f"experiment {name!r}: {len(scenarios)} scenarios x {trials} trials is more "
+            f"sessions than the store can count (at most {MAX_COUNT}); use fewer trials"
+        )
+    check_seed(seed)
+    planned = plan_run(template, scenarios[0], turns=turns, seed=seed, hooks=hooks)
+    sample = planned.config()
+    # One environment's spec validates every input: planning each scenario here would build
+    # an environment and agents per session only to throw them away.
+    input_type = planned.environment.spec.input_type
+    inputs = {s.id: validate_input(s, input_type) for s in scenarios}
+    config = ExperimentConfig(
+        name=name,
+        scenarios=tuple(s.reference_record(inputs[s.id]) for s in scenarios),
+        trials=trials,
+        seed=seed,
+        turns=turns,
+        max_concurrency=max_concurrency,
+        environment=sample.environment,
+        participants=sample.participants,
+        envharness_version=sample.envharness_version,
+        harness_version=sample.harness_version,
+        scoring_version=sample.scoring_version,
+        action_timeout=sample.action_timeout,
+        operations=sample.operations,
+    )
+    return PlannedExperiment(new_id("exp"), config, tuple(scenarios), inputs, hooks)
+
+
+def check_count(what: str, value: Any) -> None:
+    """A positive integer the store can count."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"{what} must be a positive integer, not {value!r}")
+    if value > MAX_COUNT:
+        raise ConfigurationError(f"{what} must be at most {MAX_COUNT} (2**63 - 1), not {value}")
+
+
+def check_seed(seed: Any) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ConfigurationError(f"seed must be an integer, not {seed!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Factories:
+    """The user's factories; each call makes a fresh, checked object."""
+
+    environment: EnvironmentFactory
+    agents: Mapping[str, AgentFactory]
+
+    def new_environment(self) -> Environment[Any, Any]:
+        environment: Environment[Any, Any] = _create(self.environment, "environment")
+        spec = getattr(environment, "spec", None)
+        if not isinstance(spec, EnvironmentSpec):
+            raise ConfigurationError(
+                f"environment {type(environment).__name__} has no `spec` EnvironmentSpec; "
+                "declare spec = EnvironmentSpec(name=..., version=..., input_type=...)"
+            )
+        missing = [
+            m
+            for m in ("initialize", "observe", "resolve", "intervene")
+            if not callable(getattr(environment, m, None))
+        ]
+        if missing:
+            raise ConfigurationError(
+                f"environment {type(environment).__name__} lacks {', '.join(missing)}(); "
+                "an environment defines initialize, observe, resolve and intervene"
+            )
+        return environment
+
+    def new_agents(self) -> dict[str, Agent]:
+        agents: dict[str, Agent] = {}
+        for participant, factory in self.agents.items():
+            agent: Agent = _create(factory, f"agent {participant!r}")
+            implementation_of(agent, participant)
+            agents[participant] = agent
+        return agents
+
+
+def _check_agent_factories(agents: Mapping[str, AgentFactory]) -> dict[str, AgentFactory]:
+    if not agents:
+        raise ConfigurationError(
+            "agents is empty; give at least one participant, e.g. agents={'alice': MyAgent}"
+        )
+    return {
+        _check_participant(name): _check_factory(factory, f"agent {name!r}")
+        for name, factory in agents.items()
+    }
+
+
+def _check_factory(factory: Any, what: str) -> Any:
+    if not callable(factory):
+        hint = (
+            " — pass the class (or a zero-argument factory), not an instance: a fresh one is "
+            "made for every session"
+            if hasattr(factory, "act") or hasattr(factory, "resolve")
+            else ""
+        )
+        raise ConfigurationError(
+            f"{what} must be a class or factory, got {type(factory).__name__}{hint}"
+        )
+    if inspect.isclass(factory) and inspect.isabstract(factory):
+        raise ConfigurationError(f"{what} {factory.__name__} is abstract and cannot be created")
+    return factory
+
+
+def _create(factory: Callable[[], _T], what: str) -> _T:
+    """Call a user's factory; its failure is a setup error, reported before any session."""
+    try:
+        return factory()
+    except Exception as exc:
+        name = getattr(factory, "__qualname__", repr(factory))
+        raise ConfigurationError(
+            f"{what}: creating it with {name}() raised {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _operations(operations: Sequence[EnvironmentOperation]) -> dict[str, EnvironmentOperation]:
+    found: dict[str, EnvironmentOperation] = {}
+    for operation in operations:
+        name = operation_ref(operation).name
+        if name in found:
+            raise ConfigurationError(f"two operations are named {name!r}; names must differ")
+        found[name] = operation
+    return found
+
+
+def _check_participant(name: Any) -> str:
+    if not isinstance(name, str) or not name or len(name) > 64 or not name.isprintable():
+        raise ConfigurationError(
+            f"participant name {name!r} must be a non-empty printable string of at most "
+            "64 characters"
+        )
+    return name
+
+
+def _roster(
+    spec: EnvironmentSpec, participants: list[str], roles: Mapping[str, str]
+) -> dict[str, str]:
+    unknown = sorted(set(roles) - set(participants))
+    if unknown:
+        raise ConfigurationError(f"roles names {unknown} that are not in agents {participants}")
+    roster: dict[str, str] = {}
+    for name in participants:
+        role = roles.get(name) or (spec.roles[0] if len(spec.roles) == 1 else None)
+        if role is None:
+            raise ConfigurationError(
+                f"participant {name!r} needs a role: environment {spec.name!r} has roles "
+                f"{list(spec.roles)}; pass roles={{{name!r}: ...}}"
+            )
+        if role not in spec.roles:
+            raise ConfigurationError(
+                f"participant {name!r} has role {role!r}, but environment {spec.name!r} "
+                f"has roles {list(spec.roles)}"
+            )
+        roster[name] = role
+    return roster

@@ -1,0 +1,122 @@
+"""What every session of one harness shares, and the plans stamped out of it.
+
+A :class:`SessionTemplate` holds the environment and agent factories and the options a user
+gave once (already validated by :mod:`envharness.api.setup`); every planner — a standalone run,
+an experiment, a resume, a continuation — asks it for a :class:`SessionPlan`, so none of them
+calls back into the facade that made it. :class:`SessionPauses` is the set of sessions one
+harness is running, by id: what ``harness.pause(id)`` can reach.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from envharness.contracts.agent import Agent
+from envharness.contracts.environment import Environment
+from envharness.contracts.operations import EnvironmentOperation
+from envharness.contracts.scenario import Scenario
+from envharness.errors import ConfigurationError
+from envharness.hooks import HarnessHooks
+from envharness.records import new_id
+from envharness.runtime.hooking import check_hooks
+from envharness.runtime.plan import PauseRequest, SessionPlan
+from envharness.runtime.session import SessionRunner
+
+__all__ = ["SessionPauses", "SessionTemplate"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTemplate:
+    """The factories and options every session of one harness shares.
+
+    ``new_environment`` and ``new_agents`` make fresh, checked objects per session (a factory's
+    failure is a :class:`ConfigurationError` naming it); the rest is copied into each plan.
+    """
+
+    new_environment: Callable[[], Environment[Any, Any]]
+    new_agents: Callable[[], dict[str, Agent]]
+    roster: Mapping[str, str]
+    action_timeout: float | None
+    operations: Mapping[str, EnvironmentOperation]
+    checkpoint_every: int | None
+    hooks: HarnessHooks | None
+    hook_budget: float | None
+    max_blocks: int
+    runner: type[SessionRunner] = SessionRunner
+
+    def hooks_for(self, hooks: HarnessHooks | None) -> HarnessHooks | None:
+        """The hooks a call asked for, else the template's own (``None``: no hooks)."""
+        return check_hooks(hooks) if hooks is not None else self.hooks
+
+    def plan(
+        self,
+        scenario: Scenario[Any],
+        input: Any,
+        *,
+        turns: int,
+        seed: int,
+        environment: Environment[Any, Any] | None = None,
+        session_id: str | None = None,
+        experiment_id: str | None = None,
+        trial: int | None = None,
+        hooks: HarnessHooks | None = None,
+    ) -> SessionPlan:
+        """One session's plan with fresh agents; ``input`` is the scenario's input, already
+        validated against the environment's input type (by the caller, who may have checked
+        a whole experiment's inputs at once)."""
+        return SessionPlan(
+            session_id=session_id or new_id("ses"),
+            environment=environment if environment is not None else self.new_environment(),
+            agents=self.new_agents(),
+            roster=self.roster,
+            scenario=scenario,
+            input=input,
+            turns=turns,
+            seed=seed,
+            action_timeout=self.action_timeout,
+            experiment_id=experiment_id,
+            trial=trial,
+            operations=self.operations,
+            checkpoint_every=self.checkpoint_every,
+            hooks=self.hooks_for(hooks),
+            hook_budget=self.hook_budget,
+            max_blocks=self.max_blocks,
+        )
+
+
+class SessionPauses:
+    """The sessions one harness is running, each with the request that pauses it."""
+
+    __slots__ = ("_running",)
+
+    def __init__(self) -> None:
+        self._running: dict[str, PauseRequest] = {}
+
+    @asynccontextmanager
+    async def holding(
+        self, session_id: str, request: PauseRequest | None = None
+    ) -> AsyncIterator[PauseRequest]:
+        """Make ``session_id`` pausable for the block; yields the request to plan with."""
+        request = self._running[session_id] = request or PauseRequest()
+        try:
+            yield request
+        finally:
+            if self._running.get(session_id) is request:
+                del self._running[session_id]
+
+    def request(self, session_id: str) -> None:
+        """Pause the one running session whose id starts with ``session_id``.
+
+        Callable from any thread (it only sets a flag).
+        """
+        found = [request for sid, request in self._running.items() if sid.startswith(session_id)]
+        if not session_id or len(found) != 1:
+            running = ", ".join(sorted(self._running)) or "none"
+            raise ConfigurationError(
+                f"session {session_id!r} is not running in this harness, so it cannot be "
+                f"paused here (running: {running})"
+            )
+        found[0].request()
