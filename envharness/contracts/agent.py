@@ -4,8 +4,9 @@
 session cannot silently run different agent code. An agent may return an :class:`AgentReply`
 instead of a bare dict to report what the decision cost.
 
-Two optional methods let an agent take part in the session's lifecycle — what an agent that is
-a separate program needs (see ``CommandAgent``):
+Optional capabilities let an agent take part in the session's lifecycle — what an agent that
+is a separate program needs (see ``CommandAgent``). Each is a typed Protocol the runtime checks
+once per session (:meth:`AgentCapabilities.of`), never by probing attributes turn by turn:
 
 - ``lifespan(context)`` returns an async context manager entered before the first turn and
   exited when the session ends, however it ends; ``context`` says where the agent is and lets
@@ -14,12 +15,17 @@ a separate program needs (see ``CommandAgent``):
   committed, with the participant's executed outcome, or the reason its action was blocked. A
   ``feedback`` that also takes an ``action`` keyword is told what was executed, which differs
   from what the agent answered when a harness hook rewrote it.
+- ``can_snapshot`` with ``snapshot()`` and ``restore(state)`` (:class:`Snapshotting`): the
+  agent's own state is kept in checkpoints and given back to a branch or a resume.
+- ``runs_inline = True`` (:class:`RunsInline`): a sync ``act`` that is quick pure computation
+  is called on the event loop instead of a worker thread (no timeout can interrupt it there).
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -28,11 +34,16 @@ from envharness.records import Cost, EnvironmentRef
 
 __all__ = [
     "Agent",
+    "AgentCapabilities",
     "AgentContext",
     "AgentFactory",
     "AgentReply",
     "Cost",
+    "HasLifespan",
     "LogLevel",
+    "RunsInline",
+    "Snapshotting",
+    "TakesFeedback",
     "implementation_of",
     "is_async_agent",
 ]
@@ -94,3 +105,77 @@ def implementation_of(agent: object, participant: str) -> str:
 
 def is_async_agent(agent: object) -> bool:
     return inspect.iscoroutinefunction(getattr(agent, "act", None))
+
+
+@runtime_checkable
+class HasLifespan(Protocol):
+    """An agent with something to start before the first turn and stop after the last."""
+
+    def lifespan(self, context: AgentContext) -> AbstractAsyncContextManager[object]: ...
+
+
+@runtime_checkable
+class TakesFeedback(Protocol):
+    """An agent told how its action went after each turn is committed (sync or async)."""
+
+    def feedback(self, turn: int, outcome: Any, blocked: str | None, /) -> object: ...
+
+
+@runtime_checkable
+class Snapshotting(Protocol):
+    """An agent whose own state checkpoints keep, when ``can_snapshot`` is true."""
+
+    @property
+    def can_snapshot(self) -> bool: ...
+
+    def snapshot(self) -> Awaitable[Any]: ...
+
+    def restore(self, state: Any) -> object: ...
+
+
+@runtime_checkable
+class RunsInline(Protocol):
+    """A sync agent whose ``act`` may run on the event loop (``runs_inline = True``)."""
+
+    @property
+    def runs_inline(self) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class AgentCapabilities:
+    """What one agent can do beyond ``act``, found once when its session starts."""
+
+    is_async: bool
+    runs_inline: bool
+    lifespan: HasLifespan | None = None
+    feedback: TakesFeedback | None = None
+    feedback_with_action: bool = False
+    """Whether ``feedback`` takes the ``action`` keyword (what was executed)."""
+    snapshots: Snapshotting | None = None
+    """The agent, when it has the snapshot methods (else ``None``). Whether it can snapshot
+    now is asked at each use: an external program declares it only once it has started."""
+
+    @classmethod
+    def of(cls, agent: Agent) -> AgentCapabilities:
+        is_async = is_async_agent(agent)
+        feedback = agent if isinstance(agent, TakesFeedback) and callable(agent.feedback) else None
+        return cls(
+            is_async=is_async,
+            runs_inline=not is_async and isinstance(agent, RunsInline) and bool(agent.runs_inline),
+            lifespan=agent if isinstance(agent, HasLifespan) and callable(agent.lifespan) else None,
+            feedback=feedback,
+            feedback_with_action=feedback is not None and _takes_action(feedback.feedback),
+            snapshots=agent if isinstance(agent, Snapshotting) else None,
+        )
+
+
+def _takes_action(feedback: Callable[..., object]) -> bool:
+    try:
+        parameters = inspect.signature(feedback).parameters.values()
+    except (TypeError, ValueError):  # a builtin or C callable: call it the plain way
+        return False
+    return any(
+        (p.name == "action" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+        or p.kind is p.VAR_KEYWORD
+        for p in parameters
+    )

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import anyio
 
-from envharness.contracts.agent import Agent, AgentContext, AgentReply, is_async_agent
+from envharness.contracts.agent import Agent, AgentCapabilities, AgentContext, AgentReply
 from envharness.protocol import ProtocolViolationError
 from envharness.records import Cost
 
@@ -26,7 +26,6 @@ __all__ = [
     "ask_all",
     "running",
     "send_feedback",
-    "takes_executed_action",
 ]
 
 
@@ -67,6 +66,7 @@ class Caller:
         self,
         participant: str,
         agent: Agent,
+        capabilities: AgentCapabilities,
         action_timeout: float | None,
         threads: anyio.CapacityLimiter | None = None,
     ) -> None:
@@ -74,8 +74,8 @@ class Caller:
         self.agent = agent
         self._timeout = action_timeout
         self._threads = threads
-        self._is_async = is_async_agent(agent)
-        self._inline = not self._is_async and bool(getattr(agent, "runs_inline", False))
+        self._is_async = capabilities.is_async
+        self._inline = capabilities.runs_inline
 
     async def ask(self, observation: Any) -> Reply:
         """One action, within ``action_timeout`` seconds (configuration)."""
@@ -147,45 +147,28 @@ async def ask_all(
     return replies
 
 
-def takes_executed_action(agent: Agent) -> bool:
-    """Whether the agent's ``feedback`` accepts the ``action`` keyword (what was executed)."""
-    feedback = getattr(agent, "feedback", None)
-    if feedback is None:
-        return False
-    try:
-        parameters = inspect.signature(feedback).parameters.values()
-    except (TypeError, ValueError):  # a builtin or C callable: call it the plain way
-        return False
-    return any(
-        (p.name == "action" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
-        or p.kind is p.VAR_KEYWORD
-        for p in parameters
-    )
-
-
 async def send_feedback(
     participant: str,
-    agent: Agent,
+    capabilities: AgentCapabilities,
     turn: int,
     outcome: Any,
     blocked: str | None,
     action: Any = None,
-    *,
-    with_action: bool = False,
 ) -> None:
     """Tell an agent how its action went, if it wants to know (``feedback`` is optional).
 
-    ``with_action`` (see :func:`takes_executed_action`) adds ``action=``, the JSON form of what
-    was executed (``None`` when blocked).
+    An agent whose ``feedback`` takes ``action`` (see :class:`AgentCapabilities`) is also
+    given the JSON form of what was executed (``None`` when blocked).
     """
-    feedback: Callable[..., Any] | None = getattr(agent, "feedback", None)
-    if feedback is None:
+    listener = capabilities.feedback
+    if listener is None:
         return
     try:
-        if with_action:
+        if capabilities.feedback_with_action:
+            feedback: Callable[..., object] = listener.feedback
             result = feedback(turn, outcome, blocked, action=action)
         else:
-            result = feedback(turn, outcome, blocked)
+            result = listener.feedback(turn, outcome, blocked)
         if inspect.isawaitable(result):
             await result
     except Exception as exc:
@@ -194,7 +177,7 @@ async def send_feedback(
 
 @asynccontextmanager
 async def running(
-    agents: Mapping[str, Agent], contexts: Mapping[str, AgentContext]
+    capabilities: Mapping[str, AgentCapabilities], contexts: Mapping[str, AgentContext]
 ) -> AsyncIterator[None]:
     """Enter every agent's optional ``lifespan`` for the duration of the block.
 
@@ -202,12 +185,11 @@ async def running(
     start fails the session before its first turn.
     """
     async with AsyncExitStack() as stack:
-        for participant, agent in agents.items():
-            lifespan = getattr(agent, "lifespan", None)
-            if lifespan is None:
+        for participant, found in capabilities.items():
+            if found.lifespan is None:
                 continue
             try:
-                await stack.enter_async_context(lifespan(contexts[participant]))
+                await stack.enter_async_context(found.lifespan.lifespan(contexts[participant]))
             except Exception as exc:
                 raise _failure(participant, "starting", exc) from exc
         yield

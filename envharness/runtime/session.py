@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from envharness.contracts.agent import AgentContext, LogLevel
+from envharness.contracts.agent import AgentCapabilities, AgentContext, LogLevel
 from envharness.contracts.environment import ScoreReport
 from envharness.contracts.operations import OperationResult, operation_ref
 from envharness.errors import StoreError
@@ -67,7 +67,6 @@ from envharness.runtime.participants import (
     ask_all,
     running,
     send_feedback,
-    takes_executed_action,
 )
 from envharness.runtime.plan import (
     PAUSED_REASON,
@@ -131,18 +130,20 @@ class SessionRunner:
         # Sync agents' threads: one per participant, never shared with other sessions or the
         # journal, so a slow agent elsewhere cannot eat into this session's action timeout.
         threads = anyio.CapacityLimiter(max(1, len(plan.agents)))
+        self._capabilities = {
+            name: AgentCapabilities.of(agent) for name, agent in plan.agents.items()
+        }
+        """What each agent can do beyond ``act``, found once for the session."""
         self._callers = {
-            name: Caller(name, agent, plan.action_timeout, threads)
+            name: Caller(name, agent, self._capabilities[name], plan.action_timeout, threads)
             for name, agent in plan.agents.items()
         }
         self._feedback: dict[str, tuple[Any, str | None, Any]] = {}
         """Per participant this turn: (outcome, why it was blocked, the executed action)."""
         self._listening = {
-            name: takes_executed_action(agent)
-            for name, agent in plan.agents.items()
-            if getattr(agent, "feedback", None)
+            name for name, found in self._capabilities.items() if found.feedback is not None
         }
-        """The participants whose agents want ``feedback``, and whether with the action."""
+        """The participants whose agents want ``feedback``."""
         self._current_turn: int | None = None
         """The turn being played; logs from an agent outside any turn carry no turn."""
         self._last_state: str | None = None
@@ -199,11 +200,11 @@ class SessionRunner:
             # A caller told the session's id (progress), or an agent process about to start,
             # may act on the session existing: commit the start first. Otherwise it goes out
             # with the first turns, in one commit.
-            external = any(getattr(a, "lifespan", None) for a in plan.agents.values())
+            external = any(found.lifespan for found in self._capabilities.values())
             await self._flush(durable=self._progress is not None or external)
             if self._progress is not None:
                 self._progress(plan.session_id, self._turns_completed, plan.turns)
-            async with running(plan.agents, self._agent_contexts()):
+            async with running(self._capabilities, self._agent_contexts()):
                 if resumption is not None and resumption.agent_states:
                     await self._restore_agents(resumption.agent_states)
                 state, reason = await self._turns(state)
@@ -278,10 +279,10 @@ class SessionRunner:
         """A checkpoint at this turn boundary, with each agent's own state where it can give
         one (an external agent that declared ``snapshot``)."""
         snapshots: dict[str, Any] = {}
-        for participant, agent in self._plan.agents.items():
-            if getattr(agent, "can_snapshot", False):
+        for participant, found in self._capabilities.items():
+            if found.snapshots is not None and found.snapshots.can_snapshot:
                 try:
-                    snapshots[participant] = await agent.snapshot()  # type: ignore[attr-defined]
+                    snapshots[participant] = await found.snapshots.snapshot()
                 except Exception as exc:
                     raise AgentFailure(
                         participant,
@@ -304,11 +305,10 @@ class SessionRunner:
         """Give each agent the state a checkpoint recorded for it (a branch's first turn), when
         it can take one; an agent that cannot is told in a ``log`` record, and starts afresh."""
         for participant, agent_state in states.items():
-            agent = self._plan.agents.get(participant)
-            if agent is None:
+            found = self._capabilities.get(participant)
+            if found is None:
                 continue
-            restore = getattr(agent, "restore", None)
-            if restore is None or not getattr(agent, "can_snapshot", False):
+            if found.snapshots is None or not found.snapshots.can_snapshot:
                 self._record(
                     Log(
                         message=f"agent {participant!r} cannot restore the state its checkpoint "
@@ -319,7 +319,7 @@ class SessionRunner:
                 )
                 continue
             try:
-                restored = restore(agent_state)
+                restored = found.snapshots.restore(agent_state)
                 if inspect.isawaitable(restored):
                     await restored
             except Exception as exc:
@@ -399,20 +399,13 @@ class SessionRunner:
         """After the turn is committed — an agent learns nothing the evidence lacks."""
         feedback, self._feedback = self._feedback, {}
         listening = self._listening
-        if not listening or listening.keys().isdisjoint(feedback):
+        if not listening or listening.isdisjoint(feedback):
             return
         await self._settle()  # feedback is an effect outside the store: commit first
         for participant, (outcome, blocked, action) in feedback.items():
             if participant in listening:
-                agent = self._plan.agents[participant]
                 await send_feedback(
-                    participant,
-                    agent,
-                    turn,
-                    outcome,
-                    blocked,
-                    action,
-                    with_action=listening[participant],
+                    participant, self._capabilities[participant], turn, outcome, blocked, action
                 )
 
     async def _turn(self, turn: int, state: Any) -> tuple[Any, bool]:
