@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from envharness.protocol import render_schemas
-from envharness.trajectories.schema import render_trajectory_schemas
+from envharness.trajectories.json_schema import render_trajectory_schemas
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "protocol" / "schema"
 

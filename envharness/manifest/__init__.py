@@ -34,8 +34,8 @@ runs unless ``cwd`` says otherwise and where ``module:attribute`` references are
 first.
 """
 
+from envharness.manifest.document import ManifestError
 from envharness.manifest.loader import load_manifest
 from envharness.manifest.model import PYTHON, Manifest, ManifestAgent
-from envharness.manifest.schema import ManifestError
 
 __all__ = ["PYTHON", "Manifest", "ManifestAgent", "ManifestError", "load_manifest"]

@@ -21,17 +21,7 @@ from envharness.api.harness import (
 from envharness.contracts.command_agent import DEFAULT_INHERITED_ENV, CommandAgent
 from envharness.contracts.scenario import Scenario
 from envharness.errors import ConfigurationError
-from envharness.manifest.keys import (
-    KeyLines,
-    KeyPath,
-    did_you_mean,
-    dotted,
-    parse_validation,
-    toml_type,
-    unknown_key,
-)
-from envharness.manifest.model import HARNESS_KEY, HOOKS_KEY, PYTHON, Manifest, ManifestAgent
-from envharness.manifest.schema import (
+from envharness.manifest.document import (
     COMMAND_ONLY,
     AgentTable,
     Document,
@@ -43,6 +33,16 @@ from envharness.manifest.schema import (
     ScenarioEntry,
     ScenariosTable,
 )
+from envharness.manifest.keys import (
+    KeyLines,
+    KeyPath,
+    did_you_mean,
+    dotted,
+    parse_validation,
+    toml_type,
+    unknown_key,
+)
+from envharness.manifest.model import HARNESS_KEY, HOOKS_KEY, PYTHON, Manifest, ManifestAgent
 
 _R = TypeVar("_R")
 _S = TypeVar("_S", bound=msgspec.Struct)

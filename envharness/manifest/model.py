@@ -13,24 +13,24 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from envharness._portal import call_blocking
 from envharness.api.blocking import EnvironmentHarness
 from envharness.api.experiments import AsyncExperiment, Experiment
 from envharness.api.harness import (
     AsyncEnvironmentHarness,
 )
-from envharness._portal import call_blocking
 from envharness.contracts.command_agent import CommandAgent
 from envharness.contracts.environment import EnvironmentSpec
 from envharness.contracts.scenario import Scenario, validate_input
 from envharness.errors import ConfigurationError, EnvharnessError
 from envharness.hooks import HarnessHooks
+from envharness.manifest.document import ManifestError, Places
 from envharness.manifest.keys import (
     KeyLines,
     KeyPath,
     did_you_mean,
     dotted,
 )
-from envharness.manifest.schema import ManifestError, Places
 from envharness.optimizer.patches.executable import ExecutableHarness
 from envharness.optimizer.patches.sandbox import LocalSandbox
 from envharness.optimizer.versions import harness_version

@@ -22,6 +22,7 @@ from envharness.protocol.framing import (
     MessageReader,
     MessageWriter,
 )
+from envharness.protocol.json_schema import render_schemas, schema_documents
 from envharness.protocol.messages import (
     AGENT_MESSAGE_TYPES,
     CAPABILITIES,
@@ -53,7 +54,6 @@ from envharness.protocol.messages import (
     encode_message,
     message_type,
 )
-from envharness.protocol.schema import render_schemas, schema_documents
 
 __all__ = [
     "AGENT_MESSAGE_TYPES",

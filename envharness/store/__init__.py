@@ -1,5 +1,6 @@
 """The evidence store: SQLite journal (one group-committing writer), readers, artifacts, verify."""
 
+from envharness.store.database import SCHEMA_VERSION
 from envharness.store.lineage import BranchRef, Lineage
 from envharness.store.optimizer_index import HarnessVersionInfo, OptimizerRunInfo
 from envharness.store.reader import (
@@ -9,7 +10,6 @@ from envharness.store.reader import (
     SessionCounts,
     SessionInfo,
 )
-from envharness.store.schema import SCHEMA_VERSION
 from envharness.store.store import Store, open_store, read_store
 from envharness.store.verify import ChainBreak, VerifyReport
 

@@ -24,7 +24,7 @@ from typing import TypeVar
 
 import anyio
 
-from envharness.store.schema import (
+from envharness.store.database import (
     DATABASE_NAME,
     connect,
     translate_sqlite_error,

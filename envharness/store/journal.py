@@ -31,7 +31,7 @@ from envharness.records import (
     SessionCreated,
     SessionStatus,
 )
-from envharness.store.schema import translate_sqlite_error
+from envharness.store.database import translate_sqlite_error
 
 __all__ = ["MAX_BATCH_ROWS", "REQUEST_BUFFER", "Journal", "Pending"]
 

@@ -17,7 +17,7 @@ import msgspec
 from envharness.errors import ConfigurationError
 from envharness.records import RecordRow
 from envharness.store.connections import database_uri, open_reader, release_reader, take_reader
-from envharness.store.schema import translate_sqlite_error
+from envharness.store.database import translate_sqlite_error
 
 __all__ = [
     "AMONG",

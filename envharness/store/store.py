@@ -29,6 +29,7 @@ from envharness.errors import NotFoundError, StoreError
 from envharness.records import Record, RecordRow, RunnerRef, decode_record
 from envharness.store.artifacts import ArtifactFiles
 from envharness.store.connections import read_in_thread
+from envharness.store.database import connect
 from envharness.store.journal import Journal, Pending
 from envharness.store.lineage import Lineage, lineage_of
 from envharness.store.optimizer_index import (
@@ -57,7 +58,6 @@ from envharness.store.reader import (
     session_info,
 )
 from envharness.store.recovery import recover
-from envharness.store.schema import connect
 from envharness.store.verify import VerifyReport, verify_store
 
 __all__ = ["Store", "open_store", "read_store"]

@@ -14,7 +14,6 @@ from envharness.trajectories.binding import (
     RangeCheck,
     StoreChains,
     check_evidence,
-    evidence_for,
 )
 from envharness.trajectories.codec import SnapshotContent, decode_trajectory
 from envharness.trajectories.datasets import (
@@ -59,6 +58,7 @@ from envharness.trajectories.model import (
     VerifiedOutcome,
 )
 from envharness.trajectories.projection import Projector, project_rows, project_stream
+from envharness.trajectories.readers import evidence_for
 from envharness.trajectories.snapshots import (
     ExportLine,
     export_snapshot,

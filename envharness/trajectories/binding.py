@@ -11,7 +11,8 @@ range rewritten with fresh digests fails at the head. Memory is constant: one pa
 Evidence is read through an :class:`EvidenceReader`, which checks as it reads and yields each
 record with its export line. :class:`Evidence` picks the reader by provenance: the journal for
 native trajectories (:class:`JournalEvidence`), the source's own chain for imported ones (the
-reader the imports side provides; see :func:`evidence_for`).
+reader the imports side provides; :func:`envharness.trajectories.readers.evidence_for`
+composes the two).
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ __all__ = [
     "RangeCheck",
     "StoreChains",
     "check_evidence",
-    "evidence_for",
 ]
 
 
@@ -200,15 +200,6 @@ class Evidence:
                 "imported evidence"
             )
         return self.imported.rows(trajectory)
-
-
-def evidence_for(store: Store) -> Evidence:
-    """The evidence reader exports and datasets use by default for ``store``: the journal for
-    native trajectories, the source chains (``SourceEvidence``) for imported ones."""
-    # Imported here, not at the top: the sources package builds on this module.
-    from envharness.trajectories.sources.evidence import SourceEvidence
-
-    return Evidence(JournalEvidence(StoreChains(store)), imported=SourceEvidence(store.directory))
 
 
 async def _generator(chains: ChainReader, journal: JournalRange) -> AsyncGenerator[RecordRow, None]:

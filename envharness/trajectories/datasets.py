@@ -45,9 +45,10 @@ from envharness.records import (
 )
 from envharness.store import Store
 from envharness.store.snapshots import DATASET_PREFIX, SnapshotStore, content_address
-from envharness.trajectories.binding import EvidenceReader, EvidenceRow, evidence_for
+from envharness.trajectories.binding import EvidenceReader, EvidenceRow
 from envharness.trajectories.errors import AdmissionError, Refusal, TrajectoryError
 from envharness.trajectories.model import SCHEMA_VERSION, SnapshotMetadata, Trajectory
+from envharness.trajectories.readers import evidence_for
 from envharness.trajectories.snapshots import (
     load_snapshot,
     snapshot_trajectories,

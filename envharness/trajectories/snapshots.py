@@ -39,7 +39,6 @@ from envharness.trajectories.binding import (
     EvidenceReader,
     EvidenceRow,
     check_evidence,
-    evidence_for,
 )
 from envharness.trajectories.codec import (
     SnapshotContent,
@@ -56,6 +55,7 @@ from envharness.trajectories.model import (
     Trajectory,
 )
 from envharness.trajectories.projection import project_stream
+from envharness.trajectories.readers import evidence_for
 
 __all__ = [
     "ExportLine",

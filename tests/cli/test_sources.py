@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from envharness.store.schema import connect
+from envharness.store.database import connect
 from envharness.trajectories.sources import SourceChain, encode_source_row
 from tests.cli._support import Invoke
 from tests.trajectories.sources._support import (

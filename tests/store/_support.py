@@ -25,8 +25,8 @@ from envharness.records import (
     SessionStatus,
     new_id,
 )
+from envharness.store.database import DATABASE_NAME
 from envharness.store.journal import Journal
-from envharness.store.schema import DATABASE_NAME
 
 
 def config(scenario_id: str = "scenario-1", experiment_id: str | None = None) -> SessionConfig:

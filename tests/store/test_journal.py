@@ -427,7 +427,7 @@ async def test_a_second_writer_waits_for_the_lock(store_path: Path) -> None:
 async def test_a_lock_held_past_the_busy_timeout_is_a_clear_error(
     store_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("envharness.store.schema.BUSY_TIMEOUT_S", 0.2)
+    monkeypatch.setattr("envharness.store.database.BUSY_TIMEOUT_S", 0.2)
     transactions = Transactions(monkeypatch)
     failures: list[BaseException] = []
 

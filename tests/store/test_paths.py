@@ -11,8 +11,8 @@ from envharness import AsyncEnvironmentHarness, Scenario
 from envharness.errors import StoreError
 from envharness.fixtures import SyntheticAgent, SyntheticEnvironment, SyntheticScenarioInput
 from envharness.store import read_store
+from envharness.store.database import DATABASE_NAME
 from envharness.store.reader import database_uri, open_reader
-from envharness.store.schema import DATABASE_NAME
 
 pytestmark = pytest.mark.anyio
 

@@ -17,8 +17,8 @@ from envharness.errors import NotFoundError, StoreError
 from envharness.records import RecordRow, SessionChain, decode_record
 from envharness.store import RecordFilter, Store, connections, open_store
 from envharness.store import reader as reader_module
+from envharness.store.database import DATABASE_NAME
 from envharness.store.reader import iterate_rows
-from envharness.store.schema import DATABASE_NAME
 
 from ._support import logs, new_session, plain, status_row, turn_rows
 

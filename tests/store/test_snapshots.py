@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from envharness.errors import ConfigurationError
-from envharness.store.schema import connect
+from envharness.store.database import connect
 from envharness.store.snapshots import DATASET_PREFIX, SnapshotStore, content_address
 
 pytestmark = pytest.mark.anyio

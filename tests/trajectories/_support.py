@@ -35,7 +35,7 @@ from envharness.records import (
     new_id,
 )
 from envharness.store import open_store
-from envharness.store.schema import DATABASE_NAME
+from envharness.store.database import DATABASE_NAME
 
 REACH = Scenario(id="reach", input=SyntheticScenarioInput(starting_total=-3, target=0))
 """Reaches its target (passed) at turn 3."""

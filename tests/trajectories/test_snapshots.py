@@ -13,7 +13,7 @@ import pytest
 from envharness import ConfigurationError, NotFoundError, StoreError
 from envharness.records import digest_of
 from envharness.store import read_store
-from envharness.store.schema import DATABASE_NAME
+from envharness.store.database import DATABASE_NAME
 from envharness.store.snapshots import SnapshotStore
 from envharness.trajectories import (
     Entitlement,

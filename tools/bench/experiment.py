@@ -76,7 +76,7 @@ from envharness.records import (
     SessionStatus,
     canonical,
 )
-from envharness.store.schema import DATABASE_NAME, connect
+from envharness.store.database import DATABASE_NAME, connect
 
 REFERENCE = "about 5-10 five-turn sessions/s on these machines (~17 fsynced commits per turn)"
 

@@ -57,7 +57,7 @@ from envharness.records import (
     encode_record,
 )
 from envharness.store import open_store, read_store
-from envharness.store.schema import DATABASE_NAME
+from envharness.store.database import DATABASE_NAME
 from envharness.trajectories import export_snapshot, freeze
 
 SESSIONS = 10

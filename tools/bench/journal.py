@@ -53,7 +53,7 @@ from envharness.records import (
     SessionCreated,
 )
 from envharness.store import open_store
-from envharness.store.schema import DATABASE_NAME, connect
+from envharness.store.database import DATABASE_NAME, connect
 
 INSERT = (
     "INSERT INTO records (session_id, seq, kind, turn, participant, at, payload, prev, digest)"

@@ -42,7 +42,7 @@ from _counting import CommitCounter  # tools/bench/ is sys.path[0] when run as a
 
 from envharness import AsyncEnvironmentHarness, Scenario
 from envharness.fixtures import SyntheticAction, SyntheticEnvironment, SyntheticScenarioInput
-from envharness.store.schema import DATABASE_NAME, connect
+from envharness.store.database import DATABASE_NAME, connect
 
 SCENARIO = Scenario(id="bench", input=SyntheticScenarioInput(starting_total=0))
 

@@ -26,7 +26,7 @@ import anyio
 from envharness.errors import ConfigurationError, NotFoundError, StoreError
 from envharness.records import new_id, utc_now_text
 from envharness.store.connections import read_in_thread
-from envharness.store.schema import DATABASE_NAME, connect, translate_sqlite_error
+from envharness.store.database import DATABASE_NAME, connect, translate_sqlite_error
 from envharness.store.sources.chain import (
     COLUMNS,
     SourceRow,

@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
-from envharness.store.schema import DATABASE_NAME
+from envharness.store.database import DATABASE_NAME
 from envharness.store.sources import SourceRow
 from envharness.trajectories.sources import SourceChain, encode_source_row
 

@@ -10,7 +10,7 @@ import pytest
 
 from envharness.errors import ConfigurationError, NotFoundError
 from envharness.store import open_store, read_store
-from envharness.store.schema import SCHEMA_VERSION
+from envharness.store.database import SCHEMA_VERSION
 from envharness.store.sources import (
     ImportBatch,
     SourceChainError,

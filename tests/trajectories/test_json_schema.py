@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from envharness.trajectories import SCHEMA_VERSION, Trajectory
-from envharness.trajectories.schema import render_trajectory_schemas
+from envharness.trajectories.json_schema import render_trajectory_schemas
 from tests.protocol.test_schema import ROOT, load_tool
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from envharness.errors import StoreBusyError, StoreError, StoreLayoutError, StoreVersionError
 from envharness.store import SCHEMA_VERSION, open_store, read_store
-from envharness.store.schema import DATABASE_NAME, connect
+from envharness.store.database import DATABASE_NAME, connect
 
 from ._support import count_rows, plain, session_rows
 
@@ -139,7 +139,7 @@ def test_a_database_file_that_is_not_sqlite_is_a_layout_error(store_path: Path) 
 def test_migrating_while_another_process_holds_the_lock_is_a_busy_error(
     store_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("envharness.store.schema.BUSY_TIMEOUT_S", 0.1)
+    monkeypatch.setattr("envharness.store.database.BUSY_TIMEOUT_S", 0.1)
     store_path.mkdir()
     with plain(store_path) as other:
         other.execute("BEGIN IMMEDIATE")
@@ -279,7 +279,7 @@ def test_a_permission_problem_is_named_in_the_open_error(
 
 @pytest.mark.anyio
 async def test_opening_refuses_to_block_an_event_loop(store_path: Path) -> None:
-    from envharness.store.schema import connect
+    from envharness.store.database import connect
 
     with pytest.raises(RuntimeError, match=r"call it through anyio\.to_thread"):
         connect(store_path, create=True)
