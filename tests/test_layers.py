@@ -1,12 +1,16 @@
 """The folder tree is the layer diagram: a module imports only its own layer or those above.
 
-The order is DESIGN.md's; ``harness`` (the Python API the service and CLI share) sits just
-above them. A module not listed here fails the test, so a new module must choose its layer.
+The order between packages is DESIGN.md's (docs/architecture.md draws it); inside the larger
+packages, the order of their modules is written here too, one level down. Every import counts,
+also one inside a function: a function-level import is still a dependency, only a hidden one.
+A module not listed fails the test, so a new module must choose its layer. Separately, no two
+modules may import each other, directly or round a loop.
 """
 
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 import envharness
@@ -14,7 +18,7 @@ import envharness
 PACKAGE = Path(envharness.__file__).parent
 
 LAYERS: list[tuple[str, ...]] = [
-    ("_version", "errors"),
+    ("_version", "errors", "_portal"),
     ("records",),
     ("store",),
     ("protocol",),
@@ -31,50 +35,138 @@ LAYERS: list[tuple[str, ...]] = [
     ("cli",),
     ("__init__",),
 ]
-RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
+"""Top-level modules and packages, from the base down to the facade."""
 
-
-def layer_of(module: str) -> int:
-    """Rank of ``envharness.x.y`` by its first component ``x``."""
-    parts = module.split(".")
-    assert parts[0] == "envharness", module
-    top = parts[1] if len(parts) > 1 else "__init__"
-    assert top in RANK, f"envharness.{top} has no layer: add it to LAYERS in this test"
-    return RANK[top]
+INNER: dict[str, list[tuple[str, ...]]] = {
+    "contracts": [
+        ("agent", "environment", "operations", "scenario"),
+        ("command_agent",),
+    ],
+    "runtime": [
+        ("checks", "compare", "hook_memory", "participants"),
+        ("hooking", "recorder"),
+        ("plan",),
+        ("resume",),
+        ("branching", "session"),
+        ("experiment", "template"),
+        ("continuation",),
+    ],
+    "trajectories": [
+        ("errors", "model"),
+        ("binding", "codec", "projection"),
+        ("sources",),
+        ("readers",),
+        ("snapshots",),
+        ("datasets", "json_schema"),
+        ("files", "trainer"),
+    ],
+    "api": [
+        ("setup", "sessions", "sources"),
+        ("experiments",),
+        ("harness",),
+        ("blocking",),
+    ],
+}
+"""The order of each package's own modules (first name below the package), from the base
+down. A package's ``__init__`` is its face and may import any of them."""
 
 
 def module_name(path: Path) -> str:
     relative = path.relative_to(PACKAGE.parent).with_suffix("")
     parts = list(relative.parts)
-    if parts[-1] == "__init__" and len(parts) > 2:
+    if parts[-1] == "__init__" and len(parts) > 1:
         parts.pop()
     return ".".join(parts)
 
 
-def imports_of(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
+@cache
+def all_modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+@cache
+def imports_of(path: Path) -> frozenset[str]:
+    """Every envharness module ``path`` imports, wherever the import statement stands;
+    ``from a import b`` counts as importing ``a.b`` when that is a module."""
+    modules = all_modules()
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-    return {name for name in found if name == "envharness" or name.startswith("envharness.")}
+            submodules = {f"{node.module}.{alias.name}" for alias in node.names}
+            found.update(submodules & modules.keys())
+            if not submodules <= modules.keys():
+                found.add(node.module)
+    return frozenset(n for n in found if n == "envharness" or n.startswith("envharness."))
+
+
+def rank(module: str, order: list[tuple[str, ...]], where: str) -> int:
+    ranks = {name: position for position, names in enumerate(order) for name in names}
+    assert module in ranks, f"{where}.{module} has no layer: add it to this test's order"
+    return ranks[module]
+
+
+def top_rank(module: str) -> int:
+    parts = module.split(".")
+    assert parts[0] == "envharness", module
+    return rank(parts[1] if len(parts) > 1 else "__init__", LAYERS, "envharness")
 
 
 def test_every_import_points_up_the_layers() -> None:
     violations = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        name = module_name(path)
-        own = layer_of(name)
+    for name, path in all_modules().items():
+        own = top_rank(name)
         for imported in imports_of(path):
-            if layer_of(imported) > own:
+            if top_rank(imported) > own:
                 violations.append(f"{name} imports {imported}")
     assert violations == []
 
 
+def test_inside_each_package_imports_point_up_too() -> None:
+    violations = []
+    for package, order in INNER.items():
+        prefix = f"envharness.{package}."
+        for name, path in all_modules().items():
+            if not name.startswith(prefix):
+                continue  # the package's face (its __init__) may import any of its modules
+            own = name.removeprefix(prefix).split(".")[0]
+            own_rank = rank(own, order, f"envharness.{package}")
+            for imported in imports_of(path):
+                if not imported.startswith(prefix):
+                    continue
+                other = imported.removeprefix(prefix).split(".")[0]
+                if other != own and rank(other, order, f"envharness.{package}") > own_rank:
+                    violations.append(f"{name} imports {imported}")
+    assert violations == []
+
+
+def test_no_import_cycles() -> None:
+    """No loop of imports between modules, function-level imports included."""
+    graph = {name: imports_of(path) - {name} for name, path in all_modules().items()}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = 1
+        path.append(module)
+        for imported in sorted(graph.get(module, ())):
+            if state.get(imported) == 1:
+                cycles.append([*path[path.index(imported) :], imported])
+            elif imported not in state:
+                visit(imported)
+        path.pop()
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+    assert cycles == [], "\n".join(" -> ".join(cycle) for cycle in cycles)
+
+
 def test_relative_imports_are_not_used() -> None:
-    """Absolute imports keep the layer check above honest."""
+    """Absolute imports keep the layer checks above honest."""
     relative = [
         str(path.relative_to(PACKAGE))
         for path in PACKAGE.rglob("*.py")
