@@ -3,7 +3,8 @@
 The normative spec is ``protocol/README.md`` at the top of the repository; this package is its
 reference implementation on the host side: the message types (:mod:`.messages`), byte framing
 with bounded memory (:mod:`.framing`), the request/response discipline (:mod:`.channel`), the
-exceptions (:mod:`.errors`) and the generated JSON Schema (:mod:`.schema`).
+exceptions (:mod:`.errors`), the generated JSON Schema (:mod:`.json_schema`), the agent process
+(:mod:`.process`) and the conformance kit (:mod:`.conformance`).
 """
 
 from envharness.protocol.channel import AgentChannel, LogCallback

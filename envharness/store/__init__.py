@@ -1,4 +1,12 @@
-"""The evidence store: SQLite journal (one group-committing writer), readers, artifacts, verify."""
+"""The evidence store: SQLite journal (one group-committing writer), readers, artifacts, verify.
+
+:mod:`.database` (tables, forward-only migrations, how a connection is opened),
+:mod:`.connections`, :mod:`.journal` (the one writer), :mod:`.reader` (paged reads),
+:mod:`.store` (``open_store`` / ``read_store``), :mod:`.artifacts`, :mod:`.lineage`,
+:mod:`.snapshots` (frozen selections), :mod:`.tokens` (hashed service credentials),
+:mod:`.optimizer_index`, :mod:`.owners` and :mod:`.recovery` (which process runs what, and
+crash recovery), :mod:`.verify`, and :mod:`.sources` (imported source chains).
+"""
 
 from envharness.store.database import SCHEMA_VERSION
 from envharness.store.lineage import BranchRef, Lineage

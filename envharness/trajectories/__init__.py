@@ -3,6 +3,13 @@
 ``model`` is the contract (``docs/trajectories.md``); the projection reads the journal and never
 writes to it. Imported sources (``envharness.trajectories.sources``) project into the same
 contract, marked by their provenance.
+
+In layer order (``tests/test_layers.py``): :mod:`.errors` and :mod:`.model` (the contract);
+:mod:`.binding` (a trajectory bound to its evidence, checked as it is read), :mod:`.codec`
+(snapshot files) and :mod:`.projection` (journal to trajectory); :mod:`.sources` (imported
+feeds); :mod:`.readers` (the default evidence reader, joining native and imported);
+:mod:`.snapshots`; :mod:`.datasets` and :mod:`.json_schema` (the published JSON Schema);
+:mod:`.files` (Parquet and ``datasets.Dataset`` output) and :mod:`.trainer`.
 """
 
 from envharness.trajectories.binding import (
