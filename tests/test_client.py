@@ -13,7 +13,7 @@ import pytest
 from envharness import EnvironmentHarness, Scenario
 from envharness.client import AsyncClient, Client, ServiceError
 from envharness.fixtures import SyntheticAgent, SyntheticEnvironment, SyntheticScenarioInput
-from envharness.service.schemas import (
+from envharness.service.wire.sessions import (
     ExperimentStatusEvent,
     SessionCreatedEvent,
     SessionStatusEvent,

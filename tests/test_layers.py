@@ -60,6 +60,17 @@ INNER: dict[str, list[tuple[str, ...]]] = {
         ("datasets", "json_schema"),
         ("files", "trainer"),
     ],
+    "service": [
+        ("wire",),
+        ("problems", "codes", "projections"),
+        ("state", "params", "guard"),
+        ("auth",),
+        ("access",),
+        ("trajectory_access", "routing"),
+        ("http",),
+        ("pages",),
+        ("app", "server"),
+    ],
     "api": [
         ("setup", "sessions", "sources"),
         ("experiments",),

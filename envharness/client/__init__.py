@@ -2,7 +2,7 @@
 
 :class:`AsyncClient` is the one implementation (asyncio or trio); :class:`Client` is its
 blocking face, a thin portal like :class:`~envharness.EnvironmentHarness`. Answers decode into
-the service's own wire types (:mod:`envharness.service.schemas`), so a response that does not
+the service's own wire types (:mod:`envharness.service.wire`), so a response that does not
 match the published schema fails loudly here instead of somewhere downstream.
 
     async with AsyncClient("http://127.0.0.1:8765", token) as client:

@@ -25,14 +25,14 @@ from envharness.client.wire import (
     response_lines,
     segment,
 )
-from envharness.service.harness_schemas import (
+from envharness.service.wire.optimizer import (
     HarnessDiff,
     HarnessVersionDetail,
     HarnessVersionPage,
     OptimizerRunPage,
     RunHistory,
 )
-from envharness.service.schemas import (
+from envharness.service.wire.sessions import (
     ComparisonOut,
     ExperimentDetail,
     ExperimentPage,
@@ -48,7 +48,7 @@ from envharness.service.schemas import (
     TokenRequest,
     VerifyOut,
 )
-from envharness.service.trajectory_schemas import (
+from envharness.service.wire.trajectories import (
     DatasetDetail,
     DatasetPage,
     DatasetRequest,

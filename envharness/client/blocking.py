@@ -11,14 +11,14 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from envharness.client.aio import AsyncClient
 from envharness.client.wire import ExperimentEvent
-from envharness.service.harness_schemas import (
+from envharness.service.wire.optimizer import (
     HarnessDiff,
     HarnessVersionDetail,
     HarnessVersionPage,
     OptimizerRunPage,
     RunHistory,
 )
-from envharness.service.schemas import (
+from envharness.service.wire.sessions import (
     ComparisonOut,
     ExperimentDetail,
     ExperimentPage,
@@ -33,7 +33,7 @@ from envharness.service.schemas import (
     SessionSummary,
     VerifyOut,
 )
-from envharness.service.trajectory_schemas import (
+from envharness.service.wire.trajectories import (
     DatasetDetail,
     DatasetPage,
     ImportReceipt,

@@ -11,7 +11,7 @@ import httpx
 import msgspec
 
 from envharness.errors import EnvharnessError
-from envharness.service.schemas import (
+from envharness.service.wire.sessions import (
     ExperimentStatusEvent,
     Problem,
     RecordOut,

@@ -42,7 +42,8 @@ from envharness.records import TERMINAL_STATUSES, Branch, Checkpoint, Record, de
 from envharness.runtime.compare import compare_sessions
 from envharness.service.auth import Principal
 from envharness.service.problems import not_found
-from envharness.service.schemas import (
+from envharness.service.state import Service
+from envharness.service.wire.sessions import (
     BranchLink,
     ComparisonOut,
     ExperimentSessionOut,
@@ -51,7 +52,6 @@ from envharness.service.schemas import (
     ScoreDifference,
     SessionSummary,
 )
-from envharness.service.state import Service
 from envharness.store import (
     BranchRef,
     ExperimentInfo,

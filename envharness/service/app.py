@@ -1,4 +1,4 @@
-"""The Starlette application: every endpoint table, the guard, the viewer's static assets.
+"""The Starlette application: every endpoint table, in order, behind the guard.
 
 :func:`create_app` takes a ready :class:`~envharness.service.state.Service` and builds nothing
 else that holds state: the same function serves ``envharness serve`` (under uvicorn) and the
@@ -7,76 +7,37 @@ tests (under httpx's ASGI transport, on asyncio and trio).
 
 from __future__ import annotations
 
-from importlib import resources
-
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 
-from envharness.service.api import API_ENDPOINTS
-from envharness.service.compare_pages import COMPARE_PAGES
-from envharness.service.dataset_api import DATASET_API_ENDPOINTS
-from envharness.service.experiment_api import EXPERIMENT_API_ENDPOINTS
-from envharness.service.experiment_pages import EXPERIMENT_PAGES
 from envharness.service.guard import Guard
-from envharness.service.harness_api import HARNESS_API_ENDPOINTS
-from envharness.service.harness_pages import HARNESS_PAGES
-from envharness.service.login import LOGIN_ENDPOINTS
-from envharness.service.openapi import META_ENDPOINTS, openapi_document
-from envharness.service.pages import STORE_PAGES, problem_page
-from envharness.service.params import NoParameters
+from envharness.service.http.datasets import DATASET_API_ENDPOINTS
+from envharness.service.http.experiments import EXPERIMENT_API_ENDPOINTS
+from envharness.service.http.imports import SOURCE_API_ENDPOINTS
+from envharness.service.http.openapi import META_ENDPOINTS, openapi_document
+from envharness.service.http.optimizer import HARNESS_API_ENDPOINTS
+from envharness.service.http.sessions import API_ENDPOINTS
+from envharness.service.http.snapshots import SNAPSHOT_API_ENDPOINTS
+from envharness.service.http.trajectories import TRAJECTORY_API_ENDPOINTS
+from envharness.service.pages.assets import ASSET_ENDPOINTS
+from envharness.service.pages.compare import COMPARE_PAGES
+from envharness.service.pages.experiments import EXPERIMENT_PAGES
+from envharness.service.pages.login import LOGIN_ENDPOINTS
+from envharness.service.pages.optimizer import HARNESS_PAGES
+from envharness.service.pages.progression import PROGRESSION_PAGES
+from envharness.service.pages.reference import REFERENCE_PAGES
+from envharness.service.pages.sessions import SESSION_PAGES
+from envharness.service.pages.snapshots import SNAPSHOT_PAGES
+from envharness.service.pages.store import STORE_PAGES, problem_page
+from envharness.service.pages.trajectories import TRAJECTORY_PAGES
 from envharness.service.problems import HTTPProblem
-from envharness.service.progression import PROGRESSION_PAGES
-from envharness.service.routing import Call, Endpoint, build_route, problem_response
-from envharness.service.session_pages import SESSION_PAGES
-from envharness.service.snapshot_api import SNAPSHOT_API_ENDPOINTS
-from envharness.service.snapshot_pages import SNAPSHOT_PAGES
-from envharness.service.source_api import SOURCE_API_ENDPOINTS
+from envharness.service.routing import Endpoint, build_route, problem_response
 from envharness.service.state import Service
-from envharness.service.trajectory_api import TRAJECTORY_API_ENDPOINTS
-from envharness.service.trajectory_pages import TRAJECTORY_PAGES
 
 __all__ = ["ENDPOINTS", "create_app"]
-
-_MEDIA_TYPES = {
-    ".css": "text/css; charset=utf-8",
-    ".js": "text/javascript; charset=utf-8",
-    ".svg": "image/svg+xml",
-}
-
-
-def _load_assets() -> dict[str, tuple[bytes, str]]:
-    """The files of ``static/``, read once: the only files this server ever sends."""
-    folder = resources.files("envharness.service") / "static"
-    assets = {}
-    for entry in folder.iterdir():
-        suffix = "." + entry.name.rpartition(".")[2]
-        if entry.is_file() and suffix in _MEDIA_TYPES:
-            assets[entry.name] = (entry.read_bytes(), _MEDIA_TYPES[suffix])
-    return assets
-
-
-_ASSETS = _load_assets()
-_ASSET_TYPES = sorted({media_type.split(";")[0] for media_type in _MEDIA_TYPES.values()})
-
-
-async def static_asset(call: Call[NoParameters]) -> Response:
-    found = _ASSETS.get(call.path("name"))
-    if found is None:
-        raise HTTPProblem(404, "no such asset")
-    data, media_type = found
-    return Response(data, media_type=media_type, headers={"Cache-Control": "no-cache"})
-
-
-ASSET_ENDPOINTS: tuple[Endpoint, ...] = (
-    Endpoint(
-        method="GET", path="/static/{name}", handler=static_asset, operation="asset",
-        tag="viewer", summary="The viewer's stylesheet, scripts and icon", roles=None,
-        media_type=_ASSET_TYPES[0], other_media_types=tuple(_ASSET_TYPES[1:]), errors=(404,),
-    ),
-)  # fmt: skip
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     *API_ENDPOINTS,
@@ -96,6 +57,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     *COMPARE_PAGES,
     *LOGIN_ENDPOINTS,
     *META_ENDPOINTS,
+    *REFERENCE_PAGES,
     *ASSET_ENDPOINTS,
 )
 """Every route the service has; the OpenAPI document lists exactly these."""

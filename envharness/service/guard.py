@@ -19,7 +19,7 @@ import msgspec
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from envharness.service.schemas import Problem
+from envharness.service.wire.sessions import Problem
 
 __all__ = ["SECURITY_HEADERS", "Guard"]
 

@@ -2,7 +2,7 @@
 
 Every route is an :class:`Endpoint`. :func:`build_route` wraps its handler with the same steps
 in the same order — authenticate, check the role, parse the query — so no handler can forget
-one, and :mod:`.openapi` describes exactly what the table declares.
+one, and :mod:`.http.openapi` describes exactly what the table declares.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from envharness.service.access import Access
 from envharness.service.auth import SAFE_METHODS, Principal, authenticate, require
 from envharness.service.params import NoParameters, parse_query
 from envharness.service.problems import HTTPProblem, from_error
-from envharness.service.schemas import Problem
 from envharness.service.state import Service
+from envharness.service.wire.sessions import Problem
 from envharness.store.tokens import Role
 
 __all__ = [

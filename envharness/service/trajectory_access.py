@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from envharness.errors import NotFoundError
 from envharness.service.access import Access
 from envharness.service.problems import HTTPProblem, not_found
-from envharness.service.trajectory_schemas import EvidenceCheck, SegmentOut, TrajectorySummary
+from envharness.service.wire.trajectories import EvidenceCheck, SegmentOut, TrajectorySummary
 from envharness.store import SessionInfo
 from envharness.store.snapshots import SnapshotStore
 from envharness.store.sources import EpisodeInfo, SourceStore

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from envharness.records import digest_of
-from envharness.service.schemas import (
+from envharness.service.wire.sessions import (
     KINDS,
     Health,
     NewToken,

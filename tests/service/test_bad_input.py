@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from envharness.cli import app
 from envharness.service.params import MAX_INTEGER
-from envharness.service.schemas import Problem
+from envharness.service.wire.sessions import Problem
 from tests.service._support import World
 
 pytestmark = pytest.mark.anyio

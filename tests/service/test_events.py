@@ -12,8 +12,8 @@ import anyio
 import msgspec
 import pytest
 
-from envharness.service import events
-from envharness.service.events import ClosingStream, record_events
+from envharness.service.http import events
+from envharness.service.http.events import ClosingStream, record_events
 from envharness.service.state import Address, Service
 from envharness.store import RecordFilter, open_store, read_store
 from envharness.store.tokens import TokenStore

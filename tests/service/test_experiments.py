@@ -14,12 +14,12 @@ import msgspec
 import pytest
 
 from envharness.runtime.experiment import derive_seed
-from envharness.service import events
 from envharness.service.access import Access
 from envharness.service.auth import Principal
-from envharness.service.events import experiment_events
-from envharness.service.schemas import ExperimentDetail, ExperimentPage, Problem
+from envharness.service.http import events
+from envharness.service.http.events import experiment_events
 from envharness.service.state import Address, Service
+from envharness.service.wire.sessions import ExperimentDetail, ExperimentPage, Problem
 from envharness.store import open_store, read_store
 from envharness.store.tokens import TokenStore
 from tests.service._support import (

@@ -17,7 +17,7 @@ from envharness.client import AsyncClient, Client, ServiceError
 from envharness.optimizer import HarnessPatch
 from envharness.optimizer.history import RunHistory
 from envharness.optimizer.versions import diff_versions, harness_version
-from envharness.service.harness_schemas import (
+from envharness.service.wire.optimizer import (
     HarnessDiff,
     HarnessVersionDetail,
     HarnessVersionPage,

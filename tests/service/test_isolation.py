@@ -11,7 +11,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from envharness.service.schemas import RecordOut, SessionPage
+from envharness.service.wire.sessions import RecordOut, SessionPage
 from tests.service._support import SessionWriter, World, make_world, write_store
 
 pytestmark = pytest.mark.anyio

@@ -17,7 +17,7 @@ from envharness.cli.quickstart import STANDALONE, BoardEnvironment
 from envharness.errors import ConfigurationError
 from envharness.runtime.branching import CheckpointRef
 from envharness.runtime.compare import compare_sessions
-from envharness.service.schemas import ComparisonOut, LineageOut, Problem
+from envharness.service.wire.sessions import ComparisonOut, LineageOut, Problem
 from envharness.store import RecordFilter
 from tests.service._support import (
     BRANCH,

@@ -104,7 +104,7 @@ async def test_query_parameters_come_from_the_endpoint_struct(world: World) -> N
 
 
 async def test_docs_and_assets_reach_nothing_outside_this_server(world: World) -> None:
-    from envharness.service.app import _ASSETS
+    from envharness.service.pages.assets import _ASSETS
 
     async with world.client("none") as client:
         docs = await client.get("/docs")

@@ -10,7 +10,7 @@ import anyio
 import msgspec
 import pytest
 
-from envharness.service.turn_pages import TURNS_PER_PAGE
+from envharness.service.pages.turns import TURNS_PER_PAGE
 from envharness.store import open_store
 from tests.service._support import (
     TRIO,

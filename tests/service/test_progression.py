@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from envharness.service.plot import Point, Series, line_chart, nice_ticks
-from envharness.service.progression import MAX_SERIES, POINTS, Signals, _Outcome
+from envharness.service.pages.plot import Point, Series, line_chart, nice_ticks
+from envharness.service.pages.progression import MAX_SERIES, POINTS, Signals, _Outcome
 from tests.service._support import World, get_page, make_world
 from tests.service._trajectory_support import trio_session, write_signal_session
 

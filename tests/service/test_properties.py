@@ -23,8 +23,9 @@ from schemathesis import CheckFunction, GenerationMode
 from schemathesis.auths import AuthStorage
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from envharness.service.app import _ASSETS, ENDPOINTS
-from envharness.service.openapi import openapi_document
+from envharness.service.app import ENDPOINTS
+from envharness.service.http.openapi import openapi_document
+from envharness.service.pages.assets import _ASSETS
 from tests.service._support import BASE, World
 
 DOCUMENT = openapi_document(ENDPOINTS, cookie_name="envharness-8765")

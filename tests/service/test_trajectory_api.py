@@ -19,8 +19,8 @@ import pytest
 
 from envharness.client import AsyncClient, Client, ServiceError
 from envharness.records import digest_of
-from envharness.service.exports import CHUNK
-from envharness.service.trajectory_schemas import (
+from envharness.service.http.exports import CHUNK
+from envharness.service.wire.trajectories import (
     DatasetPage,
     SnapshotDetail,
     TrajectoryDetail,

@@ -1,0 +1,331 @@
+"""Wire types of sessions, records, experiments, lineage, comparisons, verification, tokens
+and health — and :class:`Problem`, the body of every error.
+
+These Structs are the single source of the OpenAPI schemas (``msgspec.json.schema_components``),
+and the client decodes responses with them, so the document cannot drift from the answers.
+Records travel with their payload bytes exactly as digested (see :func:`record_page_bytes`): a
+reader can recompute every digest from what it received.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
+
+import msgspec
+
+from envharness.records import (
+    ExperimentConfig,
+    Payload,
+    RecordRow,
+    SessionConfig,
+    Status,
+    encode_record,
+)
+from envharness.runtime.compare import TurnDifference
+from envharness.store import SessionCounts
+from envharness.store.tokens import Role, TokenInfo
+
+__all__ = [
+    "KINDS",
+    "BranchLink",
+    "ChainBreakOut",
+    "ComparisonOut",
+    "ExperimentDetail",
+    "ExperimentEnd",
+    "ExperimentPage",
+    "ExperimentSessionOut",
+    "ExperimentStatusEvent",
+    "ExperimentSummary",
+    "Health",
+    "Kind",
+    "NewToken",
+    "Problem",
+    "RecordOut",
+    "RecordPage",
+    "ScoreDifference",
+    "SessionCreatedEvent",
+    "SessionDetail",
+    "SessionPage",
+    "SessionStatusEvent",
+    "SessionSummary",
+    "StreamEnd",
+    "TokenRequest",
+    "TurnDifference",
+    "VerifyOut",
+    "record_page_bytes",
+]
+
+KINDS: tuple[str, ...] = tuple(
+    sorted(str(member.__struct_config__.tag) for member in get_args(Payload))
+)
+if TYPE_CHECKING:
+    Kind = str
+else:
+    Kind = Literal[KINDS]
+"""Every record kind (the tags of :data:`Payload`): an enum in the schema, ``str`` to mypy."""
+
+
+SessionId = Annotated[str, msgspec.Meta(description="A session id (ses_…), exact.")]
+ExperimentId = Annotated[str, msgspec.Meta(description="An experiment id (exp_…), exact.")]
+
+
+class Problem(msgspec.Struct, frozen=True, kw_only=True):
+    """Every error answer: the status again, a sentence that names the fix, and the bad
+    parameter where there is one."""
+
+    status: int
+    message: str
+    parameter: str | None = None
+
+
+class Health(msgspec.Struct, frozen=True, kw_only=True):
+    status: Literal["ok"] = "ok"
+    version: str
+    schema_version: int
+
+
+class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """A session as listed. For a participant token ``reason`` and ``records`` are null:
+    both can tell of other participants (a failure's cause, how much they did)."""
+
+    id: SessionId
+    experiment_id: str | None
+    scenario_id: str
+    status: Status
+    terminal: bool
+    reason: str | None
+    created_at: str
+    updated_at: str
+    turns_completed: int
+    records: int | None
+
+
+class SessionPage(msgspec.Struct, frozen=True, kw_only=True):
+    sessions: list[SessionSummary]
+    next_after: str | None
+    """Pass as ``after`` for the next page; null on the last page."""
+
+
+class RecordOut(msgspec.Struct, frozen=True, kw_only=True):
+    """One evidence record. ``payload`` is the stored canonical JSON, byte for byte."""
+
+    session_id: SessionId
+    seq: int
+    kind: Kind
+    turn: int | None
+    participant: str | None
+    at: Annotated[str, msgspec.Meta(description="RFC 3339 UTC, microseconds, Z")]
+    payload: Payload
+    prev: str | None
+    digest: str
+
+
+class RecordPage(msgspec.Struct, frozen=True, kw_only=True):
+    records: list[RecordOut]
+    next_after: int | None
+    """The last ``seq`` on a full page, to pass as ``after``; null when nothing is left."""
+
+
+class SessionDetail(msgspec.Struct, frozen=True, kw_only=True):
+    """A session with its frozen configuration, score reports and findings.
+
+    A participant token gets ``config`` null and no scores or findings: they are about
+    everyone, and the configuration holds the scenario's reference answer.
+    """
+
+    session: SessionSummary
+    config: SessionConfig | None
+    scores: list[RecordOut]
+    findings: list[RecordOut]
+    lineage: list[RecordOut]
+    """``branch`` records: where this session came from."""
+
+
+class BranchLink(msgspec.Struct, frozen=True, kw_only=True):
+    """One branch between two sessions, seen from one end: ``session`` is the other end (the
+    parent, or a child), ``checkpoint_seq`` the checkpoint record's seq in the parent's chain.
+
+    ``checkpoint_turn``, ``checkpoint_label``, ``intervention`` and ``reason`` come from the
+    checkpoint and ``branch`` records; for a participant token they are null (those records
+    are about the whole session, so it does not read them).
+    """
+
+    session: SessionSummary
+    checkpoint_seq: int
+    checkpoint_turn: Annotated[
+        int | None, msgspec.Meta(description="The last complete turn the checkpoint holds.")
+    ]
+    checkpoint_label: str | None
+    intervention: Annotated[
+        Any, msgspec.Meta(description="What the branch changed, as declared (any JSON).")
+    ]
+    reason: str | None
+
+
+class LineageOut(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a session came from and the branches made from it, oldest first.
+
+    A participant token gets only the sessions it may see: a parent or child it may not see
+    is left out, as if it did not exist.
+    """
+
+    session_id: SessionId
+    parent: BranchLink | None
+    """The session this one was branched from; null for an original session."""
+    children: list[BranchLink]
+
+
+class ScoreDifference(msgspec.Struct, frozen=True, kw_only=True):
+    """One metric of either session's last score report (null on a side without it)."""
+
+    metric: str
+    left: float | None
+    right: float | None
+
+
+class ComparisonOut(msgspec.Struct, frozen=True, kw_only=True):
+    """Two sessions aligned by turn and participant (``envharness.runtime.compare``).
+
+    ``differences`` lists each observation, executed action and environment outcome that
+    differs in a turn both sessions reached (``turns_compared``); a branch numbers its turns
+    from its parent's start, so it lines up with its parent. For a participant token only its
+    own observations and actions are compared, and ``scores`` is empty.
+    """
+
+    left: SessionSummary
+    right: SessionSummary
+    turns_compared: list[int]
+    differences: list[TurnDifference]
+    scores: list[ScoreDifference]
+    identical: bool
+
+
+class StreamEnd(msgspec.Struct, frozen=True, kw_only=True):
+    """The data of a session stream's ``end`` event."""
+
+    status: Status
+    last_seq: Annotated[int, msgspec.Meta(description="The last seq this stream delivered.")]
+
+
+class ExperimentSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """An experiment as listed, with its recorded sessions counted by status.
+
+    For a participant token ``reason`` and ``total`` are null and ``sessions`` counts only
+    the sessions it takes part in: the rest of the experiment is not its business.
+    """
+
+    id: ExperimentId
+    name: str
+    status: Status
+    terminal: bool
+    reason: str | None
+    total: Annotated[int | None, msgspec.Meta(description="Sessions planned: scenarios x trials.")]
+    sessions: SessionCounts
+    created_at: str
+    updated_at: str
+
+
+class ExperimentPage(msgspec.Struct, frozen=True, kw_only=True):
+    experiments: list[ExperimentSummary]
+    next_after: str | None
+    """Pass as ``after`` for the next page; null on the last page."""
+
+
+class ExperimentSessionOut(msgspec.Struct, frozen=True, kw_only=True):
+    """One session of an experiment, placed by scenario and trial. For a participant token
+    ``seed`` and ``reason`` are null."""
+
+    id: SessionId
+    scenario_id: str
+    trial: int | None
+    seed: int | None
+    status: Status
+    terminal: bool
+    reason: str | None
+    turns_completed: int
+    created_at: str
+    updated_at: str
+
+
+class ExperimentDetail(msgspec.Struct, frozen=True, kw_only=True):
+    """An experiment, the configuration its sessions share, and its sessions.
+
+    A participant token gets ``config`` null (it holds every scenario's reference answer) and
+    only its own sessions.
+    """
+
+    experiment: ExperimentSummary
+    config: ExperimentConfig | None
+    sessions: list[ExperimentSessionOut]
+
+
+class SessionCreatedEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """``session.created`` on an experiment's stream: a session of it started."""
+
+    session_id: SessionId
+    scenario_id: str
+    trial: int | None
+    seed: int | None
+    at: str
+
+
+class SessionStatusEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """``session.status`` on an experiment's stream: one of its sessions changed status."""
+
+    session_id: SessionId
+    status: Status
+    reason: str | None
+    at: str
+
+
+class ExperimentStatusEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """``experiment.status`` on an experiment's stream: the experiment changed status."""
+
+    status: Status
+    reason: str | None
+    at: str
+
+
+class ExperimentEnd(msgspec.Struct, frozen=True, kw_only=True):
+    """The data of an experiment stream's ``end`` event."""
+
+    status: Status
+    last_id: Annotated[int, msgspec.Meta(description="The last event id this stream sent.")]
+
+
+class ChainBreakOut(msgspec.Struct, frozen=True, kw_only=True):
+    session_id: str
+    seq: int | None
+    problem: str
+
+
+class VerifyOut(msgspec.Struct, frozen=True, kw_only=True):
+    ok: bool
+    sessions: int
+    records: int
+    breaks: list[ChainBreakOut]
+
+
+class TokenRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Issue a token. ``participant`` (and optionally ``sessions``) only for that role."""
+
+    role: Role
+    participant: str | None = None
+    sessions: list[str] | None = None
+    label: Annotated[str, msgspec.Meta(max_length=200)] = ""
+
+
+class NewToken(msgspec.Struct, frozen=True, kw_only=True):
+    """The secret is in this answer only; the store keeps its sha256."""
+
+    token: str
+    info: TokenInfo
+
+
+_PAGE_OPEN = b'{"records":['
+
+
+def record_page_bytes(rows: list[RecordRow], next_after: int | None) -> bytes:
+    """A :class:`RecordPage` as JSON, built from stored bytes."""
+    tail = b"null" if next_after is None else str(next_after).encode()
+    return _PAGE_OPEN + b",".join(map(encode_record, rows)) + b'],"next_after":' + tail + b"}"
