@@ -8,8 +8,7 @@ The list comes from the store's experiment index with session counts from the se
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Annotated
 
 import anyio
@@ -19,6 +18,7 @@ import typer
 from envharness.cli.edge import CliError
 from envharness.cli.options import JsonLines, acting_group
 from envharness.cli.render import printable
+from envharness.cli.state import CliState
 from envharness.scoring import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
@@ -32,9 +32,7 @@ from envharness.scoring import (
 )
 from envharness.store import ExperimentInfo, SessionCounts, read_store
 
-__all__ = ["experiment_lines", "experiment_table", "register_experiment_commands"]
-
-StoreOf = Callable[[typer.Context], Path]
+__all__ = ["app", "experiment_lines", "experiment_table", "experiments", "experiments_show"]
 
 MAX_RESAMPLES = 1_000_000
 """More would only take longer: past some thousands, the bounds move by less than they show."""
@@ -47,84 +45,82 @@ _SEVERITIES = ("high", "medium", "low", "info")
 _STATUS_COLOURS = {"completed": "green", "failed": "red", "stopped": "yellow"}
 
 
-def register_experiment_commands(app: typer.Typer, store_of: StoreOf) -> None:
-    """Add the ``experiments`` group (list, ``show``) to ``app``; ``store_of`` finds --store."""
-    experiments_app = acting_group(
-        app,
-        "experiments",
-        help="List the experiments in the store, oldest first; `experiments show ID` shows "
-        "one's configuration, sessions and scores.",
-    )
+app = acting_group(
+    help="List the experiments in the store, oldest first; `experiments show ID` shows "
+    "one's configuration, sessions and scores.",
+)
 
-    @experiments_app.callback()
-    def experiments(
-        ctx: typer.Context,
-        as_json: JsonLines = False,
-    ) -> None:
-        """List the experiments in the store, oldest first; `experiments show ID` for one."""
-        if ctx.invoked_subcommand is not None:
-            if as_json:
-                raise CliError(
-                    f"--json goes after the subcommand: envharness experiments "
-                    f"{ctx.invoked_subcommand} ... --json"
-                )
-            return
-        store = store_of(ctx)
 
-        async def listed() -> list[ExperimentInfo]:
-            return await (await read_store(store)).experiments()
-
-        found = anyio.run(listed)
+@app.callback()
+def experiments(
+    ctx: typer.Context,
+    as_json: JsonLines = False,
+) -> None:
+    """List the experiments in the store, oldest first; `experiments show ID` for one."""
+    if ctx.invoked_subcommand is not None:
         if as_json:
-            for info in found:
-                typer.echo(msgspec.json.encode(info).decode())
-        elif found:
-            for line in experiment_table(found):
-                typer.echo(line)
-        else:
-            typer.echo(f"no experiments in {shlex.quote(printable(str(store)))}", err=True)
-
-    @experiments_app.command("show")
-    def show(
-        ctx: typer.Context,
-        experiment: Annotated[
-            str,
-            typer.Argument(metavar="EXPERIMENT", help="An experiment id, or a unique prefix."),
-        ],
-        as_json: Annotated[
-            bool, typer.Option("--json", help="The whole report as one JSON object.")
-        ] = False,
-        confidence: Annotated[
-            float,
-            typer.Option(
-                "--confidence", metavar="C", help="Confidence of the intervals, between 0 and 1."
-            ),
-        ] = DEFAULT_CONFIDENCE,
-        resamples: Annotated[
-            int,
-            typer.Option(
-                "--resamples", metavar="N", min=1, max=MAX_RESAMPLES, help="Bootstrap resamples."
-            ),
-        ] = DEFAULT_RESAMPLES,
-    ) -> None:
-        """Show an experiment: its frozen configuration, sessions by status, and per scenario
-        each metric's mean with a bootstrap confidence interval, pass rates and findings."""
-        if not 0.0 < confidence < 1.0:
-            raise CliError(f"--confidence must be between 0 and 1 (e.g. 0.95), not {confidence}")
-        store = store_of(ctx)
-
-        async def reported() -> ExperimentReport:
-            reader = await read_store(store)
-            return await experiment_report(
-                reader, experiment, confidence=confidence, resamples=resamples
+            raise CliError(
+                f"--json goes after the subcommand: envharness experiments "
+                f"{ctx.invoked_subcommand} ... --json"
             )
+        return
+    store = CliState.of(ctx).store
 
-        report = anyio.run(reported)
-        if as_json:
-            typer.echo(msgspec.json.encode(report).decode())
-            return
-        for line in experiment_lines(report):
+    async def listed() -> list[ExperimentInfo]:
+        return await (await read_store(store)).experiments()
+
+    found = anyio.run(listed)
+    if as_json:
+        for info in found:
+            typer.echo(msgspec.json.encode(info).decode())
+    elif found:
+        for line in experiment_table(found):
             typer.echo(line)
+    else:
+        typer.echo(f"no experiments in {shlex.quote(printable(str(store)))}", err=True)
+
+
+@app.command("show")
+def experiments_show(
+    ctx: typer.Context,
+    experiment: Annotated[
+        str,
+        typer.Argument(metavar="EXPERIMENT", help="An experiment id, or a unique prefix."),
+    ],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="The whole report as one JSON object.")
+    ] = False,
+    confidence: Annotated[
+        float,
+        typer.Option(
+            "--confidence", metavar="C", help="Confidence of the intervals, between 0 and 1."
+        ),
+    ] = DEFAULT_CONFIDENCE,
+    resamples: Annotated[
+        int,
+        typer.Option(
+            "--resamples", metavar="N", min=1, max=MAX_RESAMPLES, help="Bootstrap resamples."
+        ),
+    ] = DEFAULT_RESAMPLES,
+) -> None:
+    """Show an experiment: its frozen configuration, sessions by status, and per scenario
+    each metric's mean with a bootstrap confidence interval, pass rates and findings."""
+    if not 0.0 < confidence < 1.0:
+        raise CliError(f"--confidence must be between 0 and 1 (e.g. 0.95), not {confidence}")
+    store = CliState.of(ctx).store
+
+    async def reported() -> ExperimentReport:
+        reader = await read_store(store)
+        return await experiment_report(
+            reader, experiment, confidence=confidence, resamples=resamples
+        )
+
+    report = anyio.run(reported)
+    if as_json:
+        typer.echo(msgspec.json.encode(report).decode())
+        return
+    for line in experiment_lines(report):
+        typer.echo(line)
 
 
 # -- the list ----------------------------------------------------------------------------------

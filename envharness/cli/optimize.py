@@ -1,17 +1,16 @@
-"""``envharness selftest``, ``envharness optimize`` and ``envharness harness list/show/diff``.
+"""``envharness selftest`` and ``envharness optimize``: the harness optimizer's loop.
 
 ``selftest`` runs the whole optimizer offline — the support-desk demo, the mining engineer, the
 subprocess sandbox — in a temporary store (unless ``--store`` is given) and prints the figures:
 baseline 0/N, then N/N with ``harness-v1``. ``optimize`` runs the loop on any environment and
-agents given as ``module:attribute``; ``harness`` reads back the accepted versions. All three
-call :class:`~envharness.optimizer.HarnessOptimizer` and :mod:`envharness.optimizer.versions`,
-the same functions the Python API offers.
+agents given as ``module:attribute``. Both call :class:`~envharness.optimizer.HarnessOptimizer`,
+as the Python API does; ``envharness harness`` reads back the versions they accepted
+(:mod:`envharness.cli.harness_versions`).
 """
 
 from __future__ import annotations
 
 import os
-import shlex
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,417 +22,288 @@ import typer
 
 from envharness.api.harness import AsyncEnvironmentHarness
 from envharness.cli.edge import EXIT_INTERRUPTED, EXIT_NO, CliError, interruptible
+from envharness.cli.harness_versions import patch_lines
 from envharness.cli.loading import command_line_harness as _harness
 from envharness.cli.loading import load_reference, make_cwd_importable, parse_input
 from envharness.cli.render import printable
+from envharness.cli.state import CliState
 from envharness.contracts.scenario import Scenario
 from envharness.demos.support_desk import RefundFirstPolicy, SupportDesk, tickets
 from envharness.llm import ModelEngineer, OpenAICompatibleProvider
 from envharness.optimizer import (
     Engineer,
     HarnessOptimizer,
-    HarnessPatch,
     MiningEngineer,
     OptimizationConfig,
     OptimizationResult,
     ScriptedEngineer,
 )
 from envharness.optimizer.results import report_lines
-from envharness.optimizer.versions import diff_versions, harness_version, patch_text
-from envharness.store import HarnessVersionInfo, OptimizerRunInfo, read_store
 
-__all__ = ["load_scenarios", "register_optimizer_commands"]
-
-StoreOf = Callable[[typer.Context], Path]
+__all__ = ["app", "load_scenarios", "optimize", "selftest"]
 
 ENGINEERS = ("mining", "scripted", "openai")
 SANDBOXES = ("subprocess", "local")
 SELFTEST_TURNS = 8
 
 
-def register_optimizer_commands(app: typer.Typer, store_of: StoreOf) -> None:
-    """Add ``selftest``, ``optimize`` and the ``harness`` group to ``app``."""
+app = typer.Typer()
+"""No name: :mod:`envharness.cli.app` adds these commands to the root."""
 
-    @app.command("selftest")
-    def selftest(
-        ctx: typer.Context,
-        count: Annotated[
-            int,
-            typer.Option(
-                "--tickets",
-                metavar="N",
-                min=8,
-                max=200,
-                help="Support tickets (at least 8: the gate is alpha / distinct candidates).",
-            ),
-        ] = 8,
-        candidates: Annotated[
-            int, typer.Option("--candidates", metavar="K", min=1, max=64, help="Candidates.")
-        ] = 8,
-        sandbox: Annotated[
-            str, typer.Option("--sandbox", metavar="KIND", help="subprocess or local.")
-        ] = "subprocess",
-    ) -> None:
-        """Run the optimizer end to end, offline and deterministic, with no model.
 
-        The support-desk demo's frozen policy refunds before it looks the order up, so every
-        ticket fails; the mining engineer must find the precondition hook in the recorded
-        failures, and the reruns must prove it: baseline 0/N, then N/N as harness-v1. Uses a
-        temporary store unless --store is given.
-        """
-        _check_choice("--sandbox", sandbox, SANDBOXES)
-        given = _store_given(ctx)
-        with tempfile.TemporaryDirectory(prefix="envharness-selftest-") as scratch:
-            store = store_of(ctx) if given else Path(scratch) / "store"
-            typer.echo(
-                f"selftest: support desk, {count} tickets, mining engineer (offline, no model), "
-                f"{sandbox} sandbox, store {printable(str(store))}"
-                + ("" if given else " (temporary)")
-            )
-            harness = AsyncEnvironmentHarness(
-                store, environment=SupportDesk, agents={"agent": RefundFirstPolicy}
-            )
-            config = OptimizationConfig(
-                candidates=candidates,
-                iterations=3,
-                turns=SELFTEST_TURNS,
-                sandbox="local" if sandbox == "local" else "subprocess",
-            )
-            optimizer = HarnessOptimizer(
-                harness, MiningEngineer(), config=config, progress=_progress
-            )
-            result = _run(
-                optimizer, lambda: optimizer.optimize_async(tickets(count)), resumable=False
-            )
-            for line in report_lines(result):
-                if not given and line.startswith("run directory: "):
-                    line = "run directory: removed with the temporary store (--store keeps it)"
-                typer.echo(printable(line))
-            if result.patch is not None:
-                typer.echo("accepted patch:")
-                for line in _patch_lines(result.patch):
-                    typer.echo("  " + printable(line))
-            ok = (
-                result.baseline.passed < result.final.passed == result.final.total
-                and result.accepted_version is not None
-            )
-            typer.echo(
-                f"selftest {'passed' if ok else 'FAILED'}: baseline "
-                f"{result.baseline.passed}/{result.baseline.total} -> patched "
-                f"{result.final.passed}/{result.final.total}"
-                + (f", accepted as {result.accepted_version}" if result.accepted_version else "")
-            )
-            if not ok:
-                raise typer.Exit(EXIT_NO)
+@app.command("selftest")
+def selftest(
+    ctx: typer.Context,
+    count: Annotated[
+        int,
+        typer.Option(
+            "--tickets",
+            metavar="N",
+            min=8,
+            max=200,
+            help="Support tickets (at least 8: the gate is alpha / distinct candidates).",
+        ),
+    ] = 8,
+    candidates: Annotated[
+        int, typer.Option("--candidates", metavar="K", min=1, max=64, help="Candidates.")
+    ] = 8,
+    sandbox: Annotated[
+        str, typer.Option("--sandbox", metavar="KIND", help="subprocess or local.")
+    ] = "subprocess",
+) -> None:
+    """Run the optimizer end to end, offline and deterministic, with no model.
 
-    @app.command("optimize")
-    def optimize(
-        ctx: typer.Context,
-        environment: Annotated[
-            str,
-            typer.Option(
-                "--environment", metavar="module:attribute", help="The environment factory."
-            ),
-        ],
-        agent: Annotated[
-            list[str],
-            typer.Option(
-                "--agent",
-                metavar="NAME=module:factory|COMMAND",
-                help="A participant and its (frozen) agent; repeat for more participants.",
-            ),
-        ],
-        engineer: Annotated[
-            str, typer.Option("--engineer", metavar="KIND", help="mining, scripted or openai.")
-        ] = "mining",
-        candidates: Annotated[
-            int, typer.Option("--candidates", metavar="K", min=1, help="Candidates per iteration.")
-        ] = 8,
-        iterations: Annotated[
-            int, typer.Option("--iterations", metavar="N", min=1, help="Iterations at most.")
-        ] = 3,
-        scenarios: Annotated[
-            str | None,
-            typer.Option(
-                "--scenarios",
-                metavar="FILE.jsonl|module:attribute",
-                help='The scenarios: a JSON-lines file ({"id": ..., "input": {...}} per '
-                "line) or a function returning Scenarios. Default: one scenario, --input.",
-            ),
-        ] = None,
-        held_out: Annotated[
-            str | None,
-            typer.Option(
-                "--held-out",
-                metavar="FILE.jsonl|module:attribute",
-                help="A held-out split checked before a version is accepted.",
-            ),
-        ] = None,
-        regression: Annotated[
-            str | None,
-            typer.Option(
-                "--regression",
-                metavar="FILE.jsonl|module:attribute",
-                help="A regression suite no accepted version may break.",
-            ),
-        ] = None,
-        input: Annotated[
-            str | None,
-            typer.Option("--input", metavar="JSON", help="The input of the single scenario."),
-        ] = None,
-        role: Annotated[
-            list[str] | None,
-            typer.Option("--role", metavar="NAME=ROLE", help="A participant's role."),
-        ] = None,
-        turns: Annotated[
-            int, typer.Option("--turns", metavar="N", min=1, help="Turns per session at most.")
-        ] = 20,
-        trials: Annotated[
-            int, typer.Option("--trials", metavar="N", min=1, help="Trials per scenario.")
-        ] = 1,
-        seed: Annotated[int, typer.Option("--seed", metavar="N", help="The seed.")] = 0,
-        capacity: Annotated[
-            int, typer.Option("--capacity", metavar="N", min=1, help="Reruns at once.")
-        ] = 2,
-        sandbox: Annotated[
-            str, typer.Option("--sandbox", metavar="KIND", help="subprocess or local.")
-        ] = "subprocess",
-        alpha: Annotated[
-            float,
-            typer.Option(
-                "--alpha",
-                metavar="P",
-                min=0.0,
-                max=1.0,
-                help="Accept only when the sign test's p-value is at most P; 0 or 1 to report "
-                "the test without gating on it.",
-            ),
-        ] = 0.05,
-        metric: Annotated[
-            str | None,
-            typer.Option(
-                "--metric",
-                metavar="NAME",
-                help="Optimize this score metric instead of pass/fail (a scenario counts as "
-                "solved at --solved).",
-            ),
-        ] = None,
-        solved: Annotated[
-            float,
-            typer.Option(
-                "--solved",
-                metavar="VALUE",
-                help="The value at which a scenario counts as solved (regression protection).",
-            ),
-        ] = 1.0,
-        answers: Annotated[
-            Path | None,
-            typer.Option(
-                "--answers",
-                metavar="FILE",
-                help="For --engineer scripted: a JSON list of answers "
-                "(<think>...</think><patch>...</patch>).",
-            ),
-        ] = None,
-        model: Annotated[
-            str | None, typer.Option("--model", metavar="NAME", help="For --engineer openai.")
-        ] = None,
-        base_url: Annotated[
-            str | None,
-            typer.Option(
-                "--base-url",
-                metavar="URL",
-                help="For --engineer openai: the API root (default $OPENAI_BASE_URL or OpenAI).",
-            ),
-        ] = None,
-        api_key_env: Annotated[
-            str,
-            typer.Option(
-                "--api-key-env",
-                metavar="VAR",
-                help="The variable holding the API key; '' for an endpoint that needs none.",
-            ),
-        ] = "OPENAI_API_KEY",
-        resume: Annotated[
-            str | None,
-            typer.Option("--resume", metavar="RUN", help="Finish an interrupted run (opt_...)."),
-        ] = None,
-        as_json: Annotated[
-            bool, typer.Option("--json", help="Print the result as one JSON object.")
-        ] = False,
-    ) -> None:
-        """Learn hook patches for a frozen agent from its recorded failures.
-
-        Runs a baseline, mines the failures into a packet, asks the engineer for K candidate
-        patches, reruns each over the same scenarios and seeds, and accepts the best one that
-        improves and breaks nothing as harness-vN (docs/optimizer.md). Exit status 1 when no
-        version was accepted.
-        """
-        _check_choice("--engineer", engineer, ENGINEERS)
-        _check_choice("--sandbox", sandbox, SANDBOXES)
-        store = store_of(ctx)
-        harness = _harness(store, environment, agent, role)
-        chosen = _engineer(engineer, answers, model, base_url, api_key_env)
-        train = (
-            load_scenarios(scenarios, "--scenarios")
-            if scenarios
-            else [Scenario(id="cli", input=parse_input(input))]
+    The support-desk demo's frozen policy refunds before it looks the order up, so every
+    ticket fails; the mining engineer must find the precondition hook in the recorded
+    failures, and the reruns must prove it: baseline 0/N, then N/N as harness-v1. Uses a
+    temporary store unless --store is given.
+    """
+    _check_choice("--sandbox", sandbox, SANDBOXES)
+    state = CliState.of(ctx)
+    given = state.store_given
+    with tempfile.TemporaryDirectory(prefix="envharness-selftest-") as scratch:
+        store = state.store if given else Path(scratch) / "store"
+        typer.echo(
+            f"selftest: support desk, {count} tickets, mining engineer (offline, no model), "
+            f"{sandbox} sandbox, store {printable(str(store))}" + ("" if given else " (temporary)")
         )
-        if scenarios and input is not None:
-            raise CliError("give either --scenarios or --input, not both")
-        held = load_scenarios(held_out, "--held-out") if held_out else []
-        suite = load_scenarios(regression, "--regression") if regression else []
+        harness = AsyncEnvironmentHarness(
+            store, environment=SupportDesk, agents={"agent": RefundFirstPolicy}
+        )
         config = OptimizationConfig(
             candidates=candidates,
-            iterations=iterations,
-            turns=turns,
-            trials=trials,
-            seed=seed,
-            capacity=capacity,
+            iterations=3,
+            turns=SELFTEST_TURNS,
             sandbox="local" if sandbox == "local" else "subprocess",
-            alpha=alpha if 0.0 < alpha < 1.0 else None,
-            metric=metric,
-            solved=solved,
         )
-        optimizer = HarnessOptimizer(
-            harness, chosen, config=config, progress=None if as_json else _progress
+        optimizer = HarnessOptimizer(harness, MiningEngineer(), config=config, progress=_progress)
+        result = _run(optimizer, lambda: optimizer.optimize_async(tickets(count)), resumable=False)
+        for line in report_lines(result):
+            if not given and line.startswith("run directory: "):
+                line = "run directory: removed with the temporary store (--store keeps it)"
+            typer.echo(printable(line))
+        if result.patch is not None:
+            typer.echo("accepted patch:")
+            for line in patch_lines(result.patch):
+                typer.echo("  " + printable(line))
+        ok = (
+            result.baseline.passed < result.final.passed == result.final.total
+            and result.accepted_version is not None
         )
-        if resume is None:
-            result = _run(optimizer, lambda: optimizer.optimize_async(train, held, suite))
-        else:
-            result = _run(
-                optimizer,
-                lambda: optimizer.resume_async(resume, train, held_out=held, regression=suite),
-            )
-        if as_json:
-            typer.echo(msgspec.json.encode(result).decode())
-        else:
-            for line in report_lines(result):
-                typer.echo(printable(line))
-        if result.accepted_version is None:
+        typer.echo(
+            f"selftest {'passed' if ok else 'FAILED'}: baseline "
+            f"{result.baseline.passed}/{result.baseline.total} -> patched "
+            f"{result.final.passed}/{result.final.total}"
+            + (f", accepted as {result.accepted_version}" if result.accepted_version else "")
+        )
+        if not ok:
             raise typer.Exit(EXIT_NO)
 
-    harness_app = typer.Typer(
-        help="The harness versions the optimizer accepted: list, show one, diff two; the "
-        "optimizer runs.",
-        no_args_is_help=True,
+
+@app.command("optimize")
+def optimize(
+    ctx: typer.Context,
+    environment: Annotated[
+        str,
+        typer.Option("--environment", metavar="module:attribute", help="The environment factory."),
+    ],
+    agent: Annotated[
+        list[str],
+        typer.Option(
+            "--agent",
+            metavar="NAME=module:factory|COMMAND",
+            help="A participant and its (frozen) agent; repeat for more participants.",
+        ),
+    ],
+    engineer: Annotated[
+        str, typer.Option("--engineer", metavar="KIND", help="mining, scripted or openai.")
+    ] = "mining",
+    candidates: Annotated[
+        int, typer.Option("--candidates", metavar="K", min=1, help="Candidates per iteration.")
+    ] = 8,
+    iterations: Annotated[
+        int, typer.Option("--iterations", metavar="N", min=1, help="Iterations at most.")
+    ] = 3,
+    scenarios: Annotated[
+        str | None,
+        typer.Option(
+            "--scenarios",
+            metavar="FILE.jsonl|module:attribute",
+            help='The scenarios: a JSON-lines file ({"id": ..., "input": {...}} per '
+            "line) or a function returning Scenarios. Default: one scenario, --input.",
+        ),
+    ] = None,
+    held_out: Annotated[
+        str | None,
+        typer.Option(
+            "--held-out",
+            metavar="FILE.jsonl|module:attribute",
+            help="A held-out split checked before a version is accepted.",
+        ),
+    ] = None,
+    regression: Annotated[
+        str | None,
+        typer.Option(
+            "--regression",
+            metavar="FILE.jsonl|module:attribute",
+            help="A regression suite no accepted version may break.",
+        ),
+    ] = None,
+    input: Annotated[
+        str | None,
+        typer.Option("--input", metavar="JSON", help="The input of the single scenario."),
+    ] = None,
+    role: Annotated[
+        list[str] | None,
+        typer.Option("--role", metavar="NAME=ROLE", help="A participant's role."),
+    ] = None,
+    turns: Annotated[
+        int, typer.Option("--turns", metavar="N", min=1, help="Turns per session at most.")
+    ] = 20,
+    trials: Annotated[
+        int, typer.Option("--trials", metavar="N", min=1, help="Trials per scenario.")
+    ] = 1,
+    seed: Annotated[int, typer.Option("--seed", metavar="N", help="The seed.")] = 0,
+    capacity: Annotated[
+        int, typer.Option("--capacity", metavar="N", min=1, help="Reruns at once.")
+    ] = 2,
+    sandbox: Annotated[
+        str, typer.Option("--sandbox", metavar="KIND", help="subprocess or local.")
+    ] = "subprocess",
+    alpha: Annotated[
+        float,
+        typer.Option(
+            "--alpha",
+            metavar="P",
+            min=0.0,
+            max=1.0,
+            help="Accept only when the sign test's p-value is at most P; 0 or 1 to report "
+            "the test without gating on it.",
+        ),
+    ] = 0.05,
+    metric: Annotated[
+        str | None,
+        typer.Option(
+            "--metric",
+            metavar="NAME",
+            help="Optimize this score metric instead of pass/fail (a scenario counts as "
+            "solved at --solved).",
+        ),
+    ] = None,
+    solved: Annotated[
+        float,
+        typer.Option(
+            "--solved",
+            metavar="VALUE",
+            help="The value at which a scenario counts as solved (regression protection).",
+        ),
+    ] = 1.0,
+    answers: Annotated[
+        Path | None,
+        typer.Option(
+            "--answers",
+            metavar="FILE",
+            help="For --engineer scripted: a JSON list of answers "
+            "(<think>...</think><patch>...</patch>).",
+        ),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", metavar="NAME", help="For --engineer openai.")
+    ] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url",
+            metavar="URL",
+            help="For --engineer openai: the API root (default $OPENAI_BASE_URL or OpenAI).",
+        ),
+    ] = None,
+    api_key_env: Annotated[
+        str,
+        typer.Option(
+            "--api-key-env",
+            metavar="VAR",
+            help="The variable holding the API key; '' for an endpoint that needs none.",
+        ),
+    ] = "OPENAI_API_KEY",
+    resume: Annotated[
+        str | None,
+        typer.Option("--resume", metavar="RUN", help="Finish an interrupted run (opt_...)."),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the result as one JSON object.")
+    ] = False,
+) -> None:
+    """Learn hook patches for a frozen agent from its recorded failures.
+
+    Runs a baseline, mines the failures into a packet, asks the engineer for K candidate
+    patches, reruns each over the same scenarios and seeds, and accepts the best one that
+    improves and breaks nothing as harness-vN (docs/optimizer.md). Exit status 1 when no
+    version was accepted.
+    """
+    _check_choice("--engineer", engineer, ENGINEERS)
+    _check_choice("--sandbox", sandbox, SANDBOXES)
+    store = CliState.of(ctx).store
+    harness = _harness(store, environment, agent, role)
+    chosen = _engineer(engineer, answers, model, base_url, api_key_env)
+    train = (
+        load_scenarios(scenarios, "--scenarios")
+        if scenarios
+        else [Scenario(id="cli", input=parse_input(input))]
     )
-    app.add_typer(harness_app, name="harness")
-
-    @harness_app.command("runs")
-    def list_runs(
-        ctx: typer.Context,
-        as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
-    ) -> None:
-        """List the optimizer runs, oldest first: what an interrupted run's --resume needs."""
-        store = store_of(ctx)
-
-        async def listed() -> tuple[list[OptimizerRunInfo], list[HarnessVersionInfo]]:
-            reader = await read_store(store)
-            return await reader.optimizer_runs(), await reader.harness_versions()
-
-        runs, versions = anyio.run(listed)
-        accepted: dict[str, list[str]] = {}
-        for info in versions:
-            accepted.setdefault(info.run_id, []).append(info.version)
-        if as_json:
-            for run in runs:
-                entry = {**msgspec.to_builtins(run), "versions": accepted.get(run.id, [])}
-                typer.echo(msgspec.json.encode(entry).decode())
-            return
-        if not runs:
-            typer.echo(f"no optimizer runs in {shlex.quote(printable(str(store)))}", err=True)
-            return
-        typer.echo(f"{'run':<28} {'status':<11} {'created':<28} versions")
-        for run in runs:
-            typer.echo(
-                printable(
-                    f"{run.id:<28} {run.status:<11} {run.created_at:<28} "
-                    f"{', '.join(accepted.get(run.id, [])) or '-'}"
-                )
-            )
-
-    @harness_app.command("list")
-    def list_versions(
-        ctx: typer.Context,
-        as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
-    ) -> None:
-        """List the accepted harness versions, oldest first."""
-        store = store_of(ctx)
-
-        async def listed() -> list[HarnessVersionInfo]:
-            return await (await read_store(store)).harness_versions()
-
-        found = anyio.run(listed)
-        if as_json:
-            for info in found:
-                typer.echo(msgspec.json.encode(info).decode())
-            return
-        if not found:
-            typer.echo(f"no harness versions in {shlex.quote(printable(str(store)))}", err=True)
-            return
-        typer.echo(f"{'version':<14} {'parent':<14} {'run':<28} {'digest':<14} created")
-        for info in found:
-            typer.echo(
-                f"{info.version:<14} {info.parent or '-':<14} {info.run_id:<28} "
-                f"{info.digest[:12]:<14} {info.created_at}"
-            )
-
-    @harness_app.command("show")
-    def show_version(
-        ctx: typer.Context,
-        version: Annotated[str, typer.Argument(metavar="VERSION", help="e.g. harness-v2")],
-        as_json: Annotated[bool, typer.Option("--json", help="The version as JSON.")] = False,
-    ) -> None:
-        """Show a version: its evidence (run, rerun experiment, reward, cost) and its code."""
-        store = store_of(ctx)
-
-        async def shown() -> Any:
-            return await harness_version(await read_store(store), version)
-
-        found = anyio.run(shown)
-        if as_json:
-            typer.echo(msgspec.json.encode(found).decode())
-            return
-        interval = (
-            f" [{found.interval[0]:+.3f}, {found.interval[1]:+.3f}]" if found.interval else ""
+    if scenarios and input is not None:
+        raise CliError("give either --scenarios or --input, not both")
+    held = load_scenarios(held_out, "--held-out") if held_out else []
+    suite = load_scenarios(regression, "--regression") if regression else []
+    config = OptimizationConfig(
+        candidates=candidates,
+        iterations=iterations,
+        turns=turns,
+        trials=trials,
+        seed=seed,
+        capacity=capacity,
+        sandbox="local" if sandbox == "local" else "subprocess",
+        alpha=alpha if 0.0 < alpha < 1.0 else None,
+        metric=metric,
+        solved=solved,
+    )
+    optimizer = HarnessOptimizer(
+        harness, chosen, config=config, progress=None if as_json else _progress
+    )
+    if resume is None:
+        result = _run(optimizer, lambda: optimizer.optimize_async(train, held, suite))
+    else:
+        result = _run(
+            optimizer,
+            lambda: optimizer.resume_async(resume, train, held_out=held, regression=suite),
         )
-        p_value = f", sign test p={found.p_value:.3g}" if found.p_value is not None else ""
-        for line in (
-            f"{found.version}  (from {found.parent or 'the unpatched harness'})",
-            f"environment: {found.environment or '?'}",
-            f"run: {found.run_id}, iteration {found.iteration}, candidate {found.candidate}",
-            f"rerun experiment: {found.experiment_id or '-'}",
-            f"reward: {found.mean_reward:+.3f}{interval}{p_value}; score "
-            f"{found.score if found.score is not None else float('nan'):.3f}",
-            f"cost: engineer {found.engineer_tokens} tokens, reruns {found.rerun_tokens} tokens, "
-            f"{found.seconds:.1f}s",
-            f"digest: {found.digest}",
-            "",
-            *_patch_lines(found.patch),
-        ):
+    if as_json:
+        typer.echo(msgspec.json.encode(result).decode())
+    else:
+        for line in report_lines(result):
             typer.echo(printable(line))
-
-    @harness_app.command("diff")
-    def diff(
-        ctx: typer.Context,
-        old: Annotated[str, typer.Argument(metavar="OLD", help="e.g. harness-v1")],
-        new: Annotated[str, typer.Argument(metavar="NEW", help="e.g. harness-v2")],
-    ) -> None:
-        """The difference between two versions' code, as a unified diff."""
-        store = store_of(ctx)
-
-        async def both() -> list[str]:
-            reader = await read_store(store)
-            return diff_versions(
-                await harness_version(reader, old), await harness_version(reader, new)
-            )
-
-        lines = anyio.run(both)
-        if not lines:
-            typer.echo(f"{old} and {new} have the same hooks")
-        for line in lines:
-            typer.echo(printable(line))
+    if result.accepted_version is None:
+        raise typer.Exit(EXIT_NO)
 
 
 def load_scenarios(spec: str, option: str) -> list[Scenario[Any]]:
@@ -544,17 +414,6 @@ def _run(
 
 def _progress(line: str) -> None:
     typer.echo(printable(line), err=True)
-
-
-def _patch_lines(patch: dict[str, Any]) -> list[str]:
-    return patch_text(HarnessPatch.from_dict(patch))
-
-
-def _store_given(ctx: typer.Context) -> bool:
-    root = ctx.find_root()
-    source = root.get_parameter_source("store")
-    # Compared by name: typer bundles its own click, whose enum is not click's.
-    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
 def _check_choice(option: str, value: str, choices: Sequence[str]) -> None:

@@ -1,17 +1,21 @@
 """Declarations several commands share, made once so that they read and behave alike.
 
 ``--json`` on a listing prints one JSON object per line; ``run`` and ``resume`` take the same
-``--agent``, ``--role`` and ``--action-timeout``, since a resume needs the code that ran; and
-``experiments`` and ``token`` are groups that act on their own when given no subcommand.
+``--agent``, ``--role`` and ``--action-timeout``, since a resume needs the code that ran;
+``experiments`` and ``token`` are groups that act on their own when given no subcommand; and an
+option limited to a few words says so in one way (:func:`check_choice`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated
 
 import typer
 
-__all__ = ["ActionTimeout", "Agents", "JsonLines", "Roles", "acting_group"]
+from envharness.cli.edge import CliError
+
+__all__ = ["ActionTimeout", "Agents", "JsonLines", "Roles", "acting_group", "check_choice"]
 
 JsonLines = Annotated[
     bool, typer.Option("--json", help="One JSON object per line instead of a table.")
@@ -45,9 +49,13 @@ ActionTimeout = Annotated[
 ]
 
 
-def acting_group(app: typer.Typer, name: str, help: str) -> typer.Typer:
-    """Add the command group ``name`` to ``app``: its callback runs when no subcommand is given
-    (``experiments`` lists them, ``experiments show ID`` shows one)."""
-    group = typer.Typer(help=help, invoke_without_command=True, no_args_is_help=False)
-    app.add_typer(group, name=name)
-    return group
+def acting_group(help: str) -> typer.Typer:
+    """A command group whose callback runs when no subcommand is given (``experiments`` lists
+    them, ``experiments show ID`` shows one); :mod:`envharness.cli.app` adds it by name."""
+    return typer.Typer(help=help, invoke_without_command=True, no_args_is_help=False)
+
+
+def check_choice(option: str, value: str | None, choices: Sequence[str]) -> None:
+    """Refuse ``value`` for ``option`` unless it is one of ``choices`` (``None``: not given)."""
+    if value is not None and value not in choices:
+        raise CliError(f"{option} {value!r} is not one of: {', '.join(choices)}")

@@ -20,6 +20,7 @@ import anyio
 import typer
 
 from envharness.cli.edge import EXIT_INTERRUPTED, EXIT_NO, CliError, interruptible
+from envharness.cli.options import check_choice
 from envharness.cli.render import printable
 from envharness.protocol import render_schemas
 from envharness.protocol.conformance import (
@@ -33,14 +34,14 @@ from envharness.protocol.conformance import (
     check_agent,
 )
 
-__all__ = ["protocol_app"]
+__all__ = ["app", "protocol_check", "protocol_schema"]
 
 _LABELS = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP"}
 _NAME_WIDTH = max(len(case.name) for case in CASES)
 _STDERR_LINES = 6
 _DIRECTIONS = ("host-to-agent", "agent-to-host")
 
-protocol_app = typer.Typer(
+app = typer.Typer(
     name="protocol",
     help="The JSON-lines protocol external agents speak: check a program, print the schema.",
     no_args_is_help=True,
@@ -49,12 +50,12 @@ protocol_app = typer.Typer(
 )
 
 
-@protocol_app.command(
+@app.command(
     "check",
     # Everything after PROGRAM belongs to the program: `check python3 -u agent.py` works too.
     context_settings={"allow_interspersed_args": False},
 )
-def check(
+def protocol_check(
     program: Annotated[
         str,
         typer.Argument(
@@ -140,16 +141,15 @@ def check(
         raise typer.Exit(EXIT_NO)
 
 
-@protocol_app.command("schema")
-def schema(
+@app.command("schema")
+def protocol_schema(
     direction: Annotated[
         str,
         typer.Argument(metavar="DIRECTION", help="Which messages: host-to-agent or agent-to-host."),
     ],
 ) -> None:
     """Print the JSON Schema (2020-12) of the messages travelling in one direction."""
-    if direction not in _DIRECTIONS:
-        raise CliError(f"DIRECTION {direction!r} is not one of: {', '.join(_DIRECTIONS)}")
+    check_choice("DIRECTION", direction, _DIRECTIONS)
     typer.echo(render_schemas()[f"{direction}.json"], nl=False)
 
 

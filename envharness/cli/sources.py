@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import shlex
 import sys
-from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
+from collections.abc import Iterable, Iterator
 from typing import Annotated
 
 import anyio
@@ -25,12 +24,11 @@ from envharness.api.sources import AsyncSources
 from envharness.cli.edge import EXIT_NO
 from envharness.cli.options import JsonLines
 from envharness.cli.render import printable
+from envharness.cli.state import CliState
 from envharness.store.sources import ImportReceipt, SourceHealth
 from envharness.trajectories.sources import FORMATS
 
-__all__ = ["health_table", "receipt_line", "register_source_commands"]
-
-StoreOf = Callable[[typer.Context], Path]
+__all__ = ["app", "health_table", "import_", "receipt_line", "sources"]
 
 _COLUMNS = (
     "source", "head", "hash", "records", "episodes", "backlog", "gaps", "capture failures",
@@ -40,98 +38,98 @@ _NUMERIC_FROM = 3
 _HASH_SHOWN = 12
 
 
-def register_source_commands(app: typer.Typer, store_of: StoreOf) -> None:
-    """Add ``import`` and ``sources`` to ``app``; ``store_of`` finds --store."""
+app = typer.Typer()
+"""No name: :mod:`envharness.cli.app` adds these commands to the root."""
 
-    @app.command("import")
-    def import_command(
-        ctx: typer.Context,
-        source: Annotated[
-            str,
-            typer.Argument(
-                metavar="SOURCE",
-                help="The source to import into, NAMESPACE/NAME (e.g. acme/nightly-evals).",
-            ),
-        ],
-        file: Annotated[
-            str,
-            typer.Argument(metavar="FILE", help="The file to import; - reads standard input."),
-        ],
-        format: Annotated[
-            str,
-            typer.Option(
-                "--format",
-                metavar="FORMAT",
-                help=f"The file's format: {', '.join(FORMATS)} (OpenTelemetry GenAI spans in "
-                "OTLP JSON). See docs/imports.md.",
-            ),
-        ] = "envharness",
-        training: Annotated[
-            bool,
-            typer.Option(
-                "--training", help="Declare that these records may be used to train models."
-            ),
-        ] = False,
-        as_json: Annotated[
-            bool, typer.Option("--json", help="The receipt as one JSON object.")
-        ] = False,
-    ) -> None:
-        """Import a file of another tool's records into a source, all of it or nothing.
 
-        Importing the same records again stores nothing; a record that conflicts with one
-        already imported, does not chain, or leaves a gap refuses the whole file (exit 2).
-        """
-        sources = AsyncSources(store_of(ctx))
+@app.command("import")
+def import_(
+    ctx: typer.Context,
+    source: Annotated[
+        str,
+        typer.Argument(
+            metavar="SOURCE",
+            help="The source to import into, NAMESPACE/NAME (e.g. acme/nightly-evals).",
+        ),
+    ],
+    file: Annotated[
+        str,
+        typer.Argument(metavar="FILE", help="The file to import; - reads standard input."),
+    ],
+    format: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            metavar="FORMAT",
+            help=f"The file's format: {', '.join(FORMATS)} (OpenTelemetry GenAI spans in "
+            "OTLP JSON). See docs/imports.md.",
+        ),
+    ] = "envharness",
+    training: Annotated[
+        bool,
+        typer.Option("--training", help="Declare that these records may be used to train models."),
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="The receipt as one JSON object.")
+    ] = False,
+) -> None:
+    """Import a file of another tool's records into a source, all of it or nothing.
 
-        async def imported() -> ImportReceipt:
-            if file == "-":
-                return await sources.import_lines(
-                    source, sys.stdin.buffer, format=format, origin="stdin", training=training
-                )
-            return await sources.import_file(source, file, format=format, training=training)
+    Importing the same records again stores nothing; a record that conflicts with one
+    already imported, does not chain, or leaves a gap refuses the whole file (exit 2).
+    """
+    api = AsyncSources(CliState.of(ctx).store)
 
-        receipt = anyio.run(imported)
-        if as_json:
-            typer.echo(msgspec.json.encode(receipt).decode())
-        else:
-            typer.echo(receipt_line(receipt))
+    async def imported() -> ImportReceipt:
+        if file == "-":
+            return await api.import_lines(
+                source, sys.stdin.buffer, format=format, origin="stdin", training=training
+            )
+        return await api.import_file(source, file, format=format, training=training)
 
-    @app.command("sources")
-    def sources_command(
-        ctx: typer.Context,
-        source: Annotated[
-            str | None,
-            typer.Argument(metavar="[SOURCE]", help="Only this source.", show_default=False),
-        ] = None,
-        as_json: JsonLines = False,
-    ) -> None:
-        """Show each imported source's health: the acknowledged position and hash, the
-        backlog of positions offered but not stored, gaps, capture failures the source
-        reported, and imports refused since the last one that stored something.
+    receipt = anyio.run(imported)
+    if as_json:
+        typer.echo(msgspec.json.encode(receipt).decode())
+    else:
+        typer.echo(receipt_line(receipt))
 
-        Exit status 1 when a source is unhealthy — a gap, a backlog, a refused last import, or
-        a break in its stored chain (every hash is recomputed) — with each named on stderr.
-        Capture failures the source reported are shown, not counted: no import can mend them.
-        """
-        store = store_of(ctx)
 
-        async def listed() -> tuple[list[SourceHealth], dict[str, list[str]]]:
-            sources = AsyncSources(store)
-            return await sources.health(source), await sources.problems(source)
+@app.command("sources")
+def sources(
+    ctx: typer.Context,
+    source: Annotated[
+        str | None,
+        typer.Argument(metavar="[SOURCE]", help="Only this source.", show_default=False),
+    ] = None,
+    as_json: JsonLines = False,
+) -> None:
+    """Show each imported source's health: the acknowledged position and hash, the
+    backlog of positions offered but not stored, gaps, capture failures the source
+    reported, and imports refused since the last one that stored something.
 
-        found, problems = anyio.run(listed)
-        if as_json:
-            for health in found:
-                typer.echo(msgspec.json.encode(health).decode())
-        elif found:
-            for line in health_table(found):
-                typer.echo(line)
-        else:
-            typer.echo(f"no imported sources in {shlex.quote(printable(str(store)))}", err=True)
-        for name, reasons in problems.items():
-            typer.echo(f"unhealthy: {printable(name)}: {printable('; '.join(reasons))}", err=True)
-        if problems:
-            raise typer.Exit(EXIT_NO)
+    Exit status 1 when a source is unhealthy — a gap, a backlog, a refused last import, or
+    a break in its stored chain (every hash is recomputed) — with each named on stderr.
+    Capture failures the source reported are shown, not counted: no import can mend them.
+    """
+    store = CliState.of(ctx).store
+
+    async def listed() -> tuple[list[SourceHealth], dict[str, list[str]]]:
+        api = AsyncSources(store)
+        return await api.health(source), await api.problems(source)
+
+    found, problems = anyio.run(listed)
+    if as_json:
+        for health in found:
+            typer.echo(msgspec.json.encode(health).decode())
+    elif found:
+        for line in health_table(found):
+            typer.echo(line)
+    else:
+        typer.echo(f"no imported sources in {shlex.quote(printable(str(store)))}", err=True)
+    for name, reasons in problems.items():
+        typer.echo(f"unhealthy: {printable(name)}: {printable('; '.join(reasons))}", err=True)
+    if problems:
+        raise typer.Exit(EXIT_NO)
 
 
 def receipt_line(receipt: ImportReceipt) -> str:

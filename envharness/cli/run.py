@@ -1,0 +1,188 @@
+"""``envharness quickstart``, ``run`` and ``resume``: the commands that record sessions.
+
+``run`` and ``resume`` take the environment as ``module:attribute`` with ``--agent`` options,
+or an experiment manifest (:mod:`envharness.cli.manifest_run`); the first Ctrl-C stops the work
+and the runtime records it as stopped (exit status 130).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import anyio
+import typer
+
+from envharness.api.harness import DEFAULT_ACTION_TIMEOUT, MAX_COUNT
+from envharness.cli.edge import EXIT_INTERRUPTED, EXIT_NO, CliError, ProgressLine, interruptible
+from envharness.cli.loading import command_line_harness, make_cwd_importable, parse_input
+from envharness.cli.manifest_run import is_manifest, run_manifest
+from envharness.cli.options import ActionTimeout, Agents, Roles
+from envharness.cli.quickstart import write_quickstart
+from envharness.cli.render import quickstart_lines, run_lines
+from envharness.cli.state import CliState
+from envharness.contracts.scenario import Scenario
+from envharness.errors import ScenarioInputError
+from envharness.manifest import load_manifest
+
+__all__ = ["app", "quickstart", "resume", "run"]
+
+app = typer.Typer()
+"""No name: :mod:`envharness.cli.app` adds these commands to the root."""
+
+
+@app.command("quickstart")
+def quickstart(
+    ctx: typer.Context,
+    turns: Annotated[
+        int, typer.Option("--turns", metavar="N", min=1, help="Turns per session.")
+    ] = 8,
+) -> None:
+    """Write a store of synthetic sessions to explore. Its numbers measure nothing."""
+    store = CliState.of(ctx).store
+    with ProgressLine() as line:
+        summary = anyio.run(
+            lambda: write_quickstart(
+                store,
+                turns=turns,
+                progress=lambda done, planned: line.show(f"session {done}/{planned}"),
+            )
+        )
+    for text in quickstart_lines(summary):
+        typer.echo(text)
+
+
+@app.command("run")
+def run(
+    ctx: typer.Context,
+    environment: Annotated[
+        str,
+        typer.Argument(
+            metavar="ENVIRONMENT",
+            help="The environment class or factory, as module:attribute; or an experiment "
+            "manifest, experiment.toml (docs/manifests.md).",
+        ),
+    ],
+    agent: Agents = None,
+    turns: Annotated[
+        int | None,
+        typer.Option("--turns", metavar="N", min=1, max=MAX_COUNT, help="Turns to run at most."),
+    ] = None,
+    role: Roles = None,
+    scenario: Annotated[
+        str, typer.Option("--scenario", metavar="ID", help="The scenario id recorded.")
+    ] = "cli",
+    input: Annotated[
+        str | None,
+        typer.Option(
+            "--input", metavar="JSON", help="The scenario input, a JSON object. Default: {}."
+        ),
+    ] = None,
+    seed: Annotated[
+        int, typer.Option("--seed", metavar="N", help="The session's random seed.")
+    ] = 0,
+    action_timeout: ActionTimeout = DEFAULT_ACTION_TIMEOUT,
+) -> None:
+    """Run one session and record it. Exit status 0 when it completed, 1 when it did not.
+
+    Given a manifest (experiment.toml) instead, run the experiment it describes.
+    """
+    store = CliState.of(ctx).store
+    if is_manifest(environment):
+        run_manifest(ctx, environment, store)
+        return
+    if not agent or turns is None:
+        raise CliError("run needs --agent NAME=module:factory|COMMAND and --turns N")
+    harness = command_line_harness(
+        store, environment, agent, role, what="ENVIRONMENT", action_timeout=action_timeout
+    )
+    case = Scenario(id=scenario, input=parse_input(input))
+    seen: list[str] = []
+
+    def progress(session_id: str, turn: int, planned: int) -> None:
+        seen[:] = [session_id]
+        line.show(f"{session_id}  turn {turn}/{planned}")
+
+    with ProgressLine() as line:
+        try:
+            result = anyio.run(
+                lambda: interruptible(
+                    lambda: harness.run(case, turns=turns, seed=seed, progress=progress)
+                )
+            )
+        except ScenarioInputError as exc:
+            raise CliError(f"{exc}; give the scenario input as --input JSON") from None
+    if result is None:
+        which = f"session {seen[0]}" if seen else "the session"
+        typer.echo(f"interrupted: {which} was recorded as stopped", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED)
+    for text in run_lines(result):
+        typer.echo(text)
+    if result.status != "completed":
+        raise typer.Exit(EXIT_NO)
+
+
+@app.command("resume")
+def resume(
+    ctx: typer.Context,
+    target: Annotated[
+        str,
+        typer.Argument(
+            metavar="EXPERIMENT_OR_SESSION",
+            help="The id (or a unique prefix) of an interrupted, stopped or paused session, "
+            "or of an experiment (exp_...).",
+        ),
+    ],
+    environment: Annotated[
+        str,
+        typer.Argument(
+            metavar="ENVIRONMENT",
+            help="The same code that ran it: module:attribute with --agent options, or the "
+            "experiment's manifest (experiment.toml).",
+        ),
+    ],
+    agent: Agents = None,
+    role: Roles = None,
+    declare_changes: Annotated[
+        str | None,
+        typer.Option(
+            "--declare-changes",
+            metavar="WHY",
+            help="Resume even though the code differs from what the evidence recorded; "
+            "the differences and this reason are recorded.",
+        ),
+    ] = None,
+    action_timeout: ActionTimeout = DEFAULT_ACTION_TIMEOUT,
+) -> None:
+    """Continue an interrupted (crashed), stopped or paused session or experiment after its
+    last complete turn. Exit status 0 when everything completed, 1 when not."""
+    store = CliState.of(ctx).store
+    if is_manifest(environment):
+        if agent or role:
+            raise CliError("the manifest names the agents; give no --agent or --role with it")
+        make_cwd_importable()
+        manifest = load_manifest(environment)
+        harness = manifest.async_harness(store, hooks=manifest.load_hooks(store))
+    elif not agent:
+        raise CliError("resume needs the code that ran it: ENVIRONMENT and --agent, or a manifest")
+    else:
+        harness = command_line_harness(
+            store, environment, agent, role, what="ENVIRONMENT", action_timeout=action_timeout
+        )
+
+    async def resumed() -> tuple[str, int, int, str | None]:
+        if target.startswith("exp_"):
+            result = await harness.resume_experiment(target, declare_changes=declare_changes)
+            return result.id, result.completed, result.total, None
+        session = await harness.resume(target, declare_changes=declare_changes)
+        done = 1 if session.status == "completed" else 0
+        return session.id, done, 1, f"{session.status} after {session.turns_completed} turns"
+
+    with ProgressLine():
+        outcome = anyio.run(lambda: interruptible(resumed))
+    if outcome is None:
+        typer.echo(f"interrupted: {target} was recorded as stopped", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED)
+    which, completed, total, detail = outcome
+    typer.echo(f"resumed {which}: {detail or f'{completed} of {total} sessions completed'}")
+    if completed != total:
+        raise typer.Exit(EXIT_NO)

@@ -1,0 +1,179 @@
+"""``envharness sessions``, ``show``, ``verify`` and ``export``: reading a store's sessions.
+
+Each command reads through :func:`~envharness.store.read_store`, which never creates a store,
+and renders with :mod:`envharness.cli.render`. ``export snapshot ID`` is a form of ``export``
+that :mod:`envharness.cli.snapshots` answers.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Annotated, get_args
+
+import anyio
+import typer
+
+from envharness.api.harness import MAX_COUNT
+from envharness.cli.edge import EXIT_NO, CliError, ProgressLine, closing
+from envharness.cli.options import JsonLines, check_choice
+from envharness.cli.render import Timeline, printable, session_json, session_table, verify_lines
+from envharness.cli.snapshots import export_snapshot_command
+from envharness.cli.state import CliState
+from envharness.records import Payload, Status, encode_record
+from envharness.store import RecordFilter, SessionInfo, VerifyReport, read_store
+
+__all__ = ["app", "export", "sessions", "show", "verify"]
+
+STATUSES = list(get_args(Status))
+KINDS = sorted(str(member.__struct_config__.tag) for member in get_args(Payload))
+
+app = typer.Typer()
+"""No name: :mod:`envharness.cli.app` adds these commands to the root."""
+
+
+@app.command("sessions")
+def sessions(
+    ctx: typer.Context,
+    status: Annotated[
+        str | None,
+        typer.Option(
+            "--status", metavar="STATUS", help=f"Only this status: {', '.join(STATUSES)}."
+        ),
+    ] = None,
+    as_json: JsonLines = False,
+) -> None:
+    """List the sessions in the store, oldest first."""
+    store = CliState.of(ctx).store
+    check_choice("--status", status, STATUSES)
+
+    async def listed() -> list[SessionInfo]:
+        reader = await read_store(store)
+        return await reader.sessions(status=status)
+
+    found = anyio.run(listed)
+    if as_json:
+        for info in found:
+            typer.echo(session_json(info))
+    elif found:
+        for line in session_table(found):
+            typer.echo(line)
+    else:
+        which = f" with status {status}" if status else ""
+        typer.echo(f"no sessions{which} in {shlex.quote(printable(str(store)))}", err=True)
+
+
+@app.command("show")
+def show(
+    ctx: typer.Context,
+    session: Annotated[
+        str, typer.Argument(metavar="SESSION", help="A session id, or a unique prefix of one.")
+    ],
+    kind: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kind",
+            metavar="KIND",
+            help="Only records of this kind (repeat for more), e.g. action.blocked.",
+        ),
+    ] = None,
+    participant: Annotated[
+        str | None,
+        typer.Option("--participant", metavar="NAME", help="Only this participant's records."),
+    ] = None,
+    turn: Annotated[
+        int | None,
+        typer.Option("--turn", metavar="N", min=0, max=MAX_COUNT, help="Only this turn."),
+    ] = None,
+    full: Annotated[
+        bool, typer.Option("--full", help="Show long values whole instead of cut.")
+    ] = False,
+) -> None:
+    """Show a session's timeline, turn by turn."""
+    store = CliState.of(ctx).store
+    for value in kind or ():
+        check_choice("--kind", value, KINDS)
+    selection = RecordFilter(kinds=tuple(kind or ()), participant=participant, turn=turn)
+
+    async def render() -> None:
+        reader = await read_store(store)
+        info = await reader.session(session)
+        timeline = Timeline(info, full=full)
+        for line in timeline.header():
+            typer.echo(line)
+        shown = 0
+        async with closing(reader.records(info.id, selection)) as records:
+            async for record in records:
+                shown += 1
+                for line in timeline.lines(record):
+                    typer.echo(line)
+        if not shown:
+            typer.echo("no records match --kind/--participant/--turn", err=True)
+
+    anyio.run(render)
+
+
+@app.command("verify")
+def verify(ctx: typer.Context) -> None:
+    """Re-check every session's hash chain. Exit status 1 when anything is broken."""
+    store = CliState.of(ctx).store
+    checked = 0
+
+    def tick(session_id: str) -> None:
+        nonlocal checked
+        checked += 1
+        line.show(f"verifying: {checked} sessions")
+
+    async def check() -> VerifyReport:
+        reader = await read_store(store)
+        return await reader.verify(on_session=tick)
+
+    with ProgressLine() as line:
+        report = anyio.run(check)
+    for text in verify_lines(report):
+        typer.echo(text)
+    if not report.ok:
+        raise typer.Exit(EXIT_NO)
+
+
+@app.command("export")
+def export(
+    ctx: typer.Context,
+    session: Annotated[
+        str,
+        typer.Argument(
+            metavar="SESSION | snapshot ID",
+            help="A session id (or a unique prefix of one); or the word snapshot and a "
+            "snapshot id.",
+        ),
+    ],
+    snapshot_id: Annotated[str | None, typer.Argument(metavar="", show_default=False)] = None,
+) -> None:
+    """Stream a session's records, or a snapshot (`export snapshot ID`), to stdout as JSON lines.
+
+    Each record line holds its payload exactly as digested, and its prev and digest. A
+    snapshot is checked first and refused, naming the record, if its evidence was altered
+    (docs/trajectories.md).
+    """
+    store = CliState.of(ctx).store
+    if session == "snapshot":
+        if snapshot_id is None:
+            raise CliError("export snapshot needs the snapshot's id: envharness export snapshot ID")
+        export_snapshot_command(store, snapshot_id)
+        return
+    if snapshot_id is not None:
+        raise CliError(
+            f"export takes one SESSION (or `snapshot ID`), not {session!r} {snapshot_id!r}"
+        )
+    out = typer.get_binary_stream("stdout")
+
+    async def stream() -> None:
+        reader = await read_store(store)
+        info = await reader.session(session)
+        # Plain blocking writes: nothing else runs on this loop, and a slow reader should
+        # slow the export down (the reader pages hold no lock while they wait).
+        async with closing(reader.rows(info.id)) as rows:
+            async for row in rows:
+                out.write(encode_record(row) + b"\n")
+        out.flush()
+
+    anyio.run(stream)

@@ -1,0 +1,141 @@
+"""``envharness token``, ``token list`` and ``token revoke``: the local service's credentials.
+
+They need nothing but the store: tokens are kept hashed in it
+(:class:`~envharness.store.tokens.TokenStore`), and a secret is shown once, when it is issued.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import anyio
+import msgspec
+import typer
+
+from envharness.cli.edge import CliError
+from envharness.cli.options import JsonLines, acting_group
+from envharness.cli.render import printable
+from envharness.cli.state import CliState
+from envharness.store import read_store
+from envharness.store.tokens import ROLES, TokenInfo, TokenStore
+
+__all__ = ["app", "token", "token_list", "token_revoke", "token_table"]
+
+app = acting_group(help="Issue, list and revoke the bearer tokens of the local service.")
+
+
+@app.callback()
+def token(
+    ctx: typer.Context,
+    role: Annotated[
+        str | None,
+        typer.Option("--role", metavar="ROLE", help=f"Issue a token: {', '.join(ROLES)}."),
+    ] = None,
+    participant: Annotated[
+        str | None,
+        typer.Option("--participant", metavar="NAME", help="The participant (that role)."),
+    ] = None,
+    session: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--session",
+            metavar="ID",
+            help="Bind a participant token to this session (repeat; default: all of its).",
+        ),
+    ] = None,
+    label: Annotated[
+        str, typer.Option("--label", metavar="TEXT", help="A note shown by `token list`.")
+    ] = "",
+) -> None:
+    """Issue a token (prints its secret once, on stdout), or list / revoke them."""
+    if ctx.invoked_subcommand is not None:
+        if role is not None or participant is not None or session or label:
+            raise CliError("--role, --participant, --session and --label issue a token; "
+                           f"they do not go with `token {ctx.invoked_subcommand}`")  # fmt: skip
+        return
+    if role is None:
+        raise CliError(
+            "give --role admin|viewer|participant to issue a token, or use "
+            "`token list` / `token revoke ID`"
+        )
+    store = CliState.of(ctx).store
+
+    async def issue() -> tuple[str, TokenInfo]:
+        reader = await read_store(store)
+        sessions = [(await reader.session(s)).id for s in session or ()]
+        issued = await TokenStore(reader.directory).issue(
+            role, participant=participant, sessions=sessions or None, label=label
+        )
+        return issued.secret, issued.info
+
+    secret, info = anyio.run(issue)
+    typer.echo(secret)
+    scope = f" for participant {info.participant}" if info.participant else ""
+    typer.echo(
+        f"issued {info.role} token {info.id}{scope}; it is shown only now "
+        f"(revoke: envharness token revoke {info.id})",
+        err=True,
+    )
+
+
+@app.command("list")
+def token_list(
+    ctx: typer.Context,
+    as_json: JsonLines = False,
+) -> None:
+    """Every token issued, with its role and state (never a secret)."""
+    store = CliState.of(ctx).store
+
+    async def listed() -> tuple[list[TokenInfo], str]:
+        tokens = TokenStore((await read_store(store)).directory)
+        return await tokens.tokens(), tokens.now()
+
+    found, now = anyio.run(listed)
+    if as_json:
+        for info in found:
+            typer.echo(msgspec.json.encode(info).decode())
+        return
+    if not found:
+        typer.echo("no tokens; issue one with `envharness token --role viewer`", err=True)
+        return
+    for line in token_table(found, now):
+        typer.echo(line)
+
+
+@app.command("revoke")
+def token_revoke(
+    ctx: typer.Context,
+    token_id: Annotated[str, typer.Argument(metavar="ID", help="The token's id (tok_…).")],
+) -> None:
+    """Revoke a token for good: requests carrying it get 401 from now on."""
+    store = CliState.of(ctx).store
+
+    async def revoked() -> TokenInfo:
+        return await TokenStore((await read_store(store)).directory).revoke(token_id)
+
+    info = anyio.run(revoked)
+    typer.echo(f"revoked {info.role} token {info.id}")
+
+
+def token_table(found: list[TokenInfo], now: str) -> list[str]:
+    """One row per token: id, role, participant, sessions, state, created, label."""
+    rows = [
+        (
+            info.id,
+            info.role,
+            info.participant or "",
+            "all" if info.sessions is None else ",".join(s[:12] for s in info.sessions),
+            "revoked" if info.revoked_at else ("active" if info.active(now) else "expired"),
+            info.created_at[:19].replace("T", " ") + "Z",
+            printable(info.label),
+        )
+        for info in found
+    ]
+    header = ("id", "role", "participant", "sessions", "state", "created", "label")
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(header, widths, strict=True))]
+    lines += [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    return lines
