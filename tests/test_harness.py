@@ -96,6 +96,49 @@ def test_sessions_get_distinct_time_ordered_ids(store_path: Path) -> None:
     assert [info.id for info in harness.sessions()] == ids
 
 
+@pytest.mark.anyio
+async def test_a_prepared_session_has_its_id_before_it_runs(store_path: Path) -> None:
+    harness = AsyncEnvironmentHarness(
+        store_path, environment=SyntheticEnvironment, agents={"a": SyntheticAgent}
+    )
+    prepared = harness.prepare(FIRST_RUN, turns=2)
+    assert prepared.id.startswith("ses_")
+    assert not store_path.exists()  # checked and named, nothing recorded yet
+    session = await prepared.run()
+    assert (session.id, session.status, session.turns_completed) == (prepared.id, "completed", 2)
+
+
+@pytest.mark.anyio
+async def test_a_prepared_session_paused_before_it_starts_ends_paused(store_path: Path) -> None:
+    harness = AsyncEnvironmentHarness(
+        store_path, environment=SyntheticEnvironment, agents={"a": SyntheticAgent}
+    )
+    prepared = harness.prepare(FIRST_RUN, turns=5)
+    prepared.pause()
+    session = await prepared.run()
+    assert session.status == "paused"
+    assert (await harness.resume(session.id)).status == "completed"
+
+
+def test_a_prepared_session_refuses_bad_arguments_before_anything_runs(store_path: Path) -> None:
+    harness = AsyncEnvironmentHarness(
+        store_path, environment=SyntheticEnvironment, agents={"a": SyntheticAgent}
+    )
+    with pytest.raises(ConfigurationError, match="turns must be a positive integer"):
+        harness.prepare(FIRST_RUN, turns=0)
+    assert not store_path.exists()
+
+
+def test_the_blocking_harness_runs_async_work_on_its_own_loop(store_path: Path) -> None:
+    harness = EnvironmentHarness(
+        store_path, environment=SyntheticEnvironment, agents={"a": SyntheticAgent}
+    )
+    session = harness.call(harness.aio.run, FIRST_RUN, turns=1)
+    assert session.status == "completed"
+    with harness:
+        assert [info.id for info in harness.call(harness.aio.sessions)] == [session.id]
+
+
 # -- bad input: a clear error before anything is recorded ---------------------------------------
 
 
