@@ -1,8 +1,8 @@
 """Baseline and ablated engineers: what the optimizer does without its key ingredients.
 
 - :class:`RandomPatchEngineer` samples hooks uniformly from the mining engineer's grammar (the
-  same atoms over the packet's actions, predicates and state, ``mining.grammar_atoms``; the same
-  effects block / rewrite / hint, written by the same code generator, ``mining.render``), with
+  same atoms over the packet's actions, predicates and state, ``grammar.grammar_atoms``; the same
+  effects block / rewrite / hint, written by the same code generator, ``grammar.render``), with
   no ranking and no evidence: any gain it makes comes from the optimizer's reruns and gates
   alone. Its patches are valid by construction, so it measures search, not syntax.
 - :class:`WithoutHooks` wraps an engineer and removes every operation on the given hooks from
@@ -48,7 +48,7 @@ class RandomPatchEngineer:
 
     def answers(self, packet: Any, count: int, *, seed: int = 0) -> list[Any]:
         from envharness.optimizer import Proposal
-        from envharness.optimizer.mining import Rule, grammar_atoms, packet_steps, render
+        from envharness.optimizer.engineers.grammar import Rule, grammar_atoms, packet_steps, render
 
         rng = random.Random(f"{self._seed}:{seed}")
         actions, conditions, field = grammar_atoms(packet)

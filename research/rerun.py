@@ -7,12 +7,13 @@ so a reward here means what a candidate's reward means in ``envharness optimize`
   ``--base-version``), made and folded by :func:`envharness.optimizer.rerun.rerun_patch` — the
   function the optimizer's loop measures with, with the given seed;
 - a **failure batch** is a chunk of those scenarios that holds at least one failure; its prompt
-  is the failure packet of its baseline sessions (:func:`envharness.optimizer.packets.
+  is the failure packet of its baseline sessions (:func:`envharness.optimizer.engineers.packets.
   build_packet`) rendered by :func:`envharness.llm.render_packet` with the engineer's prompt —
   exactly what the model engineer sends at inference time;
-- a sampled answer is **prepared** by :func:`envharness.optimizer.parse.parse_answer`, stacked
-  on the accepted patch, checked by :meth:`ExecutableHarness.from_patch` (schema, AST policy)
-  and smoke-tested in the sandbox on contexts from the packet; any failure makes it invalid;
+- a sampled answer is **prepared** by :func:`envharness.optimizer.patches.parse.parse_answer`,
+  stacked on the accepted patch, checked by :meth:`ExecutableHarness.from_patch` (schema, AST
+  policy) and smoke-tested in the sandbox on contexts from the packet; any failure makes it
+  invalid;
 - a valid patch is **rerun** over the batch's scenarios by the same function with the same seed
   (so each session gets the seed its baseline session had), hook code in the sandbox, reruns
   bounded by a capacity limiter, and folded like the baseline: a session the patch broke counts
@@ -110,8 +111,8 @@ async def build_batches(
     """
     from envharness.llm import RenderLimits, load_prompt, render_packet
     from envharness.optimizer import HarnessPatch
-    from envharness.optimizer.evidence import experiment_traces
-    from envharness.optimizer.packets import build_packet
+    from envharness.optimizer.engineers.evidence import experiment_traces
+    from envharness.optimizer.engineers.packets import build_packet
     from envharness.optimizer.rerun import rerun_patch
 
     base = base if base is not None else HarnessPatch()
@@ -204,7 +205,7 @@ class OptimizerEvaluator:
 
     async def prepare(self, text: str, batch: str) -> Prepared | Invalid:
         from envharness.optimizer import ExecutableHarness, PatchError, contexts_from_packet
-        from envharness.optimizer.parse import parse_answer
+        from envharness.optimizer.patches.parse import parse_answer
 
         chosen = self.batch(batch)
         try:
@@ -305,7 +306,7 @@ def grpo_inputs(
     :class:`research.training.NothingToLearn` when no scenario failed.
     """
     from envharness.optimizer import LocalSandbox, SubprocessSandbox
-    from envharness.optimizer.packets import forbidden_terms_of
+    from envharness.optimizer.engineers.packets import forbidden_terms_of
     from research.training import NothingToLearn
 
     with start_blocking_portal() as portal, contextlib.ExitStack() as stack:

@@ -6,10 +6,10 @@ engineer answered and which answer was accepted — and the failure packet each 
 (an ``artifact`` record, :data:`envharness.optimizer.runlog.PACKET_MEDIA_TYPE`), which is read
 back as it was. A run recorded before packets were (or in a format this version does not read)
 has its packets rebuilt exactly as the loop built them
-(:func:`envharness.optimizer.packets.build_packet` over the reference experiment's sessions of
-the run's training scenarios, with the accepted patch so far). Either is rendered with the
-engineer's prompt (:func:`envharness.llm.render_packet`), so a training prompt is the inference
-prompt. The answer is written in the patch protocol:
+(:func:`envharness.optimizer.engineers.packets.build_packet` over the reference experiment's
+sessions of the run's training scenarios, with the accepted patch so far). Either is rendered
+with the engineer's prompt (:func:`envharness.llm.render_packet`), so a training prompt is the
+inference prompt. The answer is written in the patch protocol:
 ``<think>…</think><patch>…</patch>`` with the engineer's reasoning and the patch as accepted.
 
 The evidence behind the pairs — the failed sessions the packets show and the reruns that proved
@@ -78,9 +78,9 @@ async def sft_pairs(
     from envharness.errors import EnvharnessError
     from envharness.llm import RenderLimits, load_prompt, render_packet
     from envharness.optimizer import HarnessPatch
-    from envharness.optimizer.evidence import experiment_traces
-    from envharness.optimizer.packets import build_packet
-    from envharness.optimizer.parse import parse_answer
+    from envharness.optimizer.engineers.evidence import experiment_traces
+    from envharness.optimizer.engineers.packets import build_packet
+    from envharness.optimizer.patches.parse import parse_answer
     from envharness.optimizer.runlog import read_packet, read_run
     from envharness.optimizer.versions import harness_version
 

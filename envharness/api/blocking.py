@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping, S
 from contextlib import ExitStack
 from os import PathLike
 from pathlib import Path
-from typing import Any, ParamSpec, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ParamSpec, Self, TypeVar, cast
 
 import anyio
 import msgspec
@@ -430,3 +430,10 @@ class RunningSession:
 
 def _session_id(session: Session | str) -> str:
     return session.id if isinstance(session, Session) else session
+
+
+if TYPE_CHECKING:  # mypy checks that the optimizer's typed seam accepts this harness
+    from envharness.optimizer.host import BlockingHarnessHost
+
+    def _optimizer_host(harness: EnvironmentHarness) -> BlockingHarnessHost:
+        return harness

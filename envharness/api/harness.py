@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, aclosing, asynccontextmanager
 from os import PathLike
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 
@@ -462,3 +462,10 @@ class AsyncEnvironmentHarness:
         return await experiment_report(
             store, experiment_id, confidence=confidence, resamples=resamples
         )
+
+
+if TYPE_CHECKING:  # mypy checks that the optimizer's typed seam accepts this harness
+    from envharness.optimizer.host import HarnessHost
+
+    def _optimizer_host(harness: AsyncEnvironmentHarness) -> HarnessHost:
+        return harness

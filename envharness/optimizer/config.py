@@ -16,10 +16,10 @@ from typing import Any, Literal
 from envharness._version import __version__
 from envharness.contracts.environment import Environment
 from envharness.errors import ConfigurationError
-from envharness.optimizer.engineer import Engineer
+from envharness.optimizer.engineers.contract import Engineer
 from envharness.optimizer.inputs import Suites
-from envharness.optimizer.patch import HarnessPatch
-from envharness.optimizer.sandbox import LocalSandbox, SandboxLimits, SubprocessSandbox
+from envharness.optimizer.patches.patch import HarnessPatch
+from envharness.optimizer.patches.sandbox import LocalSandbox, SandboxLimits, SubprocessSandbox
 from envharness.records import OptimizerConfigRef, ParticipantRef
 
 __all__ = ["OptimizationConfig", "Progress"]

@@ -19,13 +19,14 @@ import anyio
 from envharness.contracts.environment import Environment
 from envharness.contracts.scenario import Scenario
 from envharness.optimizer.config import OptimizationConfig, Progress
-from envharness.optimizer.engineer import Engineer
+from envharness.optimizer.engineers.contract import Engineer
+from envharness.optimizer.engineers.packets import forbidden_terms_of
+from envharness.optimizer.host import HarnessHost
 from envharness.optimizer.inputs import Suites
-from envharness.optimizer.packets import forbidden_terms_of
-from envharness.optimizer.patch import HarnessPatch
+from envharness.optimizer.patches.patch import HarnessPatch
+from envharness.optimizer.patches.sandbox import Sandbox
 from envharness.optimizer.rerun import rerun_patch
 from envharness.optimizer.runlog import RunLog, RunMemo, measurement_key
-from envharness.optimizer.sandbox import Sandbox
 from envharness.records import OptimizerAccepted, OptimizerMeasured, Payload
 from envharness.store import Store
 
@@ -37,10 +38,10 @@ MeasuredRole = Literal["baseline", "candidate", "held_out", "regression"]
 
 @dataclass(slots=True, kw_only=True)
 class RunContext:
-    """One run's fixed inputs (see the module doc); ``harness`` is the open
-    :class:`~envharness.AsyncEnvironmentHarness`, ``base`` the patch the run started from."""
+    """One run's fixed inputs (see the module doc); ``harness`` is the open async harness
+    (:class:`~envharness.optimizer.host.HarnessHost`), ``base`` the patch the run started from."""
 
-    harness: Any
+    harness: HarnessHost
     engineer: Engineer
     config: OptimizationConfig
     store: Store

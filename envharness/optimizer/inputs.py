@@ -16,7 +16,7 @@ from typing import Any
 from envharness.contracts.environment import Environment
 from envharness.contracts.scenario import Scenario
 from envharness.errors import ConfigurationError
-from envharness.optimizer.engineer import Engineer
+from envharness.optimizer.engineers.contract import Engineer
 from envharness.optimizer.stats import sign_test
 from envharness.records import OptimizerConfigRef, ParticipantRef
 

@@ -4,7 +4,8 @@
 
 1. **baseline** — an experiment over the scenarios (and any held-out and regression suites)
    with the accepted harness (none at first);
-2. **failure packet** — from that measurement's evidence (:mod:`envharness.optimizer.packets`);
+2. **failure packet** — from that measurement's evidence
+   (:mod:`envharness.optimizer.engineers.packets`);
 3. **candidates** — the engineer's K answers, each parsed, checked by the AST policy and
    smoke-tested in the sandbox; an answer that fails any stage is recorded as invalid (reward 0)
    (:mod:`envharness.optimizer.proposals`);
@@ -32,30 +33,30 @@ it checks what it is given, starts or reopens the run's chain and opens the sand
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-from anyio.from_thread import start_blocking_portal
-
+from envharness._portal import call_blocking
 from envharness.contracts.scenario import Scenario
 from envharness.errors import ConfigurationError
 from envharness.optimizer.config import OptimizationConfig, Progress
 from envharness.optimizer.context import RunContext
-from envharness.optimizer.engineer import Engineer
-from envharness.optimizer.executable import ExecutableHarness
+from envharness.optimizer.engineers.contract import Engineer
+from envharness.optimizer.host import BlockingHarnessHost, HarnessHost
 from envharness.optimizer.inputs import (
     Suites,
     require_a_passable_gate,
     require_resumable,
     require_success_signal,
 )
-from envharness.optimizer.patch import HarnessPatch
+from envharness.optimizer.patches.executable import ExecutableHarness
+from envharness.optimizer.patches.patch import HarnessPatch
+from envharness.optimizer.patches.sandbox import Sandbox
 from envharness.optimizer.results import OptimizationResult
 from envharness.optimizer.run import execute
 from envharness.optimizer.runlog import RunLog, RunMemo
-from envharness.optimizer.sandbox import Sandbox
 from envharness.records import ParticipantRef, new_id
 from envharness.store import Store
 
@@ -66,14 +67,15 @@ class HarnessOptimizer:
     """Learns hook patches for ``harness`` from its recorded failures (see the module doc).
 
     ``harness`` is an :class:`~envharness.EnvironmentHarness` or
-    :class:`~envharness.AsyncEnvironmentHarness`; ``engineer`` any :class:`Engineer`
+    :class:`~envharness.AsyncEnvironmentHarness` (what the optimizer uses of them:
+    :mod:`envharness.optimizer.host`); ``engineer`` any :class:`Engineer`
     (``ScriptedEngineer``, ``MiningEngineer``, ``envharness.llm.ModelEngineer``). To go on from
     an accepted version, pass its patch as ``base_patch`` (and its name as ``base_version``).
     """
 
     def __init__(
         self,
-        harness: Any,
+        harness: HarnessHost | BlockingHarnessHost,
         engineer: Engineer,
         *,
         config: OptimizationConfig | None = None,
@@ -81,14 +83,16 @@ class HarnessOptimizer:
         base_version: str | None = None,
         progress: Progress | None = None,
     ) -> None:
-        self._host = harness
-        self._harness: Any = getattr(harness, "aio", harness)
-        for needed in ("experiment", "new_environment", "writable_store", "store"):
-            if not hasattr(self._harness, needed):
-                raise ConfigurationError(
-                    f"HarnessOptimizer needs an EnvironmentHarness or AsyncEnvironmentHarness, "
-                    f"not {type(harness).__name__}"
-                )
+        self._blocking_host: BlockingHarnessHost | None = None
+        if isinstance(harness, BlockingHarnessHost) and isinstance(harness.aio, HarnessHost):
+            self._blocking_host, self._harness = harness, harness.aio
+        elif isinstance(harness, HarnessHost):
+            self._harness = harness
+        else:
+            raise ConfigurationError(
+                f"HarnessOptimizer needs an EnvironmentHarness or AsyncEnvironmentHarness, "
+                f"not {type(harness).__name__}"
+            )
         if not isinstance(engineer, Engineer):
             raise ConfigurationError(
                 f"engineer must implement Engineer (name, version, async propose()), e.g. "
@@ -96,7 +100,7 @@ class HarnessOptimizer:
             )
         self._engineer = engineer
         self.config = config or OptimizationConfig()
-        existing = getattr(self._harness, "hooks", None)
+        existing = self._harness.hooks
         if isinstance(existing, ExecutableHarness) and base_patch is None:
             base_patch, base_version = existing.patch, base_version or existing.version
         elif existing is not None and not isinstance(existing, ExecutableHarness):
@@ -125,7 +129,7 @@ class HarnessOptimizer:
         regression: Sequence[Scenario[Any]] = (),
     ) -> OptimizationResult:
         """Run the loop to its end (blocking); see :meth:`optimize_async`."""
-        return self._blocking(self.optimize_async, scenarios, held_out, regression, None)
+        return self._blocking(scenarios, held_out, regression, None)
 
     def resume(
         self,
@@ -136,15 +140,19 @@ class HarnessOptimizer:
         regression: Sequence[Scenario[Any]] = (),
     ) -> OptimizationResult:
         """Finish an interrupted run (blocking); see :meth:`resume_async`."""
-        return self._blocking(self.optimize_async, scenarios, held_out, regression, run_id)
+        return self._blocking(scenarios, held_out, regression, run_id)
 
-    def _blocking(self, function: Callable[..., Any], *args: Any) -> OptimizationResult:
-        call = getattr(self._host, "_blocking", None)
-        if call is not None:  # an EnvironmentHarness: its portal (and open store) if it has one
-            result: OptimizationResult = call(function, *args)
-            return result
-        with start_blocking_portal() as portal:
-            return portal.call(function, *args)  # type: ignore[no-any-return]
+    def _blocking(
+        self,
+        scenarios: Sequence[Scenario[Any]],
+        held_out: Sequence[Scenario[Any]],
+        regression: Sequence[Scenario[Any]],
+        resume: str | None,
+    ) -> OptimizationResult:
+        host = self._blocking_host
+        if host is not None:  # an EnvironmentHarness: its portal (and open store) if it has one
+            return host.call(self.optimize_async, scenarios, held_out, regression, resume)
+        return call_blocking(lambda: self.optimize_async(scenarios, held_out, regression, resume))
 
     # -- the async core ------------------------------------------------------------------------
 

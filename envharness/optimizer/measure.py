@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from envharness.optimizer.evidence import SessionTrace
+from envharness.optimizer.engineers.evidence import SessionTrace
 from envharness.records import ErrorInfo, HookCalled, OptimizerMeasured
 
 __all__ = ["INFRASTRUCTURE_ERRORS", "Measurement", "fold_traces", "is_patch_failure", "subset"]

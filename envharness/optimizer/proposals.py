@@ -1,6 +1,6 @@
 """Asking the engineer for candidates and checking each answer before anything is rerun.
 
-Each answer is parsed (:func:`~envharness.optimizer.parse.parse_answer`), stacked on the
+Each answer is parsed (:func:`~envharness.optimizer.patches.parse.parse_answer`), stacked on the
 accepted patch, checked by the AST policy (:meth:`ExecutableHarness.from_patch`) and
 smoke-tested in the sandbox on contexts from the failure packet; an answer that fails a stage is
 recorded as invalid, with why. The packet is recorded before the engineer is asked, and every
@@ -17,11 +17,11 @@ import msgspec
 
 from envharness.errors import EnvharnessError
 from envharness.optimizer.context import RunContext
-from envharness.optimizer.engineer import FailurePacket, Proposal
-from envharness.optimizer.errors import PatchError, SandboxInfrastructureError
-from envharness.optimizer.executable import ExecutableHarness, contexts_from_packet
-from envharness.optimizer.parse import parse_answer
-from envharness.optimizer.patch import HarnessPatch
+from envharness.optimizer.engineers.contract import FailurePacket, Proposal
+from envharness.optimizer.patches.errors import PatchError, SandboxInfrastructureError
+from envharness.optimizer.patches.executable import ExecutableHarness, contexts_from_packet
+from envharness.optimizer.patches.parse import parse_answer
+from envharness.optimizer.patches.patch import HarnessPatch
 from envharness.optimizer.rerun import candidate_version
 from envharness.optimizer.runlog import read_packet
 from envharness.optimizer.state import Proposed, RunState

@@ -26,12 +26,13 @@ from envharness.contracts.scenario import Scenario
 from envharness.errors import ConfigurationError
 from envharness.hooks import HarnessHooks
 from envharness.optimizer.config import OptimizationConfig
-from envharness.optimizer.evidence import experiment_traces
-from envharness.optimizer.executable import ExecutableHarness
+from envharness.optimizer.engineers.evidence import experiment_traces
+from envharness.optimizer.engineers.packets import forbidden_terms_of
+from envharness.optimizer.host import HarnessHost
 from envharness.optimizer.measure import Measurement, fold_traces
-from envharness.optimizer.packets import forbidden_terms_of
-from envharness.optimizer.patch import HarnessPatch
-from envharness.optimizer.sandbox import Sandbox
+from envharness.optimizer.patches.executable import ExecutableHarness
+from envharness.optimizer.patches.patch import HarnessPatch
+from envharness.optimizer.patches.sandbox import Sandbox
 from envharness.optimizer.stats import PairedComparison, paired_comparison
 from envharness.records import ErrorInfo
 from envharness.store import Store
@@ -81,7 +82,7 @@ def error_info(exc: BaseException) -> ErrorInfo:
 
 
 async def rerun_patch(
-    harness: Any,
+    harness: HarnessHost,
     store: Store,
     scenarios: Sequence[Scenario[Any]],
     patch: HarnessPatch,
@@ -95,10 +96,11 @@ async def rerun_patch(
     """One experiment of ``scenarios`` with ``patch`` (none when it has no hooks), folded as the
     optimizer folds a rerun.
 
-    ``harness`` is an open :class:`~envharness.AsyncEnvironmentHarness` and ``store`` its
-    writable store; ``sandbox`` (open) runs the hook code. ``config`` gives the turns, trials,
-    seed, session concurrency and metric (the defaults when ``None``). ``version`` is the
-    harness version the sessions record; ``forbidden_terms`` default to the environment's.
+    ``harness`` is an open :class:`~envharness.AsyncEnvironmentHarness` (any
+    :class:`~envharness.optimizer.host.HarnessHost`) and ``store`` its writable store;
+    ``sandbox`` (open) runs the hook code. ``config`` gives the turns, trials, seed, session
+    concurrency and metric (the defaults when ``None``). ``version`` is the harness version the
+    sessions record; ``forbidden_terms`` default to the environment's.
 
     Raises :class:`~envharness.errors.ConfigurationError` for a setup that can never be
     measured (and :class:`~envharness.optimizer.PatchError` for a patch that is not valid);
@@ -136,7 +138,7 @@ async def rerun_patch(
 
 
 async def measure_patch(
-    harness: Any,
+    harness: HarnessHost,
     store: Store,
     scenarios: Sequence[Scenario[Any]],
     patch: HarnessPatch,

@@ -17,12 +17,12 @@ import anyio
 from envharness.errors import ConfigurationError, EnvharnessError
 from envharness.optimizer.accept import accept
 from envharness.optimizer.context import RunContext
-from envharness.optimizer.engineer import FailurePacket
-from envharness.optimizer.evidence import experiment_traces
+from envharness.optimizer.engineers.contract import FailurePacket
+from envharness.optimizer.engineers.evidence import experiment_traces
+from envharness.optimizer.engineers.packets import build_packet
 from envharness.optimizer.gate import add_to_ledger, select, verdict
 from envharness.optimizer.measure import subset
-from envharness.optimizer.packets import build_packet
-from envharness.optimizer.patch import HarnessPatch
+from envharness.optimizer.patches.patch import HarnessPatch
 from envharness.optimizer.proposals import propose
 from envharness.optimizer.report import run_result, write_report
 from envharness.optimizer.rerun import candidate_version, error_info

@@ -21,7 +21,7 @@ import anyio
 import msgspec
 
 from envharness.errors import ConfigurationError, EnvharnessError, NameTakenError, StoreError
-from envharness.optimizer.engineer import FailurePacket
+from envharness.optimizer.engineers.contract import FailurePacket
 from envharness.optimizer.versions import next_version_name
 from envharness.records import (
     Artifact,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from envharness.optimizer.patch import HarnessPatch
+from envharness.optimizer.patches.patch import HarnessPatch
 from envharness.optimizer.results import AcceptedVersion, IterationReport, LedgerEntry
 from envharness.records import OptimizerMeasured, OptimizerProposal
 

@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from envharness.errors import NotFoundError
-from envharness.optimizer.patch import HarnessPatch
+from envharness.optimizer.patches.patch import HarnessPatch
 from envharness.optimizer.results import carried
 from envharness.records import OptimizerAccepted, OptimizerStarted
 from envharness.store import HarnessVersionInfo, RecordFilter, Store

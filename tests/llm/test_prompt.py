@@ -114,9 +114,9 @@ def test_rendering_keeps_the_prompt_compact() -> None:
 def test_the_example_patch_in_the_prompt_parses_passes_the_policy_and_runs() -> None:
     """The prompt teaches the patch protocol by example: that example must be a valid patch."""
     from envharness.hooks import HookContext, StepSummary
-    from envharness.optimizer.parse import parse_answer
-    from envharness.optimizer.policy import check_patch
-    from envharness.optimizer.sandbox import HookProgram, LocalSandbox
+    from envharness.optimizer.patches.parse import parse_answer
+    from envharness.optimizer.patches.policy import check_patch
+    from envharness.optimizer.patches.sandbox import HookProgram, LocalSandbox
 
     system = load_prompt("engineer-v1").system
     examples = [e for e in re.findall(r"<patch>(\[.*?\])</patch>", system) if "..." not in e]
@@ -147,7 +147,7 @@ def test_the_example_patch_in_the_prompt_parses_passes_the_policy_and_runs() -> 
 
 
 def test_the_builtins_and_errors_the_prompt_names_are_offered_to_hooks() -> None:
-    from envharness.optimizer.sandbox._hookrt import CATCHABLE, SAFE_BUILTINS
+    from envharness.optimizer.patches.sandbox._hookrt import CATCHABLE, SAFE_BUILTINS
 
     system = load_prompt("engineer-v1").system
     [builtins_line] = re.findall(r"- Builtins: (.*?)\.\n", system, flags=re.DOTALL)

@@ -9,7 +9,7 @@ import msgspec
 
 from envharness.hooks import HookContext, HookName
 from envharness.optimizer import CodeHook, HarnessPatch
-from envharness.optimizer.sandbox import HookProgram
+from envharness.optimizer.patches.sandbox import HookProgram
 
 
 def hook_code(body: str, hook: HookName = "on_before_action") -> str:

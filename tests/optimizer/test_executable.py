@@ -35,7 +35,7 @@ from envharness.optimizer import (
     smoke_contexts,
     validate_patch,
 )
-from envharness.optimizer.sandbox import HookOutcome, HookProgram
+from envharness.optimizer.patches.sandbox import HookOutcome, HookProgram
 from envharness.records import HookCalled, SessionCreated
 
 from ._sandboxes import context, hook_code, patch_of

@@ -1,7 +1,8 @@
 """The mining engineer, on environments it has never seen (written here, nowhere else).
 
-Nothing in ``envharness.optimizer.mining`` may know the demo environments; these toys use other
-words, other predicates and other failure shapes, and the engineer must still find the hook.
+Nothing in ``envharness.optimizer.engineers.mining`` (nor in its ``grammar``) may know the demo
+environments; these toys use other words, other predicates and other failure shapes, and the
+engineer must still find the hook.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import anyio
 import msgspec
 import pytest
 
-import envharness.optimizer.mining as mining_module
+import envharness.optimizer.engineers.grammar as grammar_module
+import envharness.optimizer.engineers.mining as mining_module
 from envharness import EnvironmentHarness, EnvironmentSpec, HookView, Resolution, ScoreReport
 from envharness.contracts.scenario import Scenario
 from envharness.optimizer import (
@@ -28,10 +30,11 @@ from envharness.optimizer import (
     OptimizationConfig,
     parse_answer,
 )
-from envharness.optimizer.evidence import experiment_traces
-from envharness.optimizer.mining import Atom, failed, grammar_atoms, mine_rules, packet_steps
-from envharness.optimizer.packets import build_packet
-from envharness.optimizer.policy import check_patch
+from envharness.optimizer.engineers.evidence import experiment_traces
+from envharness.optimizer.engineers.grammar import Atom, failed, grammar_atoms, packet_steps
+from envharness.optimizer.engineers.mining import mine_rules
+from envharness.optimizer.engineers.packets import build_packet
+from envharness.optimizer.patches.policy import check_patch
 from envharness.store import read_store
 
 # -- a greenhouse: water only after the soil was tested ----------------------------------------
@@ -420,7 +423,7 @@ def test_failures_are_read_by_common_conventions(outcome: Any, expected: bool) -
 
 
 def test_the_mining_engineer_knows_no_example_environment() -> None:
-    source = Path(mining_module.__file__).read_text()
+    source = "".join(Path(m.__file__).read_text() for m in (mining_module, grammar_module))
     for word in ("issue_refund", "lookup_order", "order_looked_up", "tests_run", "/workspace",
                  "support", "pytest", "rm -rf"):  # fmt: skip
         assert word not in source, word

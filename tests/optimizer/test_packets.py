@@ -15,8 +15,8 @@ from envharness.contracts.scenario import Scenario
 from envharness.demos.support_desk import RefundFirstPolicy, SupportDesk, tickets
 from envharness.hooks import BlockAndPrompt, HookContext
 from envharness.optimizer import FailurePacket, PacketLimits, build_packet
-from envharness.optimizer.evidence import experiment_traces
-from envharness.optimizer.packets import forbidden_terms_of, hook_view_of
+from envharness.optimizer.engineers.evidence import experiment_traces
+from envharness.optimizer.engineers.packets import forbidden_terms_of, hook_view_of
 from envharness.store import read_store
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from envharness.optimizer import PatchParseError, PatchSchemaError, parse_answer
-from envharness.optimizer.patch import MAX_CODE_HOOKS
+from envharness.optimizer.patches.patch import MAX_CODE_HOOKS
 
 CODE = "def on_before_action(ctx, nb):\n    return None"
 OPS = [{"op": "add_code_hook", "hook": "on_before_action", "code": CODE}]

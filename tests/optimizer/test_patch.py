@@ -7,7 +7,7 @@ import json
 import pytest
 
 from envharness.optimizer import CodeHook, HarnessPatch, PatchSchemaError
-from envharness.optimizer.patch import MAX_CODE_CHARS
+from envharness.optimizer.patches.patch import MAX_CODE_CHARS
 
 CODE = "def on_before_action(ctx, nb):\n    return None"
 OP = {"op": "add_code_hook", "hook": "on_before_action", "code": CODE, "description": "noop"}

@@ -7,8 +7,8 @@ import ast
 import pytest
 
 from envharness.optimizer import CodeHook, HarnessPatch, PatchPolicyError, check_patch
-from envharness.optimizer import policy as policy_module
-from envharness.optimizer.policy import ALLOWED_NODES, PolicyViolation, check_code
+from envharness.optimizer.patches import policy as policy_module
+from envharness.optimizer.patches.policy import ALLOWED_NODES, PolicyViolation, check_code
 
 from ._sandboxes import hook_code
 

@@ -34,7 +34,7 @@ from envharness.optimizer import (
     SandboxLimits,
     SubprocessSandbox,
 )
-from envharness.optimizer.sandbox import _hookrt
+from envharness.optimizer.patches.sandbox import _hookrt
 
 from ._sandboxes import context, hook_code
 

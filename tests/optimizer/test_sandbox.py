@@ -21,7 +21,7 @@ from envharness.optimizer import (
     SandboxLimits,
     SubprocessSandbox,
 )
-from envharness.optimizer.sandbox import SANDBOX_ENV, HookProgram
+from envharness.optimizer.patches.sandbox import SANDBOX_ENV, HookProgram
 
 from ._sandboxes import ctx_json, program_of
 

@@ -32,8 +32,8 @@ import msgspec
 
 from envharness.hooks import HookContext
 from envharness.optimizer import CodeHook, HarnessPatch, LocalSandbox, SubprocessSandbox
-from envharness.optimizer.sandbox import HookProgram
-from envharness.optimizer.sandbox import process as process_module
+from envharness.optimizer.patches.sandbox import HookProgram
+from envharness.optimizer.patches.sandbox import process as process_module
 
 CODE = """\
 def on_before_action(ctx, nb):

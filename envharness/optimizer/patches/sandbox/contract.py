@@ -22,9 +22,13 @@ import msgspec
 
 from envharness.errors import ConfigurationError
 from envharness.hooks import NOTEBOOK_LIMIT_BYTES, HookName
-from envharness.optimizer.errors import FailureKind, PatchFailure, SandboxInfrastructureError
-from envharness.optimizer.patch import HarnessPatch
-from envharness.optimizer.sandbox import _hookrt
+from envharness.optimizer.patches.errors import (
+    FailureKind,
+    PatchFailure,
+    SandboxInfrastructureError,
+)
+from envharness.optimizer.patches.patch import HarnessPatch
+from envharness.optimizer.patches.sandbox import _hookrt
 
 __all__ = ["HookCall", "HookOutcome", "HookProgram", "Sandbox", "SandboxBase", "SandboxLimits"]
 
@@ -97,7 +101,7 @@ class HookOutcome:
 
 @runtime_checkable
 class Sandbox(Protocol):
-    """Runs hook code for :class:`~envharness.optimizer.executable.ExecutableHarness`."""
+    """Runs hook code for :class:`~envharness.optimizer.patches.executable.ExecutableHarness`."""
 
     @property
     def name(self) -> str:
@@ -120,10 +124,10 @@ class Sandbox(Protocol):
 
 
 class SandboxBase(ABC):
-    """What :class:`~envharness.optimizer.sandbox.LocalSandbox` and
-    :class:`~envharness.optimizer.sandbox.SubprocessSandbox` share: their limits, ``async with``
-    (opening is theirs to do; leaving calls :meth:`_close`), and :meth:`run`, which hands each
-    call to :meth:`_call` as one :class:`HookCall`."""
+    """What :class:`~envharness.optimizer.patches.sandbox.LocalSandbox` and
+    :class:`~envharness.optimizer.patches.sandbox.SubprocessSandbox` share: their limits,
+    ``async with`` (opening is theirs to do; leaving calls :meth:`_close`), and :meth:`run`,
+    which hands each call to :meth:`_call` as one :class:`HookCall`."""
 
     def __init__(self, limits: SandboxLimits | None) -> None:
         self._limits = limits or SandboxLimits()

@@ -20,14 +20,14 @@ import msgspec
 
 from envharness.contracts.environment import Environment
 from envharness.hooks import HOOK_NAMES, HookView
-from envharness.optimizer.actions import action_label, discriminating_field, distinct
-from envharness.optimizer.engineer import (
+from envharness.optimizer.engineers.actions import action_label, discriminating_field, distinct
+from envharness.optimizer.engineers.contract import (
     FailureCluster,
     FailureExample,
     FailurePacket,
     FailureStep,
 )
-from envharness.optimizer.evidence import RawStep, SessionTrace
+from envharness.optimizer.engineers.evidence import RawStep, SessionTrace
 from envharness.runtime.resume import restore_state
 from envharness.store import Store
 

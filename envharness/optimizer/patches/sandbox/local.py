@@ -22,9 +22,9 @@ import anyio
 import anyio.to_thread
 
 from envharness.hooks import HookName
-from envharness.optimizer.errors import PatchFailure
-from envharness.optimizer.sandbox import _hookrt
-from envharness.optimizer.sandbox.contract import (
+from envharness.optimizer.patches.errors import PatchFailure
+from envharness.optimizer.patches.sandbox import _hookrt
+from envharness.optimizer.patches.sandbox.contract import (
     HookCall,
     HookOutcome,
     HookProgram,
@@ -42,7 +42,7 @@ _CACHED_PROGRAMS = 64
 
 class LocalSandbox(SandboxBase):
     """Runs hook code in-process; ``async with`` is accepted (and does nothing) for symmetry
-    with :class:`~envharness.optimizer.sandbox.SubprocessSandbox`."""
+    with :class:`~envharness.optimizer.patches.sandbox.SubprocessSandbox`."""
 
     def __init__(
         self, limits: SandboxLimits | None = None, *, abandon_grace_s: float = ABANDON_GRACE_S

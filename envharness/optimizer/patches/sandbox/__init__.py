@@ -7,7 +7,7 @@ under a line budget and a wall-clock timeout. ``docs/patches.md`` says what each
 against and what it does not.
 """
 
-from envharness.optimizer.sandbox.contract import (
+from envharness.optimizer.patches.sandbox.contract import (
     HookCall,
     HookOutcome,
     HookProgram,
@@ -15,8 +15,8 @@ from envharness.optimizer.sandbox.contract import (
     SandboxBase,
     SandboxLimits,
 )
-from envharness.optimizer.sandbox.local import LocalSandbox
-from envharness.optimizer.sandbox.process import SANDBOX_ENV, SubprocessSandbox
+from envharness.optimizer.patches.sandbox.local import LocalSandbox
+from envharness.optimizer.patches.sandbox.process import SANDBOX_ENV, SubprocessSandbox
 
 __all__ = [
     "SANDBOX_ENV",

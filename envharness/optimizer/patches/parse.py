@@ -16,8 +16,8 @@ from typing import Any
 
 import msgspec
 
-from envharness.optimizer.errors import PatchParseError
-from envharness.optimizer.patch import MAX_CODE_HOOKS, HarnessPatch
+from envharness.optimizer.patches.errors import PatchParseError
+from envharness.optimizer.patches.patch import MAX_CODE_HOOKS, HarnessPatch
 
 __all__ = ["MAX_ANSWER_CHARS", "ParsedAnswer", "parse_answer"]
 

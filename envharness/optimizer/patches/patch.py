@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 
 from envharness.hooks import HOOK_NAMES, HookName
-from envharness.optimizer.errors import PatchSchemaError
+from envharness.optimizer.patches.errors import PatchSchemaError
 
 __all__ = [
     "MAX_CODE_CHARS",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from envharness.errors import ConfigurationError
-from envharness.optimizer.engineer import FailurePacket, Proposal
+from envharness.optimizer.engineers.contract import FailurePacket, Proposal
 
 __all__ = ["Answer", "ScriptedEngineer"]
 

@@ -34,15 +34,15 @@ from envharness.hooks import (
     checked_notebook,
     effect_from_json,
 )
-from envharness.optimizer.engineer import FailurePacket, FailureStep
-from envharness.optimizer.errors import (
+from envharness.optimizer.engineers.contract import FailurePacket, FailureStep
+from envharness.optimizer.patches.errors import (
     PatchFailure,
     PatchSmokeTestError,
     SandboxInfrastructureError,
 )
-from envharness.optimizer.patch import HarnessPatch
-from envharness.optimizer.policy import check_patch
-from envharness.optimizer.sandbox import HookProgram, Sandbox
+from envharness.optimizer.patches.patch import HarnessPatch
+from envharness.optimizer.patches.policy import check_patch
+from envharness.optimizer.patches.sandbox import HookProgram, Sandbox
 
 __all__ = [
     "ExecutableHarness",

@@ -33,9 +33,9 @@ from collections.abc import Callable, Iterable, Sequence
 
 import msgspec
 
-from envharness.optimizer.errors import PatchPolicyError
-from envharness.optimizer.patch import HarnessPatch
-from envharness.optimizer.sandbox._hookrt import CATCHABLE
+from envharness.optimizer.patches.errors import PatchPolicyError
+from envharness.optimizer.patches.patch import HarnessPatch
+from envharness.optimizer.patches.sandbox._hookrt import CATCHABLE
 
 __all__ = [
     "ALLOWED_NODES",

@@ -37,9 +37,13 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from envharness.errors import ConfigurationError
-from envharness.optimizer.errors import FailureKind, PatchFailure, SandboxInfrastructureError
-from envharness.optimizer.sandbox import _hookrt
-from envharness.optimizer.sandbox.contract import (
+from envharness.optimizer.patches.errors import (
+    FailureKind,
+    PatchFailure,
+    SandboxInfrastructureError,
+)
+from envharness.optimizer.patches.sandbox import _hookrt
+from envharness.optimizer.patches.sandbox.contract import (
     HookCall,
     HookOutcome,
     SandboxBase,
