@@ -59,14 +59,18 @@ class Portal:
         if stack is not None:
             stack.close()
 
+    def acquire(self, stack: ExitStack) -> BlockingPortal:
+        """The shared portal, or a new one that ``stack`` stops: for work that outlives one
+        call (a session or an experiment started in the background)."""
+        if self._portal is not None:
+            return self._portal
+        return stack.enter_context(start_blocking_portal())
+
     @contextmanager
     def lease(self) -> Iterator[BlockingPortal]:
         """The shared portal, or a portal for the duration of the block."""
-        if self._portal is not None:
-            yield self._portal
-            return
-        with start_blocking_portal() as portal:
-            yield portal
+        with ExitStack() as stack:
+            yield self.acquire(stack)
 
     def call(
         self, function: Callable[_P, Awaitable[_T]], *args: _P.args, **kwargs: _P.kwargs

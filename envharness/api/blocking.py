@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Self, TypeVar, cast
 
 import anyio
 import msgspec
-from anyio.from_thread import BlockingPortal, start_blocking_portal
+from anyio.from_thread import BlockingPortal
 
 from envharness._portal import Portal
 from envharness.api.experiments import Experiment
@@ -163,9 +163,7 @@ class EnvironmentHarness:
             scenario, turns=turns, seed=seed, progress=progress, hooks=hooks
         )
         stack = ExitStack()
-        portal = self._portal.shared
-        if portal is None:
-            portal = stack.enter_context(start_blocking_portal())
+        portal = self._portal.acquire(stack)
         stopper = _Stopper()
 
         async def run() -> Session | None:
@@ -205,7 +203,7 @@ class EnvironmentHarness:
             max_concurrency=max_concurrency,
             hooks=hooks,
         )
-        return Experiment(aio, self._portal.shared)
+        return Experiment(aio, self._portal)
 
     def resume(
         self,

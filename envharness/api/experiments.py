@@ -15,8 +15,9 @@ from concurrent.futures import Future
 from contextlib import ExitStack
 
 import anyio
-from anyio.from_thread import BlockingPortal, start_blocking_portal
+from anyio.from_thread import BlockingPortal
 
+from envharness._portal import Portal
 from envharness.api.sessions import OpenStore
 from envharness.api.setup import PlannedExperiment
 from envharness.errors import ConfigurationError
@@ -135,9 +136,9 @@ class Experiment:
     returns at once; then ``progress``, ``wait()`` and ``stop()``.
     """
 
-    def __init__(self, aio: AsyncExperiment, portal: BlockingPortal | None = None) -> None:
+    def __init__(self, aio: AsyncExperiment, portal: Portal | None = None) -> None:
         self.aio = aio
-        self._shared_portal = portal
+        self._portals = portal or Portal()
         self._exit_stack: ExitStack | None = None
         self._future: Future[ExperimentResult] | None = None
         self._portal: BlockingPortal | None = None
@@ -161,11 +162,8 @@ class Experiment:
     def start(self) -> None:
         if self._future is not None:
             raise ConfigurationError(f"experiment {self.id} was already started")
-        portal = self._shared_portal
-        if portal is None:
-            self._exit_stack = ExitStack()
-            portal = self._exit_stack.enter_context(start_blocking_portal())
-        self._portal = portal
+        self._exit_stack = ExitStack()
+        portal = self._portal = self._portals.acquire(self._exit_stack)
         self._future = portal.start_task_soon(self.aio.run)
 
     def wait(self, timeout: float | None = None) -> ExperimentResult:
@@ -208,11 +206,7 @@ class Experiment:
             raise ConfigurationError(f"experiment {self.id} is still running; stop() it first")
         self._close()
         self._future = None
-        portal = self._shared_portal
-        if portal is not None:
-            return portal.call(self.aio.resume)
-        with start_blocking_portal() as own:
-            return own.call(self.aio.resume)
+        return self._portals.call(self.aio.resume)
 
     def _close(self) -> None:
         stack, self._exit_stack = self._exit_stack, None

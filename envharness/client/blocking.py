@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
-from contextlib import ExitStack
 from typing import Any, Self, TypeVar
 
 import httpx
-from anyio.from_thread import BlockingPortal, start_blocking_portal
 
+from envharness._portal import Portal
 from envharness.client.aio import AsyncClient
 from envharness.client.wire import ExperimentEvent
 from envharness.service.wire.optimizer import (
@@ -61,8 +60,8 @@ class Client:
         transport: httpx.AsyncBaseTransport | None = None,
         timeout: float = 30.0,
     ) -> None:
-        self._stack = ExitStack()
-        self._portal: BlockingPortal = self._stack.enter_context(start_blocking_portal())
+        self._portal = Portal()
+        self._portal.open()
         self.aio = AsyncClient(base_url, token, transport=transport, timeout=timeout)
 
     def __enter__(self) -> Self:
@@ -75,7 +74,7 @@ class Client:
         try:
             self._portal.call(self.aio.aclose)
         finally:
-            self._stack.close()
+            self._portal.close()
 
     def health(self) -> Health:
         return self._portal.call(self.aio.health)
