@@ -2,8 +2,9 @@
 
 Struct constructors do not validate, and a record with a wrong type would be evidence nobody
 can read back, forever; so every value from an environment or an agent is checked (naming the
-field) or turned into a JSON form here. A failure inside a session is a :class:`SessionFailure`
-— recorded, never raised to the caller.
+field) or turned into a JSON form here, and an environment method that raises is named
+(:func:`call_environment`). A failure inside a session is a :class:`SessionFailure` — recorded,
+never raised to the caller.
 """
 
 from __future__ import annotations
@@ -16,15 +17,17 @@ from typing import Any, TypeVar
 import anyio
 import msgspec
 
-from envharness.contracts.environment import Resolution
+from envharness.contracts.environment import Environment, Resolution
 from envharness.records import ErrorInfo, Payload, Status
 
 __all__ = [
     "SessionFailure",
     "as_evidence",
+    "call_environment",
     "checked",
     "checked_resolution",
     "checked_signals",
+    "encodable",
     "error_info",
     "interruption",
     "leaves",
@@ -63,6 +66,26 @@ def leaves(exc: BaseException) -> list[BaseException]:
     if isinstance(exc, BaseExceptionGroup):
         return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
     return [exc]
+
+
+def call_environment(environment: Environment[Any, Any], method: str, *args: Any) -> Any:
+    """``environment.method(*args)``; whatever it raises fails the session, naming the method."""
+    try:
+        return getattr(environment, method)(*args)
+    except Exception as exc:
+        raise SessionFailure(
+            f"environment {method}() raised {type(exc).__name__}: {exc}", exc
+        ) from exc
+
+
+def encodable(value: Any, what: str) -> Any:
+    """The JSON form of ``value`` (the ``what`` an environment produced), or a named failure."""
+    try:
+        return msgspec.to_builtins(value)
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise SessionFailure(
+            f"the {what} ({type(value).__name__}) is not encodable by msgspec: {exc}", exc
+        ) from exc
 
 
 def as_evidence(value: Any) -> Any:

@@ -1,6 +1,10 @@
 """The session runner: the turn loop that turns agent decisions into evidence.
 
-One runner drives one session. Each turn's records are sealed into the session's hash chain and
+One runner drives one session through its life: the start (or a resume), segments, the turns
+with their checkpoints and feedback, the score and the terminal status; what happens *within* a
+turn is :mod:`envharness.runtime.turn`'s. Subclasses interleave operations with the turns
+through :meth:`SessionRunner.before_turn`, :meth:`SessionRunner.after_turn` and
+:meth:`SessionRunner.operate`. Each turn's records are sealed into the session's hash chain and
 handed to the journal at turn boundaries (:mod:`envharness.runtime.recorder` decides when; the
 journal merges concurrent sessions' commits).
 Whatever goes wrong inside the session — an agent that raises, times out or returns garbage, an
@@ -18,26 +22,18 @@ from random import Random
 from typing import Any
 
 import anyio
-import msgspec
 
 from envharness.contracts.agent import AgentCapabilities, AgentContext, LogLevel
 from envharness.contracts.environment import ScoreReport
 from envharness.contracts.operations import OperationResult, operation_ref
 from envharness.errors import StoreError
-from envharness.hooks import BlockAndPrompt, Rewrite
 from envharness.records import (
-    ActionAttempted,
-    ActionBlocked,
-    ActionExecuted,
-    Artifact,
     Checkpoint,
     ErrorInfo,
     Finding,
     Intervention,
     Log,
-    Observation,
     OperationReceipt,
-    Outcome,
     ProtocolViolation,
     Score,
     SegmentEnded,
@@ -46,28 +42,19 @@ from envharness.records import (
     SessionCreated,
     SessionStatus,
     Status,
-    canonical,
 )
 from envharness.runtime.checks import (
     SessionFailure,
     as_evidence,
+    call_environment,
     checked,
-    checked_resolution,
-    checked_signals,
+    encodable,
     error_info,
     interruption,
-    private_copy,
 )
 from envharness.runtime.hook_memory import HookMemory
-from envharness.runtime.hooking import HookRunner, with_hints
-from envharness.runtime.participants import (
-    AgentFailure,
-    Caller,
-    Reply,
-    ask_all,
-    running,
-    send_feedback,
-)
+from envharness.runtime.hooking import HookRunner
+from envharness.runtime.participants import AgentFailure, running
 from envharness.runtime.plan import (
     PAUSED_REASON,
     PauseRequest,
@@ -77,6 +64,7 @@ from envharness.runtime.plan import (
     SessionResult,
 )
 from envharness.runtime.recorder import SessionRecorder
+from envharness.runtime.turn import TurnPlayer, action_check
 from envharness.store import Store
 from envharness.store.owners import this_process
 
@@ -88,9 +76,6 @@ __all__ = [
     "SessionResult",
     "SessionRunner",
 ]
-
-_json = msgspec.json.Encoder().encode
-_decode = msgspec.json.Decoder().decode
 
 
 class SessionRunner:
@@ -125,32 +110,16 @@ class SessionRunner:
         self._keep_state = evidence.keep_state
         self._keep_blob = evidence.keep_blob
         self._flush = evidence.flush
-        self._settle = evidence.settle
-        self._sequential = plan.environment.spec.turn_order == "sequential"
-        # Sync agents' threads: one per participant, never shared with other sessions or the
-        # journal, so a slow agent elsewhere cannot eat into this session's action timeout.
-        threads = anyio.CapacityLimiter(max(1, len(plan.agents)))
         self._capabilities = {
             name: AgentCapabilities.of(agent) for name, agent in plan.agents.items()
         }
         """What each agent can do beyond ``act``, found once for the session."""
-        self._callers = {
-            name: Caller(name, agent, self._capabilities[name], plan.action_timeout, threads)
-            for name, agent in plan.agents.items()
-        }
-        self._feedback: dict[str, tuple[Any, str | None, Any]] = {}
-        """Per participant this turn: (outcome, why it was blocked, the executed action)."""
-        self._listening = {
-            name for name, found in self._capabilities.items() if found.feedback is not None
-        }
-        """The participants whose agents want ``feedback``."""
         self._current_turn: int | None = None
         """The turn being played; logs from an agent outside any turn carry no turn."""
-        self._last_state: str | None = None
-        """The digest of the state the evidence last named (an outcome or a receipt)."""
         self._checkpointed = 0
         """The last turn this segment checkpointed."""
         self._first_turn = self._turns_completed + 1
+        validate = action_check(plan.environment)
         self._hooking: HookRunner | None = None
         if plan.hooks is not None:
             self._hooking = HookRunner(
@@ -163,8 +132,22 @@ class SessionRunner:
                 memory=(resumption.memory if resumption is not None else None) or HookMemory(),
                 record=self._record,
                 keep_blob=self._keep_blob,
-                validate=self._validate,
+                validate=validate,
             )
+        self._player = TurnPlayer(
+            store,
+            plan,
+            evidence,
+            self._capabilities,
+            hooking=self._hooking,
+            validate=validate,
+            outcome_seqs=self._outcome_seqs,
+        )
+        """Plays each turn (observations, answers, hooks, resolution, outcomes) and keeps the
+        digest of the state the evidence last named (:attr:`TurnPlayer.last_state`)."""
+        # Bound once: these run every turn.
+        self._play = self._player.play
+        self._send_feedback = self._player.send_feedback
 
     async def run(self) -> SessionResult:
         plan = self._plan
@@ -176,8 +159,8 @@ class SessionRunner:
             self._record(SessionStatus(status="running", reason="resumed"))
         try:
             if resumption is None:
-                state = self._call_environment(
-                    "initialize", plan.input, Random(plan.seed), plan.roster
+                state = call_environment(
+                    plan.environment, "initialize", plan.input, Random(plan.seed), plan.roster
                 )
                 segment = SegmentStarted(
                     segment=self._segment, state=self._keep_state(state), runner=this_process()
@@ -228,6 +211,11 @@ class SessionRunner:
                 return result  # a bug in envharness, recorded; the caller still gets a result
             raise
 
+    def _observe(self, state: Any, participant: str) -> Any:
+        """What ``participant`` sees of ``state``, as JSON (for an ``on_init`` context)."""
+        observation = call_environment(self._plan.environment, "observe", state, participant)
+        return encodable(observation, f"observation for {participant!r}")
+
     # -- turns ---------------------------------------------------------------------------------
 
     async def _turns(self, state: Any) -> tuple[Any, str | None]:
@@ -242,7 +230,7 @@ class SessionRunner:
                 return state, PAUSED_REASON
             self._current_turn = turn
             state = await self.before_turn(turn, state)
-            state, done = await self._turn(turn, state)
+            state, done = await self._play(turn, state)
             resolved = state
             state = await self.after_turn(turn, state)
             if state is not resolved:
@@ -264,7 +252,7 @@ class SessionRunner:
         """``after_turn`` left another state than the evidence last named: record it (as an
         ``intervention``), so that a resume restores exactly what the turn ended with."""
         digest = self._keep_state(state)
-        if digest != self._last_state:
+        if digest != self._player.last_state:
             self._record(
                 Intervention(
                     intervention={"kind": "after_turn"},
@@ -273,7 +261,7 @@ class SessionRunner:
                 ),
                 turn=turn,
             )
-            self._last_state = digest
+            self._player.last_state = digest
 
     async def _checkpoint(self, turn: int, state: Any, label: str | None = None) -> None:
         """A checkpoint at this turn boundary, with each agent's own state where it can give
@@ -381,202 +369,19 @@ class SessionRunner:
         new_state = outcome.state if outcome.changed_state else state
         digest = self._keep_state(new_state) if outcome.changed_state else None
         if digest is not None:
-            self._last_state = digest
+            self._player.last_state = digest
         self._record(
             OperationReceipt(
                 operation=reference.name,
                 version=reference.version,
                 request=as_evidence(request),
-                result=self._encodable(outcome.result, f"result of operation {name!r}"),
+                result=encodable(outcome.result, f"result of operation {name!r}"),
                 state=digest,
                 seconds=time.perf_counter() - started,
             ),
             turn=self._current_turn,
         )
         return outcome.result, new_state
-
-    async def _send_feedback(self, turn: int) -> None:
-        """After the turn is committed — an agent learns nothing the evidence lacks."""
-        feedback, self._feedback = self._feedback, {}
-        listening = self._listening
-        if not listening or listening.isdisjoint(feedback):
-            return
-        await self._settle()  # feedback is an effect outside the store: commit first
-        for participant, (outcome, blocked, action) in feedback.items():
-            if participant in listening:
-                await send_feedback(
-                    participant, self._capabilities[participant], turn, outcome, blocked, action
-                )
-
-    async def _turn(self, turn: int, state: Any) -> tuple[Any, bool]:
-        roster = list(self._plan.agents)
-        if not self._sequential:
-            return await self._step(turn, state, roster)
-        done = False
-        for participant in roster:
-            state, done = await self._step(turn, state, [participant])
-            if done:
-                break
-        return state, done
-
-    async def _step(self, turn: int, state: Any, acting: list[str]) -> tuple[Any, bool]:
-        """Observe, act and resolve for the ``acting`` participants (all of them, or one)."""
-        hooking = self._hooking
-        observations = {}
-        seen: dict[str, tuple[Any, bytes]] = {}
-        """With hooks: each observation as produced, and its JSON (for contexts and re-asks)."""
-        for participant in acting:
-            observation = self._call_environment("observe", state, participant)
-            observations[participant] = observation
-            shown = self._encodable(observation, f"observation for {participant!r}")
-            self._record(Observation(observation=shown), turn=turn, participant=participant)
-            # The agent gets its own copy: it can neither change the state nor what was recorded.
-            observations[participant] = private_copy(observation, shown)
-            if hooking is not None:
-                data = _json(shown)
-                seen[participant] = (observation, data)
-                hints = await hooking.before_ask(turn, participant, state, msgspec.Raw(data))
-                observations[participant] = with_hints(observations[participant], hints)
-        replies = await ask_all(self._callers, observations)
-        actions: dict[str, Any] = {}
-        for participant in acting:
-            reply: Reply | None = replies[participant]
-            rewritten = None
-            if hooking is None:
-                self._attempted(turn, participant, replies[participant])
-            else:
-                reply, rewritten = await self._vetted(
-                    turn, participant, state, replies[participant], seen
-                )
-                if reply is None:
-                    continue  # blocked max_blocks times in a row: the turn is skipped
-            assert reply is not None
-            raw = reply.action
-            if rewritten is not None:
-                actions[participant] = rewritten
-                continue
-            problem, action = self._validate(raw)
-            if problem is None:
-                actions[participant] = action
-            elif self._plan.environment.spec.invalid_actions == "block":
-                shown_raw = as_evidence(raw)
-                self._record(
-                    ActionBlocked(action=shown_raw, reason=problem, by="validation"),
-                    turn=turn, participant=participant,
-                )  # fmt: skip
-                self._feedback[participant] = (None, problem, None)
-                if hooking is not None:
-                    hooking.blocked(turn, participant, shown_raw, problem, prompt=False)
-            else:
-                raise SessionFailure(f"agent {participant!r} returned an invalid action: {problem}")
-        resolution = checked_resolution(self._call_environment("resolve", state, actions))
-        digest = self._last_state = self._keep_state(resolution.state)
-        executed: dict[str, Any] = {}
-        for participant, action in actions.items():
-            outcome = self._encodable(
-                resolution.outcomes.get(participant), f"outcome for {participant!r}"
-            )
-            shown_action = as_evidence(action)
-            self._record(
-                ActionExecuted(action=shown_action, outcome=outcome),
-                turn=turn, participant=participant,
-            )  # fmt: skip
-            self._feedback[participant] = (outcome, None, shown_action)
-            if hooking is not None:
-                hooking.executed(turn, participant, shown_action, outcome)
-                executed[participant] = shown_action
-        for name, data in resolution.artifacts.items():
-            sha256 = await self._store.put_artifact(data)
-            self._record(Artifact(name=name, sha256=sha256, size=len(data)), turn=turn)
-        outcome_row = self._record(
-            Outcome(state=digest, done=resolution.done, signals=checked_signals(resolution)),
-            turn=turn, participant=acting[0] if self._sequential else None,
-        )  # fmt: skip
-        self._outcome_seqs.setdefault(turn, []).append(outcome_row.seq)
-        if hooking is not None:
-            for participant in acting:
-                await hooking.after_step(
-                    turn,
-                    participant,
-                    resolution.state,
-                    msgspec.Raw(seen[participant][1]),
-                    executed.get(participant),
-                )
-        return resolution.state, resolution.done
-
-    def _attempted(self, turn: int, participant: str, reply: Reply) -> Any:
-        """Record what the participant answered (and what it said it cost); its JSON form."""
-        attempted = as_evidence(reply.action)
-        self._record(
-            ActionAttempted(action=attempted, seconds=reply.seconds),
-            turn=turn, participant=participant,
-        )  # fmt: skip
-        if reply.cost is not None:
-            cost = checked(reply.cost, f"the cost reported by agent {participant!r}")
-            self._record(cost, turn=turn, participant=participant)
-        return attempted
-
-    async def _vetted(
-        self,
-        turn: int,
-        participant: str,
-        state: Any,
-        reply: Reply,
-        seen: Mapping[str, tuple[Any, bytes]],
-    ) -> tuple[Reply | None, Any]:
-        """Record the answer and put it before ``on_before_action``.
-
-        Returns the reply that stands and the action a rewrite validated to (or ``None``). A
-        ``block_and_prompt`` records ``action.blocked`` and asks the agent again, showing it the
-        message; after ``max_blocks`` blocks in a row the participant's turn is skipped
-        (``None``): a blocked action never runs.
-        """
-        hooking = self._hooking
-        assert hooking is not None
-        original, data = seen[participant]
-        blocks = 0
-        while True:
-            attempted = self._attempted(turn, participant, reply)
-            effect, rewritten = await hooking.before_action(
-                turn, participant, state, msgspec.Raw(data), attempted
-            )
-            if not isinstance(effect, BlockAndPrompt):
-                return reply, (rewritten if isinstance(effect, Rewrite) else None)
-            blocks += 1
-            final = blocks >= hooking.max_blocks
-            reason = effect.message
-            if final:
-                reason = (
-                    f"{effect.message} [blocked {blocks} time(s) in a row: this turn is skipped "
-                    f"(max_blocks={hooking.max_blocks})]"
-                )
-            self._record(
-                ActionBlocked(action=attempted, reason=reason, by="hook"),
-                turn=turn, participant=participant,
-            )  # fmt: skip
-            hooking.blocked(turn, participant, attempted, reason, prompt=not final)
-            if final:
-                self._feedback[participant] = (None, reason, None)
-                return None, None
-            observation = with_hints(
-                private_copy(original, _decode(data)), hooking.take_hints(turn, participant)
-            )
-            reply = await self._callers[participant].ask(observation)
-
-    def _validate(self, raw: Any) -> tuple[str | None, Any]:
-        if not isinstance(raw, dict):
-            return f"expected a dict (a JSON object), got {type(raw).__name__}: {raw!r:.200}", None
-        action_type = self._plan.environment.spec.action_type
-        if action_type is None:
-            try:
-                canonical(raw)
-            except (TypeError, msgspec.EncodeError) as exc:
-                return f"the action is not JSON-encodable: {exc}", None
-            return None, raw
-        try:
-            return None, msgspec.convert(raw, action_type)
-        except msgspec.ValidationError as exc:
-            return f"{exc} (expected {action_type.__qualname__})", None
 
     # -- scoring and the end -------------------------------------------------------------------
 
@@ -585,7 +390,7 @@ class SessionRunner:
         score = getattr(environment, "score", None)
         if score is None:
             return
-        report = self._call_environment("score", state, self._plan.scenario)
+        report = call_environment(environment, "score", state, self._plan.scenario)
         if report is None:
             return
         if isinstance(report, Mapping):
@@ -671,26 +476,3 @@ class SessionRunner:
             reason=reason,
             error=error,
         )
-
-    # -- evidence plumbing ---------------------------------------------------------------------
-
-    def _observe(self, state: Any, participant: str) -> Any:
-        """What ``participant`` sees of ``state``, as JSON (for an ``on_init`` context)."""
-        observation = self._call_environment("observe", state, participant)
-        return self._encodable(observation, f"observation for {participant!r}")
-
-    def _encodable(self, value: Any, what: str) -> Any:
-        try:
-            return msgspec.to_builtins(value)
-        except (TypeError, msgspec.EncodeError) as exc:
-            raise SessionFailure(
-                f"the {what} ({type(value).__name__}) is not encodable by msgspec: {exc}", exc
-            ) from exc
-
-    def _call_environment(self, method: str, *args: Any) -> Any:
-        try:
-            return getattr(self._plan.environment, method)(*args)
-        except Exception as exc:
-            raise SessionFailure(
-                f"environment {method}() raised {type(exc).__name__}: {exc}", exc
-            ) from exc

@@ -1,0 +1,308 @@
+"""One turn of a session: what the participants see, what they answer, and what comes of it.
+
+The session runner (:mod:`envharness.runtime.session`) owns the session's life — its start,
+segments, checkpoints, score and end — and has a :class:`TurnPlayer` play each turn: observe
+for the acting participants, ask their agents, put each answer before the hooks (when the
+session has any), validate the actions, resolve them, and record every step of it —
+observations, attempted, blocked and executed actions, artifacts and the outcome. Simultaneous
+participants act together in one step; sequential ones one step each, in roster order. What a
+participant learns of its turn (``feedback``) is sent only once the turn is committed.
+
+This is the hot path: what every turn needs is bound once per session, not looked up per turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+import msgspec
+
+from envharness.contracts.agent import AgentCapabilities
+from envharness.contracts.environment import Environment
+from envharness.hooks import BlockAndPrompt, Rewrite
+from envharness.records import (
+    ActionAttempted,
+    ActionBlocked,
+    ActionExecuted,
+    Artifact,
+    Observation,
+    Outcome,
+    canonical,
+)
+from envharness.runtime.checks import (
+    SessionFailure,
+    as_evidence,
+    call_environment,
+    checked,
+    checked_resolution,
+    checked_signals,
+    encodable,
+    private_copy,
+)
+from envharness.runtime.hooking import HookRunner, Validate, with_hints
+from envharness.runtime.participants import Caller, Reply, ask_all, send_feedback
+from envharness.runtime.plan import SessionPlan
+from envharness.runtime.recorder import SessionRecorder
+from envharness.store import Store
+
+__all__ = ["TurnPlayer", "action_check"]
+
+_json = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
+
+
+def action_check(environment: Environment[Any, Any]) -> Validate:
+    """How an agent's answer is checked against ``environment``'s action type: the check
+    returns ``(problem, action)``, ``problem`` ``None`` when the action is valid."""
+
+    def validate(raw: Any) -> tuple[str | None, Any]:
+        if not isinstance(raw, dict):
+            return f"expected a dict (a JSON object), got {type(raw).__name__}: {raw!r:.200}", None
+        action_type = environment.spec.action_type
+        if action_type is None:
+            try:
+                canonical(raw)
+            except (TypeError, msgspec.EncodeError) as exc:
+                return f"the action is not JSON-encodable: {exc}", None
+            return None, raw
+        try:
+            return None, msgspec.convert(raw, action_type)
+        except msgspec.ValidationError as exc:
+            return f"{exc} (expected {action_type.__qualname__})", None
+
+    return validate
+
+
+class TurnPlayer:
+    """Plays the turns of one session and records them; the runner says which turn, and when."""
+
+    __slots__ = (
+        "_callers",
+        "_capabilities",
+        "_environment",
+        "_feedback",
+        "_hooking",
+        "_keep_state",
+        "_listening",
+        "_outcome_seqs",
+        "_plan",
+        "_record",
+        "_sequential",
+        "_settle",
+        "_store",
+        "_validate",
+        "last_state",
+    )
+
+    def __init__(
+        self,
+        store: Store,
+        plan: SessionPlan,
+        evidence: SessionRecorder,
+        capabilities: Mapping[str, AgentCapabilities],
+        *,
+        hooking: HookRunner | None,
+        validate: Validate,
+        outcome_seqs: dict[int, list[int]],
+    ) -> None:
+        self._store = store
+        self._plan = plan
+        self._environment = plan.environment
+        self._record = evidence.record
+        self._keep_state = evidence.keep_state
+        self._settle = evidence.settle
+        self._capabilities = capabilities
+        self._hooking = hooking
+        self._validate = validate
+        self._outcome_seqs = outcome_seqs
+        """Per turn, the ``seq`` of each ``outcome`` record (a score's findings cite them)."""
+        self._sequential = plan.environment.spec.turn_order == "sequential"
+        # Sync agents' threads: one per participant, never shared with other sessions or the
+        # journal, so a slow agent elsewhere cannot eat into this session's action timeout.
+        threads = anyio.CapacityLimiter(max(1, len(plan.agents)))
+        self._callers = {
+            name: Caller(name, agent, capabilities[name], plan.action_timeout, threads)
+            for name, agent in plan.agents.items()
+        }
+        self._feedback: dict[str, tuple[Any, str | None, Any]] = {}
+        """Per participant this turn: (outcome, why it was blocked, the executed action)."""
+        self._listening = {
+            name for name, found in capabilities.items() if found.feedback is not None
+        }
+        """The participants whose agents want ``feedback``."""
+        self.last_state: str | None = None
+        """The digest of the state the evidence last named (an outcome or a receipt); the
+        runner names the states its operations and ``after_turn`` leave here too."""
+
+    async def play(self, turn: int, state: Any) -> tuple[Any, bool]:
+        """Play ``turn`` on ``state``; returns the resolved state and whether it is done."""
+        roster = list(self._plan.agents)
+        if not self._sequential:
+            return await self._step(turn, state, roster)
+        done = False
+        for participant in roster:
+            state, done = await self._step(turn, state, [participant])
+            if done:
+                break
+        return state, done
+
+    async def send_feedback(self, turn: int) -> None:
+        """After the turn is committed — an agent learns nothing the evidence lacks."""
+        feedback, self._feedback = self._feedback, {}
+        listening = self._listening
+        if not listening or listening.isdisjoint(feedback):
+            return
+        await self._settle()  # feedback is an effect outside the store: commit first
+        for participant, (outcome, blocked, action) in feedback.items():
+            if participant in listening:
+                await send_feedback(
+                    participant, self._capabilities[participant], turn, outcome, blocked, action
+                )
+
+    async def _step(self, turn: int, state: Any, acting: list[str]) -> tuple[Any, bool]:
+        """Observe, act and resolve for the ``acting`` participants (all of them, or one)."""
+        hooking = self._hooking
+        observations = {}
+        seen: dict[str, tuple[Any, bytes]] = {}
+        """With hooks: each observation as produced, and its JSON (for contexts and re-asks)."""
+        for participant in acting:
+            observation = call_environment(self._environment, "observe", state, participant)
+            observations[participant] = observation
+            shown = encodable(observation, f"observation for {participant!r}")
+            self._record(Observation(observation=shown), turn=turn, participant=participant)
+            # The agent gets its own copy: it can neither change the state nor what was recorded.
+            observations[participant] = private_copy(observation, shown)
+            if hooking is not None:
+                data = _json(shown)
+                seen[participant] = (observation, data)
+                hints = await hooking.before_ask(turn, participant, state, msgspec.Raw(data))
+                observations[participant] = with_hints(observations[participant], hints)
+        replies = await ask_all(self._callers, observations)
+        actions: dict[str, Any] = {}
+        for participant in acting:
+            reply: Reply | None = replies[participant]
+            rewritten = None
+            if hooking is None:
+                self._attempted(turn, participant, replies[participant])
+            else:
+                reply, rewritten = await self._vetted(
+                    turn, participant, state, replies[participant], seen
+                )
+                if reply is None:
+                    continue  # blocked max_blocks times in a row: the turn is skipped
+            assert reply is not None
+            raw = reply.action
+            if rewritten is not None:
+                actions[participant] = rewritten
+                continue
+            problem, action = self._validate(raw)
+            if problem is None:
+                actions[participant] = action
+            elif self._environment.spec.invalid_actions == "block":
+                shown_raw = as_evidence(raw)
+                self._record(
+                    ActionBlocked(action=shown_raw, reason=problem, by="validation"),
+                    turn=turn, participant=participant,
+                )  # fmt: skip
+                self._feedback[participant] = (None, problem, None)
+                if hooking is not None:
+                    hooking.blocked(turn, participant, shown_raw, problem, prompt=False)
+            else:
+                raise SessionFailure(f"agent {participant!r} returned an invalid action: {problem}")
+        resolution = checked_resolution(
+            call_environment(self._environment, "resolve", state, actions)
+        )
+        digest = self.last_state = self._keep_state(resolution.state)
+        executed: dict[str, Any] = {}
+        for participant, action in actions.items():
+            outcome = encodable(
+                resolution.outcomes.get(participant), f"outcome for {participant!r}"
+            )
+            shown_action = as_evidence(action)
+            self._record(
+                ActionExecuted(action=shown_action, outcome=outcome),
+                turn=turn, participant=participant,
+            )  # fmt: skip
+            self._feedback[participant] = (outcome, None, shown_action)
+            if hooking is not None:
+                hooking.executed(turn, participant, shown_action, outcome)
+                executed[participant] = shown_action
+        for name, data in resolution.artifacts.items():
+            sha256 = await self._store.put_artifact(data)
+            self._record(Artifact(name=name, sha256=sha256, size=len(data)), turn=turn)
+        outcome_row = self._record(
+            Outcome(state=digest, done=resolution.done, signals=checked_signals(resolution)),
+            turn=turn, participant=acting[0] if self._sequential else None,
+        )  # fmt: skip
+        self._outcome_seqs.setdefault(turn, []).append(outcome_row.seq)
+        if hooking is not None:
+            for participant in acting:
+                await hooking.after_step(
+                    turn,
+                    participant,
+                    resolution.state,
+                    msgspec.Raw(seen[participant][1]),
+                    executed.get(participant),
+                )
+        return resolution.state, resolution.done
+
+    def _attempted(self, turn: int, participant: str, reply: Reply) -> Any:
+        """Record what the participant answered (and what it said it cost); its JSON form."""
+        attempted = as_evidence(reply.action)
+        self._record(
+            ActionAttempted(action=attempted, seconds=reply.seconds),
+            turn=turn, participant=participant,
+        )  # fmt: skip
+        if reply.cost is not None:
+            cost = checked(reply.cost, f"the cost reported by agent {participant!r}")
+            self._record(cost, turn=turn, participant=participant)
+        return attempted
+
+    async def _vetted(
+        self,
+        turn: int,
+        participant: str,
+        state: Any,
+        reply: Reply,
+        seen: Mapping[str, tuple[Any, bytes]],
+    ) -> tuple[Reply | None, Any]:
+        """Record the answer and put it before ``on_before_action``.
+
+        Returns the reply that stands and the action a rewrite validated to (or ``None``). A
+        ``block_and_prompt`` records ``action.blocked`` and asks the agent again, showing it the
+        message; after ``max_blocks`` blocks in a row the participant's turn is skipped
+        (``None``): a blocked action never runs.
+        """
+        hooking = self._hooking
+        assert hooking is not None
+        original, data = seen[participant]
+        blocks = 0
+        while True:
+            attempted = self._attempted(turn, participant, reply)
+            effect, rewritten = await hooking.before_action(
+                turn, participant, state, msgspec.Raw(data), attempted
+            )
+            if not isinstance(effect, BlockAndPrompt):
+                return reply, (rewritten if isinstance(effect, Rewrite) else None)
+            blocks += 1
+            final = blocks >= hooking.max_blocks
+            reason = effect.message
+            if final:
+                reason = (
+                    f"{effect.message} [blocked {blocks} time(s) in a row: this turn is skipped "
+                    f"(max_blocks={hooking.max_blocks})]"
+                )
+            self._record(
+                ActionBlocked(action=attempted, reason=reason, by="hook"),
+                turn=turn, participant=participant,
+            )  # fmt: skip
+            hooking.blocked(turn, participant, attempted, reason, prompt=not final)
+            if final:
+                self._feedback[participant] = (None, reason, None)
+                return None, None
+            observation = with_hints(
+                private_copy(original, _decode(data)), hooking.take_hints(turn, participant)
+            )
+            reply = await self._callers[participant].ask(observation)
