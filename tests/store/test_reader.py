@@ -200,6 +200,9 @@ async def main():
         break  # no aclosing: the generator is finalised when the event loop shuts down
 
 anyio.run(main, backend=sys.argv[2])
+for thread in threading.enumerate():  # a worker on its way out gets a moment (a busy machine)
+    if thread is not threading.main_thread() and not thread.daemon:
+        thread.join(timeout=10)
 print(sorted(t.name for t in threading.enumerate() if not t.daemon and t.is_alive()))
 """
 
