@@ -103,7 +103,7 @@ async def test_a_prepared_session_has_its_id_before_it_runs(store_path: Path) ->
     )
     prepared = harness.prepare(FIRST_RUN, turns=2)
     assert prepared.id.startswith("ses_")
-    assert not store_path.exists()  # checked and named, nothing recorded yet
+    assert not await anyio.Path(store_path).exists()  # checked and named, nothing recorded yet
     session = await prepared.run()
     assert (session.id, session.status, session.turns_completed) == (prepared.id, "completed", 2)
 
