@@ -12,6 +12,8 @@ true to the classes::
     ├── StoreError                  the evidence store cannot be used
     │   ├── StoreLayoutError        the path is not a store directory (a file, unreadable, ...)
     │   ├── StoreVersionError       the store was written by a newer envharness
+    │   ├── DamagedStoreError       the database file is damaged (envharness.store.damage)
+    │   │   └── WalDamageError      the write-ahead log lost acknowledged commits (store.wal)
     │   ├── StoreBusyError          another process held the write lock for too long
     │   ├── ChainConflictError      a record's position in its session chain is already taken
     │   └── NameTakenError          a record claims a unique name (harness-vN) already taken
@@ -41,13 +43,23 @@ true to the classes::
 
 Failures *inside* a session (an agent that raises, times out or returns garbage) are not raised
 to the caller: they are recorded as evidence and the session ends ``failed``.
+
+No exception group reaches a caller unexplained: where tasks run side by side (an experiment's
+sessions, the store's writer), :func:`collapse` turns the group they raise into the one error it
+stands for (see its docstring for which one, and how the others stay visible).
 """
 
 from __future__ import annotations
 
+import asyncio
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 __all__ = [
     "ChainConflictError",
     "ConfigurationError",
+    "DamagedStoreError",
     "EnvharnessError",
     "NameTakenError",
     "NotFoundError",
@@ -56,6 +68,10 @@ __all__ = [
     "StoreError",
     "StoreLayoutError",
     "StoreVersionError",
+    "WalDamageError",
+    "collapse",
+    "collapsing",
+    "distinct_leaves",
 ]
 
 
@@ -83,6 +99,20 @@ class StoreVersionError(StoreError):
     """The store's schema is newer than this program understands."""
 
 
+class DamagedStoreError(StoreError):
+    """The store's database file is damaged: bytes SQLite or envharness cannot take as written.
+
+    The message names the file and what is wrong, and gives the recovery advice."""
+
+
+class WalDamageError(DamagedStoreError):
+    """Opening the store would lose commits that were acknowledged (``envharness.store.wal``).
+
+    Its write-ahead log is damaged (SQLite's recovery would stop early and drop the commits
+    after the damage) or cut short, or the store holds fewer records than the acknowledged
+    high-water mark. The message says what is missing and what to do; nothing was changed."""
+
+
 class StoreBusyError(StoreError):
     """Another process kept the store's write lock for longer than the busy timeout."""
 
@@ -100,3 +130,79 @@ class NameTakenError(StoreError):
 
 class NotFoundError(EnvharnessError):
     """A named thing (a session, an artifact) is not in the store."""
+
+
+# -- exception groups ------------------------------------------------------------------------------
+
+
+def distinct_leaves(error: BaseException) -> list[BaseException]:
+    """The errors inside ``error`` (itself if it is no group), at any depth, in order.
+
+    Cancellations are left out when anything else is there: they are how sibling tasks were
+    stopped because of the others, not why. Leaves of the same class with the same message
+    (ten sessions meeting one full disk) count once.
+    """
+    found: list[BaseException] = []
+
+    def collect(inner: BaseException) -> None:
+        if isinstance(inner, BaseExceptionGroup):
+            for nested in inner.exceptions:
+                collect(nested)
+        else:
+            found.append(inner)
+
+    collect(error)
+    meaningful = [leaf for leaf in found if not _is_cancellation(leaf)] or found
+    distinct: list[BaseException] = []
+    seen: set[tuple[type[BaseException], str]] = set()
+    for leaf in meaningful:
+        key = (type(leaf), str(leaf))
+        if key not in seen:
+            seen.add(key)
+            distinct.append(leaf)
+    return distinct
+
+
+def collapse(error: BaseException) -> BaseException:
+    """The one error an exception group stands for; ``error`` itself if it is no group.
+
+    Of :func:`distinct_leaves`, a ``KeyboardInterrupt`` or ``SystemExit`` wins (someone asked to
+    stop), else the first. The others are never lost silently: each is named in a note on the
+    error returned (PEP 678; printed with its traceback and by the CLI). A group of nothing but
+    cancellations comes back as it is.
+    """
+    if not isinstance(error, BaseExceptionGroup):
+        return error
+    leaves = distinct_leaves(error)
+    if all(_is_cancellation(leaf) for leaf in leaves):
+        return error
+    chosen = next((leaf for leaf in leaves if not isinstance(leaf, Exception)), leaves[0])
+    notes = getattr(chosen, "__notes__", [])
+    for other in leaves:
+        note = f"also raised alongside it: {type(other).__name__}: {other}"
+        if other is not chosen and note not in notes:
+            chosen.add_note(note)
+    return chosen
+
+
+@contextmanager
+def collapsing() -> Iterator[None]:
+    """Raise an exception group escaping the block as :func:`collapse` makes it.
+
+    The error keeps its own ``__cause__`` (the SQLite error under a store's error); the group
+    it came out of is not printed as its context.
+    """
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        chosen = collapse(group)
+        if chosen is group:
+            raise
+        raise chosen from chosen.__cause__
+
+
+def _is_cancellation(error: BaseException) -> bool:
+    if isinstance(error, asyncio.CancelledError):
+        return True
+    trio = sys.modules.get("trio")
+    return trio is not None and isinstance(error, trio.Cancelled)

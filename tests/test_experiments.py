@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -17,6 +19,7 @@ from envharness import (
     EnvironmentHarness,
     Scenario,
     ScenarioInputError,
+    StoreError,
 )
 from envharness.api.experiments import Experiment
 from envharness.fixtures import SyntheticAgent, SyntheticEnvironment, SyntheticScenarioInput
@@ -284,3 +287,68 @@ def test_an_experiment_stopped_before_it_started_can_still_be_resumed(store_path
         experiment.run()
     result = experiment.resume()
     assert (result.completed, result.total) == (2, 2)
+
+
+def _portal_threads() -> set[threading.Thread]:
+    """The threads anyio runs a blocking portal's event loop in (named ``<backend>-portal-...``)."""
+    return {thread for thread in threading.enumerate() if "-portal-" in thread.name}
+
+
+@pytest.mark.parametrize("ending", ["run", "stop", "pause"])
+def test_every_way_out_of_a_failed_run_stops_its_event_loop_thread(
+    tmp_path: Path, ending: str
+) -> None:
+    """The store's error comes out of ``run()``/``stop()``/``pause()``, and the helper thread
+    that ran the experiment is gone: nothing is left for the process to wait on at exit."""
+    not_a_store = tmp_path / "evidence"
+    not_a_store.write_text("a file, not a store directory")
+    before = _portal_threads()
+    experiment = harness_for(not_a_store).experiment("doomed", SCENARIOS, turns=2)
+    if ending != "run":
+        experiment.start()
+    with pytest.raises(StoreError, match="is a file"):
+        getattr(experiment, ending)()
+    assert _portal_threads() - before == set()
+
+
+FULL_DISK = """
+import resource, signal, sys
+from envharness import EnvironmentHarness, Scenario, StoreError
+from envharness.fixtures import SyntheticAgent, SyntheticEnvironment, SyntheticScenarioInput
+
+# A real write failure: past this size a write fails (EFBIG) instead of killing the process.
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+harness = EnvironmentHarness(
+    sys.argv[1], environment=SyntheticEnvironment, agents={"agent": SyntheticAgent},
+    max_concurrency=4,
+)
+scenarios = [
+    Scenario(id=f"far-{i}", input=SyntheticScenarioInput(starting_total=-1000, target=1000))
+    for i in range(4)
+]
+try:
+    harness.experiment("fills the disk", scenarios, trials=2, turns=2000).run()
+except StoreError as exc:
+    print(f"StoreError: {exc}")
+    raise SystemExit(3) from None
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_a_run_that_fills_the_disk_raises_the_stores_error_and_the_process_exits(
+    store_path: Path,
+) -> None:
+    """Every running session meets the failed write at once; the caller gets the one store
+    error (not a nested exception group), and the process exits instead of hanging."""
+    done = subprocess.run(
+        [sys.executable, "-c", FULL_DISK, str(store_path)],
+        capture_output=True,
+        text=True,
+        timeout=90,  # a hang, not a measure: it exits at once when it works
+        check=False,
+    )
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.startswith("StoreError: "), done.stdout
+    assert f"'{store_path}'" in done.stdout  # the store's own message, naming the store

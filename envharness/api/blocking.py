@@ -298,8 +298,9 @@ class EnvironmentHarness:
             if remaining is not None:
                 remaining -= len(records)
 
-    def verify(self) -> VerifyReport:
-        return self.call(self.aio.verify)
+    def verify(self, *, full: bool = False) -> VerifyReport:
+        """See :meth:`AsyncEnvironmentHarness.verify`."""
+        return self.call(self.aio.verify, full=full)
 
     # -- trajectories, snapshots, datasets (docs/trajectories.md) --------------------------------
 

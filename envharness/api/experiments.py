@@ -20,7 +20,7 @@ from anyio.from_thread import BlockingPortal
 from envharness._portal import Portal
 from envharness.api.sessions import OpenStore
 from envharness.api.setup import PlannedExperiment
-from envharness.errors import ConfigurationError
+from envharness.errors import ConfigurationError, collapsing
 from envharness.runtime.continuation import resume_experiment
 from envharness.runtime.experiment import (
     ExperimentProgress,
@@ -65,9 +65,17 @@ class AsyncExperiment:
         return self._runner.progress
 
     async def run(self, *, progress: ProgressCallback | None = None) -> ExperimentResult:
-        """Run every session; returns when all ended, or when :meth:`stop` was called."""
+        """Run every session; returns when all ended, or when :meth:`stop` was called.
+
+        An error that ends the run (the store's: a full disk) is raised as itself, not as the
+        exception group the sessions' task group wraps it in (see ``errors.collapse``).
+        """
         if self._runner is not None:
             raise ConfigurationError(f"experiment {self.id} was already run; make a new one")
+        with collapsing():
+            return await self._run(progress)
+
+    async def _run(self, progress: ProgressCallback | None) -> ExperimentResult:
         async with self._open_store() as store:
             runner = ExperimentRunner(
                 store,
@@ -99,16 +107,17 @@ class AsyncExperiment:
         if self._runner is None or not self._runner.recorded:
             self._runner = None  # stopped before anything was recorded: simply run it
             return await self.run()
-        async with self._open_store() as store:
-            return await resume_experiment(
-                store,
-                self._template,
-                self.id,
-                declare_changes=None,
-                progress=None,
-                hooks=self._planned.hooks,
-                pause=self._pause,
-            )
+        with collapsing():
+            async with self._open_store() as store:
+                return await resume_experiment(
+                    store,
+                    self._template,
+                    self.id,
+                    declare_changes=None,
+                    progress=None,
+                    hooks=self._planned.hooks,
+                    pause=self._pause,
+                )
 
     def pause(self) -> None:
         """Pause at the next turn boundary: running sessions finish the turn they are playing
@@ -167,16 +176,22 @@ class Experiment:
         self._future = portal.start_task_soon(self.aio.run)
 
     def wait(self, timeout: float | None = None) -> ExperimentResult:
-        """The result once every session ended (``TimeoutError`` if ``timeout`` passes first)."""
+        """The result once every session ended (``TimeoutError`` if ``timeout`` passes first).
+
+        However the run ended — a result, its error, Ctrl-C — the event loop's helper thread is
+        stopped before this returns or raises, so no process is left waiting on it; only a
+        ``timeout`` leaves the run going (wait again, or ``stop()``).
+        """
         if self._future is None:
             raise ConfigurationError(f"experiment {self.id} was not started; call start()")
         try:
-            result = self._future.result(timeout)
+            return self._future.result(timeout)
         except KeyboardInterrupt:
             self.stop()
             raise
-        self._close()
-        return result
+        finally:
+            if self._future.done():
+                self._close()
 
     def pause(self) -> ExperimentResult | None:
         """Pause at the next turn boundary (see :meth:`AsyncExperiment.pause`) and wait until
@@ -184,9 +199,7 @@ class Experiment:
         self.aio.pause()  # only sets a flag: safe from this thread
         if self._future is None:
             return None
-        result = self._future.result()
-        self._close()
-        return result
+        return self.wait()
 
     def stop(self) -> ExperimentResult | None:
         """Stop the sessions in flight and wait for them to record ``stopped``."""
@@ -195,9 +208,10 @@ class Experiment:
             return None
         if not self._future.done():
             self._portal.call(self.aio.stop)
-        result = self._future.result()
-        self._close()
-        return result
+        try:
+            return self._future.result()
+        finally:
+            self._close()
 
     def resume(self) -> ExperimentResult:
         """Finish a stopped, paused or interrupted run (blocking): see

@@ -34,7 +34,7 @@ from envharness.contracts.agent import AgentFactory
 from envharness.contracts.environment import Environment
 from envharness.contracts.operations import EnvironmentOperation
 from envharness.contracts.scenario import Scenario
-from envharness.errors import ConfigurationError
+from envharness.errors import ConfigurationError, collapsing
 from envharness.hooks import HarnessHooks
 from envharness.records import Record
 from envharness.runtime import ProgressCallback, SessionRunner
@@ -274,17 +274,18 @@ class AsyncEnvironmentHarness:
         """Finish an interrupted, stopped or paused experiment: completed and failed sessions
         are kept, interrupted, stopped and paused ones resume, and those that never started
         start — each with the seed derived for it, so the evidence ends as if nothing had
-        happened."""
-        async with self._writable_store() as store:
-            return await resume_experiment(
-                store,
-                self._template,
-                experiment_id,
-                declare_changes=declare_changes,
-                progress=progress,
-                hooks=hooks,
-                pause=PauseRequest(),
-            )
+        happened. An error that ends it (the store's) is raised as itself, not in a group."""
+        with collapsing():
+            async with self._writable_store() as store:
+                return await resume_experiment(
+                    store,
+                    self._template,
+                    experiment_id,
+                    declare_changes=declare_changes,
+                    progress=progress,
+                    hooks=hooks,
+                    pause=PauseRequest(),
+                )
 
     async def continue_(
         self,
@@ -444,9 +445,15 @@ class AsyncEnvironmentHarness:
         async for record in store.records(info.id, selection):
             yield record
 
-    async def verify(self) -> VerifyReport:
-        store = await read_store(self.store)
-        return await store.verify()
+    async def verify(self, *, full: bool = False) -> VerifyReport:
+        """Re-check the store: its database file (SQLite's ``quick_check``, or with ``full``
+        its ``integrity_check``: every index against its table) and every hash chain.
+
+        A store whose write-ahead log lost acknowledged commits is checked as SQLite recovers
+        it, the loss reported among the breaks; one too damaged to open at all raises
+        :class:`~envharness.errors.DamagedStoreError`."""
+        store = await read_store(self.store, damaged=True)
+        return await store.verify(full=full)
 
     async def report(
         self,

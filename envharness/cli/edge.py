@@ -27,7 +27,7 @@ import typer
 from anyio.abc import TaskStatus
 
 from envharness.cli.render import printable
-from envharness.errors import EnvharnessError
+from envharness.errors import EnvharnessError, distinct_leaves
 
 __all__ = [
     "EXIT_BROKEN_PIPE",
@@ -57,18 +57,21 @@ class CliError(Exception):
 def translate_errors() -> Iterator[None]:
     """Turn what the library raises into the exit statuses above.
 
-    Exception groups are looked through: a task group may wrap the one error that matters.
+    Exception groups are looked through: a task group may wrap the one error that matters,
+    and the same error met by many tasks (every session on one full disk) is printed once.
     """
     try:
         yield
     except typer.Exit:
         raise
     except BaseException as exc:
-        leaves = _leaves(exc)
+        leaves = distinct_leaves(exc)
         if all(isinstance(leaf, EnvharnessError | CliError) for leaf in leaves):
             # Plain echo, never rich: messages quote values with [brackets] and must print as is.
             for leaf in leaves:
                 typer.echo(f"error: {printable(str(leaf))}", err=True)
+                for note in getattr(leaf, "__notes__", ()):  # what errors.collapse folded in
+                    typer.echo(f"  {printable(str(note))}", err=True)
             raise typer.Exit(EXIT_USAGE) from None
         if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves):
             typer.echo("interrupted", err=True)
@@ -77,12 +80,6 @@ def translate_errors() -> Iterator[None]:
             _silence_stdout()
             raise typer.Exit(EXIT_BROKEN_PIPE) from None
         raise
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
-    return [exc]
 
 
 def _silence_stdout() -> None:

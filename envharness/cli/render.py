@@ -38,6 +38,8 @@ from envharness.records import (
     SessionStatus,
 )
 from envharness.store import SessionInfo, VerifyReport
+from envharness.store.damage import RECOVERY_ADVICE
+from envharness.store.verify import STORE
 
 __all__ = [
     "Timeline",
@@ -163,6 +165,11 @@ def verify_lines(report: VerifyReport) -> Iterator[str]:
     for found in report.breaks:
         where = f"{found.session_id} seq {found.seq}" if found.seq is not None else found.session_id
         yield f"{where}: {printable(found.problem)}"
+    if any(
+        found.session_id == STORE and RECOVERY_ADVICE not in found.problem
+        for found in report.breaks
+    ):
+        yield f"{STORE} is damaged; to recover, {RECOVERY_ADVICE}"
     count = len(report.breaks)
     yield typer.style(f"{counted}: {count} problem{'s' if count != 1 else ''}", fg="red")
 

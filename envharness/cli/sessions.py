@@ -19,8 +19,10 @@ from envharness.cli.options import JsonLines, check_choice
 from envharness.cli.render import Timeline, printable, session_json, session_table, verify_lines
 from envharness.cli.snapshots import export_snapshot_command
 from envharness.cli.state import CliState
+from envharness.errors import DamagedStoreError
 from envharness.records import Payload, Status, encode_record
-from envharness.store import RecordFilter, SessionInfo, VerifyReport, read_store
+from envharness.store import ChainBreak, RecordFilter, SessionInfo, VerifyReport, read_store
+from envharness.store.verify import STORE
 
 __all__ = ["app", "export", "sessions", "show", "verify"]
 
@@ -113,8 +115,19 @@ def show(
 
 
 @app.command("verify")
-def verify(ctx: typer.Context) -> None:
-    """Re-check every session's hash chain. Exit status 1 when anything is broken."""
+def verify(
+    ctx: typer.Context,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full",
+            help="Also check every index against its table (SQLite's integrity_check instead "
+            "of its quick_check); slower on a large store.",
+        ),
+    ] = False,
+) -> None:
+    """Re-check the database file and every session's hash chain. Exit status 1 when anything
+    is broken or damaged."""
     store = CliState.of(ctx).store
     checked = 0
 
@@ -124,8 +137,11 @@ def verify(ctx: typer.Context) -> None:
         line.show(f"verifying: {checked} sessions")
 
     async def check() -> VerifyReport:
-        reader = await read_store(store)
-        return await reader.verify(on_session=tick)
+        try:  # a store whose WAL lost acknowledged commits is read as SQLite recovers it
+            reader = await read_store(store, damaged=True)
+        except DamagedStoreError as damage:  # too damaged to open: that is verify's answer
+            return VerifyReport(0, 0, (ChainBreak(STORE, None, str(damage)),))
+        return await reader.verify(on_session=tick, full=full)
 
     with ProgressLine() as line:
         report = anyio.run(check)

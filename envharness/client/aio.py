@@ -281,9 +281,13 @@ class AsyncClient:
                     elif name == "id":
                         event_id = value
 
-    async def verify(self) -> VerifyOut:
-        """Re-check the whole store: as long as that takes (no read timeout)."""
-        return await decode(await self._http.get("/api/verify", timeout=None), VerifyOut)
+    async def verify(self, *, full: bool = False) -> VerifyOut:
+        """Re-check the whole store: as long as that takes (no read timeout). ``full`` also
+        checks every index against its table (SQLite's ``integrity_check``)."""
+        params = {"full": "true"} if full else None
+        return await decode(
+            await self._http.get("/api/verify", params=params, timeout=None), VerifyOut
+        )
 
     # -- trajectories, snapshots, datasets, sources ---------------------------------------------
 

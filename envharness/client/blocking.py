@@ -120,8 +120,8 @@ class Client:
     def events(self, session_id: str, *, after: int = -1) -> Iterator[RecordOut]:
         return self._iterate(lambda: self.aio.events(session_id, after=after))
 
-    def verify(self) -> VerifyOut:
-        return self._portal.call(self.aio.verify)
+    def verify(self, *, full: bool = False) -> VerifyOut:
+        return self._portal.call(self.aio.verify, full=full)
 
     def tokens(self) -> list[TokenInfo]:
         return self._portal.call(self.aio.tokens)

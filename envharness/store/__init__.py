@@ -5,7 +5,9 @@
 :mod:`.store` (``open_store`` / ``read_store``), :mod:`.artifacts`, :mod:`.lineage`,
 :mod:`.snapshots` (frozen selections), :mod:`.tokens` (hashed service credentials),
 :mod:`.optimizer_index`, :mod:`.owners` and :mod:`.recovery` (which process runs what, and
-crash recovery), :mod:`.verify`, and :mod:`.sources` (imported source chains).
+crash recovery), :mod:`.wal` (the write-ahead log checked before SQLite recovers it, and the
+acknowledged high-water mark), :mod:`.damage` (a damaged database file told from a newer or
+foreign one), :mod:`.verify`, and :mod:`.sources` (imported source chains).
 """
 
 from envharness.store.database import SCHEMA_VERSION

@@ -1,4 +1,7 @@
-"""Content-addressed files beside the database: ``artifacts/ab/abcdef…`` named by sha256."""
+"""Content-addressed files beside the database: ``artifacts/ab/abcdef…`` named by sha256.
+
+Like the store itself, they are the owner's alone: files 0600, folders 0700 when made here.
+"""
 
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ class ArtifactFiles:
         target = self.path(digest)
         if target.exists():
             return digest
-        target.parent.mkdir(parents=True, exist_ok=True)
+        _private_folders(target.parent)
         handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".incoming-")
         try:
             with os.fdopen(handle, "wb") as stream:
@@ -54,6 +57,17 @@ class ArtifactFiles:
         if hasher.hexdigest() != sha256:
             return f"artifact {sha256} was modified (its content no longer has that sha256)"
         return None
+
+
+def _private_folders(folder: Path) -> None:
+    """Make ``folder`` and its missing parents, each made here 0700 whatever the umask."""
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for made in reversed(missing):
+        made.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(made, 0o700)
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -5,7 +5,10 @@ service request that read a token, a session and a page opened three. Read-only 
 therefore kept for reuse — a few per store, a few in all — and handed to one thread at a time.
 An idle reader holds no transaction, so it pins no WAL snapshot and blocks no writer; it is kept
 under its database file's identity (device, inode, change time), so a store removed and made
-again at the same path is never read through an old reader. Writes outside the
+again at the same path is never read through an old reader. A reader idle for
+:data:`IDLE_SECONDS`, or kept for a database file that is gone or replaced, is closed the next
+time the pool is used, and a store's idle readers are closed when ``open_store`` closes it: a
+deleted store's files are not held open. Writes outside the
 journal (tokens, snapshots, datasets) get a connection of their own and one ``BEGIN IMMEDIATE``
 transaction, so they wait for the journal's lock like any other writer.
 """
@@ -16,6 +19,7 @@ import atexit
 import os
 import sqlite3
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,10 +34,13 @@ from envharness.store.database import (
     translate_sqlite_error,
     unwritable_store,
 )
+from envharness.store.handles import open_connection
 
 __all__ = [
     "IDLE_READERS",
+    "IDLE_SECONDS",
     "borrowed_reader",
+    "close_idle_readers",
     "database_uri",
     "open_reader",
     "read_in_thread",
@@ -46,11 +53,17 @@ _T = TypeVar("_T")
 
 IDLE_READERS = 8
 """Idle read-only connections kept in all (the least recently used store's go first)."""
+IDLE_SECONDS = 30.0
+"""An idle reader unused for this long is closed (when the pool is next used)."""
+_PRUNE_EVERY_S = 1.0
 
 _lock = threading.Lock()
 _Key = tuple[Path, int, int, int]
 _idle: OrderedDict[_Key, list[sqlite3.Connection]] = OrderedDict()
+_since: dict[sqlite3.Connection, float] = {}
+"""When each idle reader was given back."""
 _count = 0
+_pruned = 0.0
 
 
 def open_reader(directory: Path) -> sqlite3.Connection:
@@ -59,8 +72,8 @@ def open_reader(directory: Path) -> sqlite3.Connection:
     Raises :class:`StoreError` when the database cannot be opened.
     """
     try:
-        connection = sqlite3.connect(
-            database_uri(directory), uri=True, isolation_level=None, check_same_thread=False
+        connection = open_connection(
+            directory / DATABASE_NAME, database_uri(directory), check_same_thread=False
         )
     except sqlite3.Error as exc:
         raise unwritable_store(directory) or translate_sqlite_error(exc, directory) from exc
@@ -165,31 +178,73 @@ def _key(directory: Path) -> _Key | None:
 def _take(key: _Key) -> sqlite3.Connection | None:
     global _count
     with _lock:
+        stale = _stale(time.monotonic())
         free = _idle.get(key)
-        if not free:
-            return None
-        _count -= 1
-        connection = free.pop()
-        if not free:
-            del _idle[key]
-        return connection
+        connection = None
+        if free:
+            _count -= 1
+            connection = free.pop()
+            del _since[connection]
+            if not free:
+                del _idle[key]
+    for reader in stale:
+        reader.close()
+    return connection
 
 
 def _give_back(key: _Key, connection: sqlite3.Connection) -> None:
     global _count
-    evicted: list[sqlite3.Connection] = []
+    now = time.monotonic()
     with _lock:
+        evicted = _stale(now)
         _idle.setdefault(key, []).append(connection)
+        _since[connection] = now
         _idle.move_to_end(key)
         _count += 1
         while _count > IDLE_READERS:
             oldest_key, oldest = next(iter(_idle.items()))
             evicted.append(oldest.pop(0))
+            del _since[evicted[-1]]
             _count -= 1
             if not oldest:
                 del _idle[oldest_key]
     for stale in evicted:
         stale.close()
+
+
+def _stale(now: float) -> list[sqlite3.Connection]:
+    """Take out (under the lock) the readers idle too long or kept for a database file that is
+    no longer there as it was (deleted, replaced, checkpointed: never taken again). At most
+    once a second; a ``stat`` per store kept."""
+    global _count, _pruned
+    if now - _pruned < _PRUNE_EVERY_S:
+        return []
+    _pruned = now
+    stale: list[sqlite3.Connection] = []
+    for key in list(_idle):
+        current = _key(key[0]) == key
+        for connection in list(_idle[key]):
+            if not current or now - _since[connection] >= IDLE_SECONDS:
+                _idle[key].remove(connection)
+                del _since[connection]
+                stale.append(connection)
+                _count -= 1
+        if not _idle[key]:
+            del _idle[key]
+    return stale
+
+
+def close_idle_readers(directory: Path) -> None:
+    """Close the idle readers of the store at ``directory`` (blocking: closing may wait for
+    SQLite; run it in a worker thread)."""
+    global _count
+    with _lock:
+        idle = [c for key in list(_idle) if key[0] == directory for c in _idle.pop(key)]
+        for connection in idle:
+            del _since[connection]
+        _count -= len(idle)
+    for connection in idle:
+        connection.close()
 
 
 @atexit.register
@@ -198,6 +253,7 @@ def _close_idle() -> None:
     with _lock:
         idle = [c for free in _idle.values() for c in free]
         _idle.clear()
+        _since.clear()
         _count = 0
     for connection in idle:
         connection.close()

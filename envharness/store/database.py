@@ -8,13 +8,19 @@ never ``aiosqlite``: aiosqlite is bound to asyncio, and envharness must run unde
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
+import tempfile
 import time
 from pathlib import Path
 
 import anyio
 
 from envharness.errors import StoreBusyError, StoreError, StoreLayoutError, StoreVersionError
+from envharness.store.damage import open_failure, refuse_damage
+from envharness.store.handles import open_connection
+from envharness.store.wal import MARK_SUFFIX, check_after_open, check_before_open
+from envharness.store.walscan import WAL_SUFFIX
 
 __all__ = [
     "BUSY_TIMEOUT_S",
@@ -237,7 +243,13 @@ def connect(directory: Path, *, create: bool) -> sqlite3.Connection:
     """Open the store's database in autocommit mode with WAL and full durability.
 
     Raises :class:`StoreLayoutError` when ``directory`` is a file or (with ``create=False``)
-    holds no store, and :class:`StoreVersionError` when a newer program wrote it.
+    holds no store, :class:`StoreVersionError` when a newer program wrote it, and
+    :class:`WalDamageError` when opening it would lose acknowledged commits (checked before
+    SQLite recovers its write-ahead log: :mod:`envharness.store.wal`).
+
+    A new store is its owner's alone: the folder 0700, the database 0600 (SQLite gives its
+    ``-wal`` and ``-shm`` files the database's mode), whatever the umask. A store that could not
+    be created is removed again, so no empty database is left behind.
     """
     if directory.exists() and not directory.is_dir():
         raise StoreLayoutError(
@@ -250,12 +262,18 @@ def connect(directory: Path, *, create: bool) -> sqlite3.Connection:
             f"no evidence store at {str(directory)!r} (no {DATABASE_NAME} there); "
             "check --store, or run a session first to create it"
         )
+    if database.exists():
+        check_before_open(database)
+    made: list[Path] = []
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(
-            database, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-        )
+        made = _make_folders(directory)
+        if _make_database(database):
+            made.append(database)
+        # Counted for its file (envharness.store.handles): the header checks read the file
+        # without closing a descriptor that this process's SQLite locks depend on.
+        connection = open_connection(database, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
     except (OSError, sqlite3.Error) as exc:
+        _remove_new(made)
         raise unwritable_store(directory) or StoreLayoutError(
             f"cannot open the store at {str(directory)!r}: {exc}"
         ) from exc
@@ -263,6 +281,15 @@ def connect(directory: Path, *, create: bool) -> sqlite3.Connection:
         _prepare_patiently(connection, directory)
     except BaseException as exc:
         connection.close()
+        if not _is_busy_error(exc):  # busy: another process is making the same store
+            _remove_new(made)
+            if made and _is_full(exc):
+                raise StoreError(
+                    f"cannot create the store at {str(directory)!r}: the disk is full "
+                    "(nothing was left behind); free some space on it and run again"
+                ) from exc
+        if (damage := open_failure(directory / DATABASE_NAME, exc)) is not None:
+            raise damage from exc
         if isinstance(exc, sqlite3.Error):
             raise _open_error(exc, directory) from exc
         raise
@@ -270,10 +297,13 @@ def connect(directory: Path, *, create: bool) -> sqlite3.Connection:
 
 
 def _prepare(connection: sqlite3.Connection, directory: Path) -> None:
-    # Refuse a newer store before anything below (journal mode, migrations) can write to it.
+    # Refuse a damaged store (header, implausible schema version: envharness.store.damage) and
+    # a newer one before anything below (journal mode, migrations) can write to it.
+    refuse_damage(connection, directory / DATABASE_NAME, _MIGRATIONS)
     found = _user_version(connection)
     if found > SCHEMA_VERSION:
         raise _newer_store(directory, found)
+    check_after_open(connection, directory / DATABASE_NAME)
     if connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
         mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if mode != "wal":
@@ -358,12 +388,96 @@ def translate_sqlite_error(exc: sqlite3.Error, directory: Path) -> StoreError:
         unwritable = unwritable_store(directory)
         if unwritable is not None:
             return unwritable
+    if _is_full(exc):
+        return _disk_full(directory, message)
     return StoreError(f"the store at {str(directory)!r} failed: {message}")
+
+
+def _disk_full(directory: Path, message: str) -> StoreError:
+    """A full disk, with what to free: the commit that met it was rolled back whole, so
+    nothing acknowledged is lost. Going on needs room for the write-ahead log to be copied
+    into the database (a checkpoint grows the database by up to the log's size)."""
+    try:
+        free = shutil.disk_usage(directory).free
+    except OSError:
+        free = None
+    try:
+        log = os.stat(directory / f"{DATABASE_NAME}{WAL_SUFFIX}").st_size
+    except OSError:
+        log = 0
+    needed = log + (1 << 20)
+    free_now = "" if free is None else f"; {_size(free)} free"
+    held = f" (its write-ahead log holds {_size(log)}, which SQLite copies into the database)"
+    return StoreError(
+        f"the disk holding the store at {str(directory)!r} is full ({message}{free_now}). "
+        "Nothing acknowledged was lost: the commit that needed the space was rolled back "
+        "whole, and every record acknowledged before it is in the store. Free at least "
+        f"{_size(needed)} on that disk{held if log else ''}, then run again; a session this "
+        "interrupted resumes from its last committed turn (`envharness resume SESSION`)"
+    )
+
+
+def _size(count: int) -> str:
+    return f"{count / (1 << 20):.1f} MiB" if count >= 1 << 20 else f"{count / 1024:.0f} KiB"
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
     code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
     return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+def _is_full(exc: BaseException) -> bool:
+    return getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_FULL
+
+
+def _is_busy_error(exc: BaseException) -> bool:
+    return isinstance(exc, StoreBusyError) or (isinstance(exc, sqlite3.Error) and _is_busy(exc))
+
+
+def _make_folders(directory: Path) -> list[Path]:
+    """Create the store folder (0700, whatever the umask) and any missing parents; return the
+    folders made, outermost first. An existing folder keeps the mode it has."""
+    missing = [folder for folder in (directory, *directory.parents) if not folder.exists()]
+    directory.mkdir(parents=True, exist_ok=True)
+    if directory in missing:
+        os.chmod(directory, 0o700)
+    return missing[::-1]
+
+
+def _make_database(database: Path) -> bool:
+    """Create an empty database file, mode 0600, unless there is one; ``True`` if made here.
+
+    Made as a temporary file (``mkstemp``: 0600), closed, then linked into place: no file
+    descriptor of the database is ever closed by this process, which would release the
+    advisory locks its SQLite connections hold on it (POSIX locks belong to the process).
+    An acknowledged-commits mark left by a store deleted before is not the new store's.
+    """
+    if database.exists():
+        return False
+    handle, temporary = tempfile.mkstemp(dir=database.parent, prefix=".new-store-")
+    os.close(handle)
+    try:
+        os.link(temporary, database)
+    except FileExistsError:
+        return False  # another process made it first
+    finally:
+        os.unlink(temporary)
+    Path(f"{database}{MARK_SUFFIX}").unlink(missing_ok=True)
+    return True
+
+
+def _remove_new(made: list[Path]) -> None:
+    """Remove what a failed creation made: the database and what SQLite put beside it, then
+    the folders, innermost first (only while empty)."""
+    for path in reversed(made):
+        if path.is_dir():
+            try:
+                path.rmdir()
+            except OSError:
+                return
+        else:
+            for suffix in ("", WAL_SUFFIX, "-shm", MARK_SUFFIX):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 def _open_error(exc: sqlite3.Error, directory: Path) -> StoreError:

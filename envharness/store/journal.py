@@ -5,10 +5,16 @@ the call returns only once the transaction holding them has committed. The write
 whatever requests are waiting, up to :data:`MAX_BATCH_ROWS`, and commits them together: under
 load, many sessions share one fsync. The request stream is bounded, so a slow disk slows the
 producers instead of growing a queue.
+
+After each commit the writer updates the acknowledged high-water mark (:mod:`.wal`), and once
+the journal has been idle for :data:`IDLE_CHECKPOINT_S` it checkpoints the write-ahead log into
+the database and empties it, so that little lives only in the log while nothing is written.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -31,14 +37,31 @@ from envharness.records import (
     SessionCreated,
     SessionStatus,
 )
-from envharness.store.database import translate_sqlite_error
+from envharness.store.database import BUSY_TIMEOUT_S, DATABASE_NAME, translate_sqlite_error
+from envharness.store.wal import MarkWriter
+from envharness.store.walscan import WAL_SUFFIX
 
-__all__ = ["MAX_BATCH_ROWS", "REQUEST_BUFFER", "Journal", "Pending"]
+__all__ = [
+    "IDLE_CHECKPOINT_S",
+    "MAX_BATCH_ROWS",
+    "REQUEST_BUFFER",
+    "WAL_WARNING_BYTES",
+    "Journal",
+    "Pending",
+]
 
 MAX_BATCH_ROWS = 4096
 """Upper bound on rows in one transaction, so one commit never holds the lock for long."""
 REQUEST_BUFFER = 64
 """Append requests that may wait for the writer before producers block (back-pressure)."""
+IDLE_CHECKPOINT_S = 1.0
+"""After this long without a commit, the writer checkpoints the log and empties it."""
+WAL_WARNING_BYTES = 16 << 20
+"""A log this large means something keeps SQLite from checkpointing: warned of (then at each
+doubling). SQLite's own checkpoints keep it near 4 MiB otherwise."""
+
+_log = logging.getLogger("envharness.store")
+_LAST_POSITION = "SELECT max(pos) FROM records"
 
 _created_decoder = msgspec.json.Decoder(SessionCreated)
 _status_decoder = msgspec.json.Decoder(SessionStatus)
@@ -109,6 +132,11 @@ class Journal:
         send, receive = anyio.create_memory_object_stream[_Request](REQUEST_BUFFER)
         self._send: MemoryObjectSendStream[_Request] = send
         self._receive: MemoryObjectReceiveStream[_Request] = receive
+        self._mark = MarkWriter(directory / DATABASE_NAME)
+        self._wal = directory / f"{DATABASE_NAME}{WAL_SUFFIX}"
+        self._wal_warning = WAL_WARNING_BYTES
+        self._committed = anyio.Event()
+        self._last_commit = 0.0
 
     async def append(
         self, rows: Sequence[RecordRow], blobs: Mapping[str, bytes] | None = None
@@ -151,29 +179,87 @@ class Journal:
         """
         with anyio.CancelScope(shield=True):
             task_status.started()
-            async with self._receive:
-                async for first in self._receive:
-                    batch = [first]
-                    size = len(first.rows)
-                    while size < MAX_BATCH_ROWS:
-                        try:
-                            request = self._receive.receive_nowait()
-                        except (anyio.WouldBlock, anyio.EndOfStream):
-                            break
-                        batch.append(request)
-                        size += len(request.rows)
+            try:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(self._checkpoint_when_idle)
+                    await self._write()
+                    group.cancel_scope.cancel()
+            finally:
+                self._mark.close()
+
+    async def _write(self) -> None:
+        async with self._receive:
+            async for first in self._receive:
+                batch = [first]
+                size = len(first.rows)
+                while size < MAX_BATCH_ROWS:
                     try:
-                        await anyio.to_thread.run_sync(self._commit, batch, limiter=self._thread)
-                    except Exception as exc:  # noqa: BLE001 - never leave a producer waiting
-                        for request in batch:
-                            request.error = request.error or StoreError(
-                                f"the journal failed to commit: {exc!r}"
-                            )
-                    finally:
-                        for request in batch:
-                            request.done.set()
+                        request = self._receive.receive_nowait()
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                    batch.append(request)
+                    size += len(request.rows)
+                try:
+                    await anyio.to_thread.run_sync(self._commit, batch, limiter=self._thread)
+                except Exception as exc:  # noqa: BLE001 - never leave a producer waiting
+                    for request in batch:
+                        request.error = request.error or StoreError(
+                            f"the journal failed to commit: {exc!r}"
+                        )
+                finally:
+                    for request in batch:
+                        request.done.set()
+                    self._last_commit = anyio.current_time()
+                    self._committed.set()
+
+    async def _checkpoint_when_idle(self) -> None:
+        """Once no commit came for :data:`IDLE_CHECKPOINT_S`, checkpoint (in the writer's own
+        thread, so never during a commit). Sleeps only while there is something to do."""
+        while True:
+            await self._committed.wait()
+            await anyio.sleep_until(self._last_commit + IDLE_CHECKPOINT_S)
+            if anyio.current_time() < self._last_commit + IDLE_CHECKPOINT_S:
+                continue  # committed meanwhile: idle from then on
+            self._committed = anyio.Event()  # commits from now on call for the next one
+            await anyio.to_thread.run_sync(self._checkpoint, limiter=self._thread)
 
     # -- runs in a worker thread ---------------------------------------------------------------
+
+    def _checkpoint(self) -> None:
+        """Copy the log into the database and empty it, without waiting: a reader in the middle
+        of a read, or another process's writer, makes it copy what it can and return (SQLite's
+        own checkpoints go on as before). Costs two fsyncs, once per idle moment."""
+        connection = self._connection
+        try:
+            connection.execute("PRAGMA busy_timeout = 0")
+            try:
+                connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            finally:
+                connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        except (sqlite3.Error, OSError):
+            pass  # best effort: the next idle moment tries again
+        self._watch_wal()
+
+    def _watch_wal(self) -> None:
+        """Warn when the log keeps growing: a long read transaction (another process's, an
+        open ``sqlite3`` shell) stops every checkpoint, and all commits since live only there."""
+        try:
+            size = os.stat(self._wal).st_size
+        except OSError:
+            return
+        if size < self._wal_warning:
+            if size < WAL_WARNING_BYTES:
+                self._wal_warning = WAL_WARNING_BYTES
+            return
+        self._wal_warning = size * 2
+        _log.warning(
+            "the write-ahead log of the store at %r has grown to %.1f MiB: a read transaction "
+            "that stays open (a paused export or viewer, another process, an sqlite3 shell) "
+            "keeps SQLite from checkpointing it, and everything committed since lives only in "
+            "that file; end the long read and the log is emptied when the journal is next idle",
+            str(self._directory),
+            size / (1 << 20),
+        )
 
     def _commit(self, batch: list[_Request]) -> None:
         live = [request for request in batch if not self._refused(request)]
@@ -219,18 +305,24 @@ class Journal:
 
     def _transaction(self, batch: Iterable[_Request]) -> None:
         connection = self._connection
+        heads: dict[str, RecordRow] = {}
         try:
             connection.execute("BEGIN IMMEDIATE")
             for request in batch:
                 if request.blobs:
                     connection.executemany(_INSERT_BLOB, request.blobs.items())
                 connection.executemany(_INSERT_RECORD, request.rows)
-                _update_index(connection, request.rows)
+                heads.update(_update_index(connection, request.rows))
+            (position,) = connection.execute(_LAST_POSITION).fetchone()
             connection.execute("COMMIT")
         except (sqlite3.Error, msgspec.MsgspecError) as exc:
             if connection.in_transaction:
                 connection.execute("ROLLBACK")
             raise self._translate(exc) from exc
+        if heads:
+            at = max(row.at for row in heads.values())
+            self._mark.note(position, at, {chain: row.seq for chain, row in heads.items()})
+        self._watch_wal()
 
     def _translate(self, exc: sqlite3.Error | msgspec.MsgspecError) -> StoreError:
         if isinstance(exc, msgspec.MsgspecError):
@@ -248,8 +340,11 @@ class Journal:
         return translate_sqlite_error(exc, self._directory)
 
 
-def _update_index(connection: sqlite3.Connection, rows: Sequence[RecordRow]) -> None:
-    """Keep the ``sessions`` table (a derived index) in step with the records just inserted."""
+def _update_index(
+    connection: sqlite3.Connection, rows: Sequence[RecordRow]
+) -> dict[str, RecordRow]:
+    """Keep the ``sessions`` table (a derived index) in step with the records just inserted;
+    returns each chain's last row."""
     heads: dict[str, RecordRow] = {}
     turns: dict[str, int] = {}
     for row in rows:
@@ -326,6 +421,7 @@ def _update_index(connection: sqlite3.Connection, rows: Sequence[RecordRow]) -> 
                 " WHERE id = ?",
                 (head.seq, head.digest, head.at, chain_id),
             )
+    return heads
 
 
 def _index_optimizer(connection: sqlite3.Connection, row: RecordRow) -> None:

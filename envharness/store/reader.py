@@ -18,6 +18,7 @@ from envharness.errors import ConfigurationError
 from envharness.records import RecordRow
 from envharness.store.connections import database_uri, open_reader, release_reader, take_reader
 from envharness.store.database import translate_sqlite_error
+from envharness.store.owners import shown_status
 
 __all__ = [
     "AMONG",
@@ -42,7 +43,11 @@ PAGE_SIZE = 500
 
 
 class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """A session as listed: the derived index, not evidence (``verify`` checks it)."""
+    """A session as listed: the derived index, not evidence (``verify`` checks it).
+
+    A session still marked running whose runner is certainly gone (killed, crashed) is listed
+    ``interrupted``, with the reason crash recovery will record when a writer next opens the
+    store (:func:`envharness.store.owners.shown_status`); reading writes nothing."""
 
     id: str
     experiment_id: str | None
@@ -57,8 +62,9 @@ class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):
 
 SESSION_COLUMNS = (
     "id, experiment_id, scenario_id, status, reason, created_at, updated_at, turns_completed,"
-    " head_seq + 1"
+    " head_seq + 1, owner"
 )
+"""The columns :func:`session_info` reads: the :class:`SessionInfo` fields, then the runner."""
 
 
 class SessionCounts(msgspec.Struct, frozen=True, kw_only=True):
@@ -101,28 +107,35 @@ class ExperimentInfo(msgspec.Struct, frozen=True, kw_only=True):
 
 
 EXPERIMENT_QUERY = (
-    "SELECT e.id, e.name, e.status, e.reason, e.total, e.created_at, e.updated_at, s.status,"
-    " COUNT(s.id) FROM experiments AS e LEFT JOIN sessions AS s ON s.experiment_id = e.id"
-    " {where} GROUP BY e.id, s.status ORDER BY e.created_at, e.id"
+    "SELECT e.id, e.name, e.status, e.reason, e.total, e.created_at, e.updated_at, e.owner,"
+    " s.status, s.owner, COUNT(s.id) FROM experiments AS e"
+    " LEFT JOIN sessions AS s ON s.experiment_id = e.id"
+    " {where} GROUP BY e.id, s.status, s.owner ORDER BY e.created_at, e.id"
 )
-"""One row per (experiment, session status); :func:`experiment_infos` folds them."""
+"""One row per (experiment, session status, runner); :func:`experiment_infos` folds them."""
 
 
 def experiment_infos(rows: Sequence[Sequence[object]]) -> list[ExperimentInfo]:
-    """Fold :data:`EXPERIMENT_QUERY` rows into one :class:`ExperimentInfo` per experiment."""
-    heads: dict[str, Sequence[object]] = {}
-    counts: dict[str, dict[str, object]] = {}
+    """Fold :data:`EXPERIMENT_QUERY` rows into one :class:`ExperimentInfo` per experiment;
+    sessions and experiments whose runner is gone count as ``interrupted`` (as in
+    :class:`SessionInfo`)."""
+    heads: dict[str, dict[str, object]] = {}
+    counts: dict[str, dict[str, int]] = {}
+    gone: dict[str, bool] = {}
     for row in rows:
         experiment_id = str(row[0])
-        heads.setdefault(experiment_id, row[:7])
+        if experiment_id not in heads:
+            head = dict(zip(_EXPERIMENT_FIELDS, row[:7], strict=True))
+            reason = head["reason"]
+            if head["status"] == "running" and (reason is None or isinstance(reason, str)):
+                head["status"], head["reason"] = shown_status("running", reason, row[7], gone)
+            heads[experiment_id] = head
         found = counts.setdefault(experiment_id, {})
-        if row[7] is not None:
-            found[str(row[7])] = row[8]
+        if row[8] is not None:
+            status, _ = shown_status(str(row[8]), None, row[9], gone)
+            found[status] = found.get(status, 0) + int(str(row[10]))
     return [
-        msgspec.convert(
-            {**dict(zip(_EXPERIMENT_FIELDS, head, strict=True)), "sessions": counts[key]},
-            ExperimentInfo,
-        )
+        msgspec.convert({**head, "sessions": counts[key]}, ExperimentInfo)
         for key, head in heads.items()
     ]
 
@@ -192,8 +205,13 @@ class RecordFilter(msgspec.Struct, frozen=True, kw_only=True):
             )
 
 
-def session_info(row: Sequence[object]) -> SessionInfo:
-    return msgspec.convert(dict(zip(_FIELDS, row, strict=True)), SessionInfo)
+def session_info(row: Sequence[object], gone: dict[str, bool] | None = None) -> SessionInfo:
+    """A :data:`SESSION_COLUMNS` row as listed; ``gone`` caches runners across one listing."""
+    fields = dict(zip(_FIELDS, row[:-1], strict=True))
+    status, reason = fields["status"], fields["reason"]
+    if isinstance(status, str) and (reason is None or isinstance(reason, str)):
+        fields["status"], fields["reason"] = shown_status(status, reason, row[-1], gone)
+    return msgspec.convert(fields, SessionInfo)
 
 
 _FIELDS = tuple(SessionInfo.__struct_fields__)

@@ -28,7 +28,7 @@ from envharness.records import (
     SessionChain,
     SessionStatus,
 )
-from envharness.store.owners import is_gone
+from envharness.store.owners import interrupted_reason, is_gone
 from envharness.store.reader import open_reader
 
 __all__ = ["Orphan", "find_orphans", "interrupted_reason", "recover"]
@@ -49,10 +49,6 @@ class Orphan:
     runner: RunnerRef
     segment: int
     last_status: ExperimentStatus | None = None
-
-
-def interrupted_reason(runner: RunnerRef) -> str:
-    return f"its runner (pid {runner.pid} on {runner.host}) is gone"
 
 
 def find_orphans(directory: Path) -> list[Orphan]:

@@ -25,10 +25,10 @@ from typing import TypeVar
 import anyio
 import msgspec
 
-from envharness.errors import NotFoundError, StoreError
+from envharness.errors import NotFoundError, StoreError, WalDamageError
 from envharness.records import Record, RecordRow, RunnerRef, decode_record
 from envharness.store.artifacts import ArtifactFiles
-from envharness.store.connections import read_in_thread
+from envharness.store.connections import close_idle_readers, open_reader, read_in_thread
 from envharness.store.database import connect
 from envharness.store.journal import Journal, Pending
 from envharness.store.lineage import Lineage, lineage_of
@@ -40,6 +40,7 @@ from envharness.store.optimizer_index import (
     harness_version_info,
     optimizer_run_info,
 )
+from envharness.store.owners import ENDED
 from envharness.store.reader import (
     AMONG,
     EXPERIMENT_MEMBERS_QUERY,
@@ -104,7 +105,10 @@ class Store:
     ) -> list[SessionInfo]:
         clauses, parameters = [], []
         if status is not None:
-            clauses.append("status = ?")
+            # Also the unended sessions of a runner that may be gone: they are shown (and so
+            # selected) by the status they are shown with (SessionInfo).
+            ended = ", ".join(f"'{name}'" for name in sorted(ENDED))
+            clauses.append(f"(status = ? OR (owner IS NOT NULL AND status NOT IN ({ended})))")
             parameters.append(status)
         if experiment_id is not None:
             clauses.append("experiment_id = ?")
@@ -112,7 +116,9 @@ class Store:
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
         query = f"SELECT {SESSION_COLUMNS} FROM sessions{where} ORDER BY created_at, id"
         rows = await self._read(lambda c: c.execute(query, parameters).fetchall())
-        return [session_info(row) for row in rows]
+        gone: dict[str, bool] = {}
+        found = [session_info(row, gone) for row in rows]
+        return found if status is None else [info for info in found if info.status == status]
 
     async def session(self, session_id: str) -> SessionInfo:
         """The session with this id, or a unique id prefix; :class:`NotFoundError` otherwise."""
@@ -291,9 +297,13 @@ class Store:
             raise StoreError(f"state blob {digest} is corrupt; run `envharness verify`")
         return data
 
-    async def verify(self, on_session: Callable[[str], None] | None = None) -> VerifyReport:
-        """Re-check every hash chain; see :func:`envharness.store.verify.verify_store`."""
-        return await self._read(lambda c: verify_store(c, self.artifacts, on_session))
+    async def verify(
+        self, on_session: Callable[[str], None] | None = None, *, full: bool = False
+    ) -> VerifyReport:
+        """Re-check the database file and every hash chain; ``full`` also checks every index
+        against its table (SQLite's ``integrity_check``). See
+        :func:`envharness.store.verify.verify_store`."""
+        return await self._read(lambda c: verify_store(c, self.artifacts, on_session, full=full))
 
     async def _read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         return await read_in_thread(self.directory, work)
@@ -330,14 +340,26 @@ async def open_store(path: str | PathLike[str], *, create: bool = True) -> Async
     finally:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(connection.close)
+            await anyio.to_thread.run_sync(close_idle_readers, directory)
 
 
-async def read_store(path: str | PathLike[str]) -> Store:
+async def read_store(path: str | PathLike[str], *, damaged: bool = False) -> Store:
     """A store to read from, without a writer: no task group, so it is safe to hold across
-    the ``yield`` of an async generator. Refuses missing and newer stores like ``open_store``."""
+    the ``yield`` of an async generator. Refuses missing and newer stores like ``open_store``,
+    and one that lost acknowledged commits (:class:`WalDamageError`) unless ``damaged``: then
+    it is read as SQLite's recovery sees it, through read-only connections that change
+    nothing — for ``verify``, which reports the loss and checks the rest."""
     directory = Path(path)
-    connection = await anyio.to_thread.run_sync(lambda: connect(directory, create=False))
-    await anyio.to_thread.run_sync(connection.close)
+
+    def check() -> None:
+        try:
+            connect(directory, create=False).close()
+        except WalDamageError:
+            if not damaged:
+                raise
+            open_reader(directory).close()
+
+    await anyio.to_thread.run_sync(check)
     return Store(directory)
 
 

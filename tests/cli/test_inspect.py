@@ -20,6 +20,7 @@ from envharness.fixtures import SyntheticAgent, SyntheticEnvironment, SyntheticS
 from envharness.records import digest_of
 from envharness.store import open_store
 from tests.cli._support import Invoke
+from tests.store.test_damage import INDEX_LEAF, offset_in_page
 
 
 class _Line(msgspec.Struct):
@@ -244,6 +245,40 @@ def test_verify_names_the_session_and_seq_of_a_tampered_record(
     assert result.exit_code == 1
     assert f"{session} seq 7: digest mismatch" in result.stdout
     assert "1 problem" in result.stdout.splitlines()[-1]
+
+
+def test_verify_full_adds_sqlites_integrity_check(invoke: Invoke, quickstart_store: Path) -> None:
+    database = quickstart_store / "evidence.sqlite3"
+    data = bytearray(database.read_bytes())
+    # One entry of the records-by-kind index: "action.executed" -> "action.uxecuted".
+    data[offset_in_page(data, INDEX_LEAF, b"action.executed") + len("action.")] = ord("u")
+    database.write_bytes(bytes(data))
+
+    quick = invoke("--store", quickstart_store, "verify")
+    full = invoke("--store", quickstart_store, "verify", "--full")
+
+    assert (quick.exit_code, full.exit_code) == (1, 1)
+    assert "records-by-kind index disagrees with the records" in quick.stdout
+    assert "integrity_check" not in quick.stdout
+    assert "evidence.sqlite3: SQLite's integrity_check found: " in full.stdout
+    assert "evidence.sqlite3 is damaged; to recover, keep a copy of the store folder" in full.stdout
+
+
+def test_verify_names_a_store_too_damaged_to_open_and_exits_1(
+    invoke: Invoke, quickstart_store: Path
+) -> None:
+    database = quickstart_store / "evidence.sqlite3"
+    data = bytearray(database.read_bytes())
+    data[18] = 0xFD  # the header's write version: SQLite would open it read-only
+    database.write_bytes(bytes(data))
+
+    result = invoke("--store", quickstart_store, "verify")
+
+    assert result.exit_code == 1
+    assert "evidence.sqlite3: the store's database " in result.stdout
+    assert "is damaged: the header's file format write version (byte 18) holds 253" in result.stdout
+    assert "restore the store from a backup" in result.stdout
+    assert result.stdout.splitlines()[-1].endswith("1 problem")
 
 
 # -- export ------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from envharness.cli import manifest_run
 from envharness.cli.edge import ProgressLine
 from envharness.runtime.experiment import derive_seed
-from tests.cli._support import ROOT, Invoke, interrupt_after_first_turn
+from tests.cli._support import ROOT, Invoke, environment, interrupt_after_first_turn
 
 EXAMPLE = ROOT / "examples" / "manifest" / "experiment.toml"
 
@@ -200,3 +201,39 @@ def test_a_directory_is_not_a_manifest(invoke: Invoke, store_path: Path, tmp_pat
     assert result.exit_code == 2
     assert "is a directory, not a manifest file: give the .toml file in it" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+LIMITED_CLI = """
+import resource, signal, sys
+from envharness.cli import main
+
+# A real write failure: past this size a write fails (EFBIG) instead of killing the process.
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+sys.argv = ["envharness", *sys.argv[1:]]
+main()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_a_full_disk_ends_the_run_with_the_stores_error_once_and_exit_2(
+    store_path: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "experiment.toml"
+    path.write_text(
+        MANIFEST.replace("starting_total = 0", "starting_total = -1000, target = 1000")
+        .format(agent="envharness.fixtures:SyntheticAgent", turns=2000, trials=4)
+        .replace("seed = 3", "seed = 3\nmax_concurrency = 4")
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", LIMITED_CLI, "--store", str(store_path), "run", str(path)],
+        cwd=ROOT, env=environment(), capture_output=True, text=True, check=False,
+        timeout=90,  # a hang, not a measure: it exits at once when it works
+    )  # fmt: skip
+
+    assert done.returncode == 2, done.stderr
+    # Every running session met the same failed write: it is said once, without a traceback.
+    [line] = done.stderr.splitlines()
+    assert line.startswith("error: "), done.stderr
+    assert f"'{store_path}'" in line  # the store's own message, naming the store

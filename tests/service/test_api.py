@@ -197,6 +197,16 @@ async def test_verify_reports_an_intact_store(world: World) -> None:
     assert report.breaks == []
 
 
+async def test_verify_full_runs_the_integrity_check_and_refuses_a_bad_value(world: World) -> None:
+    async with world.client("viewer") as client:
+        full = await client.get("/api/verify", params={"full": "true"})
+        wrong = await client.get("/api/verify", params={"full": "maybe"})
+    report = msgspec.json.decode(full.content, type=VerifyOut)
+    assert (report.ok, report.sessions, report.breaks) == (True, 16, [])
+    assert wrong.status_code == 422
+    assert msgspec.json.decode(wrong.content, type=Problem).parameter == "full"
+
+
 async def test_an_admin_issues_lists_and_revokes_tokens(world: World) -> None:
     session_id = (await _all_sessions(world))[5]
     async with world.client("admin") as client:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import sqlite3
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -147,3 +148,35 @@ class Transactions:
     @property
     def count(self) -> int:
         return len(self.batches)
+
+
+@contextlib.contextmanager
+def small_disk(mountpoint: Path, size: str = "1m") -> Iterator[Path]:
+    """A real, small filesystem (tmpfs) at ``mountpoint``, to fill up; skips the test where
+    this process may not mount one (not root, no CAP_SYS_ADMIN)."""
+    mountpoint.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(mountpoint)],
+        capture_output=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield mountpoint
+    finally:
+        subprocess.run(["umount", "-l", str(mountpoint)], check=False)
+
+
+def resize(mountpoint: Path, size: str) -> None:
+    """Make the disk of :func:`small_disk` bigger: space freed."""
+    subprocess.run(["mount", "-o", f"remount,size={size}", str(mountpoint)], check=True)
+
+
+def fill(directory: Path) -> None:
+    """Take every free byte of the filesystem holding ``directory``."""
+    with (directory / "filler").open("wb", buffering=0) as stream:
+        for size in (1 << 16, 1 << 12, 1):
+            with contextlib.suppress(OSError):
+                while stream.write(bytes(size)):
+                    pass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -80,3 +81,52 @@ def test_idle_readers_are_bounded_across_stores(tmp_path: Path) -> None:
             pass
     assert len(idle()) == IDLE_READERS
     assert all(key[0] in stores[3:] for key in connections._idle), "the oldest went first"
+
+
+def open_files_under(directory: Path) -> list[str]:
+    """What this process holds open under ``directory`` (a deleted file too)."""
+    found = []
+    for descriptor in Path("/proc/self/fd").iterdir():
+        try:
+            target = os.readlink(descriptor)
+        except OSError:
+            continue
+        if target.startswith(str(directory)):
+            found.append(target)
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc/self/fd")
+def test_a_closed_store_keeps_no_reader_open(tmp_path: Path) -> None:
+    import anyio
+
+    store = tmp_path / "store"
+
+    async def read_while_open() -> None:
+        async with open_store(store) as opened:
+            await opened.sessions()  # a pooled reader
+
+    anyio.run(read_while_open)
+    assert open_files_under(store) == []
+    shutil.rmtree(store)  # its disk space is freed: no descriptor holds the files
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc/self/fd")
+def test_readers_of_a_deleted_store_or_idle_too_long_are_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import anyio
+
+    deleted, idle_one, used = (anyio.run(a_store, tmp_path / name) for name in "abc")
+    for store in (deleted, idle_one):
+        with borrowed_reader(store):
+            pass
+    shutil.rmtree(deleted)
+    assert open_files_under(deleted)  # kept by the pool, though the store is gone
+    monkeypatch.setattr(connections, "_PRUNE_EVERY_S", 0.0)
+    monkeypatch.setattr(connections, "IDLE_SECONDS", 0.0)
+    with borrowed_reader(used):  # the next use of the pool looks at what it keeps
+        pass
+    assert open_files_under(deleted) == []
+    assert open_files_under(idle_one) == []
+    assert len(idle()) == 1

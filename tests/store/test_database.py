@@ -16,7 +16,7 @@ from envharness.errors import StoreBusyError, StoreError, StoreLayoutError, Stor
 from envharness.store import SCHEMA_VERSION, open_store, read_store
 from envharness.store.database import DATABASE_NAME, connect
 
-from ._support import count_rows, plain, session_rows
+from ._support import count_rows, fill, plain, session_rows, small_disk
 
 
 def snapshot(directory: Path) -> dict[str, tuple[bytes, int]]:
@@ -283,3 +283,69 @@ async def test_opening_refuses_to_block_an_event_loop(store_path: Path) -> None:
 
     with pytest.raises(RuntimeError, match=r"call it through anyio\.to_thread"):
         connect(store_path, create=True)
+
+
+# -- a new store is private; a store that could not be made leaves nothing ----------------------
+
+
+@pytest.fixture
+def open_umask() -> Iterator[None]:
+    """Umask 0: what is created without an explicit mode is readable by everyone."""
+    previous = os.umask(0)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("open_umask")
+async def test_a_new_store_is_its_owners_alone_whatever_the_umask(tmp_path: Path) -> None:
+    store = tmp_path / "made" / "store"
+    async with open_store(store) as opened:
+        await opened.append(session_rows(3))
+        await opened.put_artifact(b"an artifact")
+        with plain(store) as pin:  # while a reader is open, -wal and -shm are there
+            pin.execute("SELECT count(*) FROM records").fetchall()
+            made = {
+                path.relative_to(store).as_posix(): mode(path)
+                for path in store.rglob("*")
+                if not path.name.startswith(".")
+            }
+    assert mode(store) == 0o700
+    names = [DATABASE_NAME, *(DATABASE_NAME + end for end in ("-wal", "-shm", "-acked"))]
+    assert {name: made[name] for name in names} == dict.fromkeys(names, 0o600)
+    folders = {name for name in made if (store / name).is_dir()}
+    assert folders
+    assert {made[name] for name in folders} == {0o700}  # artifacts/ and its shards
+    assert {
+        made[name] for name in made if name.startswith("artifacts/") and name not in folders
+    } == {0o600}
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("open_umask")
+async def test_an_existing_folder_keeps_its_mode(tmp_path: Path) -> None:
+    """The user made the folder: its mode is theirs. What the store makes in it is private."""
+    store = tmp_path / "mine"
+    store.mkdir(mode=0o755)
+    async with open_store(store):
+        pass
+    assert mode(store) == 0o755
+    assert mode(store / DATABASE_NAME) == 0o600
+
+
+@pytest.mark.anyio
+async def test_a_store_that_cannot_be_created_leaves_nothing_behind(tmp_path: Path) -> None:
+    with small_disk(tmp_path / "disk") as disk:
+        fill(disk)
+        with pytest.raises(StoreError) as raised:
+            async with open_store(disk / "parent" / "store"):
+                pass
+        assert "cannot create the store" in str(raised.value)
+        assert "disk is full" in str(raised.value)
+        assert sorted(path.name for path in disk.iterdir()) == ["filler"]

@@ -3,6 +3,7 @@ conflicts, and two processes writing one store."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -18,6 +19,7 @@ from envharness.errors import ChainConflictError, StoreBusyError, StoreError
 from envharness.records import RecordRow, SessionChain
 from envharness.store import Store, open_store
 from envharness.store import journal as journal_module
+from envharness.store.database import DATABASE_NAME
 from envharness.store.journal import REQUEST_BUFFER, Journal
 
 from ._support import (
@@ -26,7 +28,9 @@ from ._support import (
     logs,
     new_session,
     plain,
+    resize,
     session_rows,
+    small_disk,
     status_row,
     turn_rows,
 )
@@ -503,3 +507,78 @@ async def test_after_a_failed_commit_nothing_later_of_that_chain_is_written(
     assert count_rows(store_path) == 3
     async with open_store(store_path) as store:
         assert (await store.verify()).ok
+
+
+# -- the disk, the log ---------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_full_disk_says_what_to_free_and_loses_nothing_acknowledged(
+    tmp_path: Path,
+) -> None:
+    with small_disk(tmp_path / "disk") as disk:
+        store_path = disk / "store"
+        chain, created = new_session()
+        acknowledged = [created]
+
+        async def write_until_full() -> None:
+            async with open_store(store_path) as store:
+                await store.append([created])
+                for turn in range(1, 10_000):
+                    rows, blobs = turn_rows(chain, turn)
+                    state = os.urandom(4000)  # a state that does not compress, as a disk fills
+                    await store.append(rows, {**blobs, hashlib.sha256(state).hexdigest(): state})
+                    acknowledged.extend(rows)
+
+        with pytest.raises(StoreError) as raised:
+            await write_until_full()
+        message = str(raised.value)
+        assert "is full" in message
+        assert "Nothing acknowledged was lost" in message
+        assert "Free at least" in message
+        assert "write-ahead log holds" in message
+
+        resize(disk, "16m")  # space freed: the store opens, with every acknowledged record
+        async with open_store(store_path, create=False) as store:
+            assert (await store.session(chain.session_id)).records == len(acknowledged)
+            assert (await store.verify()).ok
+
+
+@pytest.mark.anyio
+async def test_an_idle_journal_empties_the_log_into_the_database(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(journal_module, "IDLE_CHECKPOINT_S", 0.05)
+    wal = store_path / f"{DATABASE_NAME}-wal"
+    async with open_store(store_path) as store:
+        await store.append(session_rows(20))
+        assert wal.stat().st_size > 0  # the commit is in the log
+        for _ in range(500):
+            if not wal.stat().st_size:
+                break
+            await anyio.sleep(0.02)
+        assert wal.stat().st_size == 0
+        assert count_rows(store_path) == 20  # and now in the database file itself
+
+
+@pytest.mark.anyio
+async def test_a_log_that_a_long_read_keeps_growing_is_warned_of(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(journal_module, "WAL_WARNING_BYTES", 256 << 10)
+    chain, created = new_session()
+    async with open_store(store_path) as store:
+        await store.append([created])
+        with plain(store_path) as reader:
+            reader.execute("BEGIN")  # an external read that stays open
+            reader.execute("SELECT count(*) FROM records").fetchall()
+            with caplog.at_level("WARNING", logger="envharness.store"):
+                for turn in range(1, 40):
+                    rows, blobs = turn_rows(chain, turn)
+                    state = os.urandom(8000)
+                    await store.append(rows, {**blobs, hashlib.sha256(state).hexdigest(): state})
+            reader.execute("COMMIT")
+    warnings = [r.getMessage() for r in caplog.records if r.name == "envharness.store"]
+    assert warnings
+    assert "a read transaction that stays open" in warnings[0]
+    assert len(warnings) < 4  # once, then at each doubling: not once per commit

@@ -188,8 +188,18 @@ async def compare(call: Call[CompareQuery]) -> Response:
     return json_response(await call.access.compare(call.query.left, call.query.right))
 
 
-async def verify(call: Call[NoParameters]) -> Response:
-    report = await call.service.store.verify()
+class VerifyQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    full: Annotated[
+        bool,
+        msgspec.Meta(
+            description="Also check every index against its table (SQLite's integrity_check "
+            "instead of its quick_check); slower on a large store."
+        ),
+    ] = False
+
+
+async def verify(call: Call[VerifyQuery]) -> Response:
+    report = await call.service.store.verify(full=call.query.full)
     breaks = [
         ChainBreakOut(session_id=found.session_id, seq=found.seq, problem=found.problem)
         for found in report.breaks
@@ -316,7 +326,8 @@ API_ENDPOINTS: tuple[Endpoint, ...] = (
     ),
     Endpoint(
         method="GET", path="/api/verify", handler=verify, operation="verify", tag="meta",
-        summary="Re-check every session's hash chain", roles=READERS, response=VerifyOut,
+        summary="Re-check the database file and every session's hash chain", roles=READERS,
+        query=VerifyQuery, response=VerifyOut,
     ),
     Endpoint(
         method="GET", path="/api/tokens", handler=list_tokens, operation="listTokens",
