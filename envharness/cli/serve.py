@@ -7,6 +7,8 @@ every other command works without them. Its credentials are ``envharness token``
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
 import webbrowser
 from pathlib import Path
 from typing import Annotated
@@ -55,7 +57,12 @@ def serve(
 
 def _serve(store: Path, *, host: str, port: int, open_browser: bool) -> None:
     try:
-        from envharness.service.server import bind, login_link, run_service
+        from envharness.service.server import (
+            bind,
+            login_link,
+            run_service,
+            write_sign_in_page,
+        )
         from envharness.service.state import Service, loopback_address
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise CliError(
@@ -74,14 +81,30 @@ def _serve(store: Path, *, host: str, port: int, open_browser: bool) -> None:
     typer.echo(f"  API       {address.url}/docs  (needs a token: envharness token --role viewer)")
     typer.echo("Ctrl-C stops it.")
 
-    async def opened() -> None:
-        if open_browser:
-            await anyio.to_thread.run_sync(webbrowser.open, link)
+    with contextlib.ExitStack() as stack:
+        # Not the link: a browser's command line is readable by every local user. A page only
+        # this user can read (0600, in a 0700 directory) carries a code instead.
+        private = (
+            Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="envharness-")))
+            if open_browser
+            else None
+        )
 
-    try:
-        anyio.run(lambda: run_service(service, sock, started=opened), backend="asyncio")
-    except KeyboardInterrupt:
-        pass  # uvicorn shut down cleanly on Ctrl-C and passed the signal on: the normal stop
-    finally:
-        sock.close()
+        async def opened() -> None:
+            if private is None:
+                return
+            used = anyio.Event()
+            page = write_sign_in_page(service, private, used.set)  # codes are the loop's: here
+            if not await anyio.to_thread.run_sync(webbrowser.open, page.as_uri()):
+                typer.echo("no browser could be opened: sign in with the link above", err=True)
+            with anyio.move_on_after(service.logins.ttl):  # used or expired: its work is done
+                await used.wait()
+            await anyio.Path(page).unlink(missing_ok=True)
+
+        try:
+            anyio.run(lambda: run_service(service, sock, started=opened), backend="asyncio")
+        except KeyboardInterrupt:
+            pass  # uvicorn shut down cleanly on Ctrl-C and passed the signal on: the normal stop
+        finally:
+            sock.close()
     typer.echo("stopped", err=True)

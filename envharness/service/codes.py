@@ -32,18 +32,30 @@ class LoginCodes:
         self.ttl = ttl
         self._clock = clock
         self._deadlines: OrderedDict[str, float] = OrderedDict()
+        self._on_redeem: dict[str, Callable[[], None]] = {}
 
-    def issue(self) -> str:
+    def issue(self, *, on_redeem: Callable[[], None] | None = None) -> str:
+        """A fresh code; ``on_redeem`` is called when it is redeemed (``serve --open`` then
+        deletes the page that carried it)."""
         code = secrets.token_urlsafe(24)
-        self._deadlines[_digest(code)] = self._clock() + self.ttl
+        digest = _digest(code)
+        self._deadlines[digest] = self._clock() + self.ttl
+        if on_redeem is not None:
+            self._on_redeem[digest] = on_redeem
         while len(self._deadlines) > MAX_OPEN_CODES:
-            self._deadlines.popitem(last=False)
+            forgotten, _ = self._deadlines.popitem(last=False)
+            self._on_redeem.pop(forgotten, None)
         return code
 
     def redeem(self, code: str) -> bool:
         """True once for a live code; a used, expired or unknown code is refused alike."""
-        deadline = self._deadlines.pop(_digest(code), None)
-        return deadline is not None and self._clock() < deadline
+        digest = _digest(code)
+        deadline = self._deadlines.pop(digest, None)
+        on_redeem = self._on_redeem.pop(digest, None)
+        redeemed = deadline is not None and self._clock() < deadline
+        if redeemed and on_redeem is not None:
+            on_redeem()
+        return redeemed
 
 
 def _digest(code: str) -> str:

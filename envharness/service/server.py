@@ -9,8 +9,11 @@ itself is backend-neutral and is tested on trio as well.
 from __future__ import annotations
 
 import errno
+import html
+import os
 import socket
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import anyio
 import uvicorn
@@ -19,7 +22,7 @@ from envharness.errors import ConfigurationError
 from envharness.service.app import create_app
 from envharness.service.state import Address, Service
 
-__all__ = ["GRACEFUL_SHUTDOWN_S", "bind", "login_link", "run_service"]
+__all__ = ["GRACEFUL_SHUTDOWN_S", "bind", "login_link", "run_service", "write_sign_in_page"]
 
 BACKLOG = 128
 """Connections the kernel holds for the server while it starts (uvicorn's default too)."""
@@ -54,6 +57,36 @@ def bind(address: Address) -> tuple[socket.socket, Address]:
 def login_link(service: Service) -> str:
     """A fresh one-time sign-in link for this service."""
     return f"{service.address.url}/login?code={service.logins.issue()}"
+
+
+SIGN_IN_PAGE = """<!doctype html>
+<meta charset="utf-8">
+<meta name="referrer" content="no-referrer">
+<meta http-equiv="refresh" content="0;url={target}">
+<title>envharness viewer: signing in</title>
+<p>Signing in to the envharness viewer&hellip; <a href="{target}">continue</a></p>
+"""
+
+
+def write_sign_in_page(
+    service: Service, directory: Path, on_redeem: Callable[[], None] | None = None
+) -> Path:
+    """A page that signs a browser in with a fresh one-time code (``on_redeem``: see
+    :meth:`~envharness.service.codes.LoginCodes.issue`).
+
+    ``serve --open`` hands the browser this file's path, never the code: a browser's command
+    line is readable by every local user (``/proc/PID/cmdline``). The file is created for this
+    user alone (0600; ``directory`` should be private too) and sends the browser on to
+    ``/login#code=...``: a fragment never leaves the browser, so the code is in no request
+    line and no log either; the sign-in page's script posts it.
+    """
+    code = service.logins.issue(on_redeem=on_redeem)
+    target = html.escape(f"{service.address.url}/login#code={code}", quote=True)
+    path = directory / "sign-in.html"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    with os.fdopen(os.open(path, flags, 0o600), "w", encoding="utf-8") as file:
+        file.write(SIGN_IN_PAGE.format(target=target))
+    return path
 
 
 async def run_service(

@@ -20,6 +20,7 @@ deselect it with ``-m "not browser"``.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -128,18 +129,20 @@ def served_harnesses(harness_store: Path, tmp_path: Path) -> Iterator[Served]:
 
 
 @contextmanager
-def _serve(store: Path, tmp_path: Path) -> Iterator[Served]:
+def _serve(
+    store: Path, tmp_path: Path, *options: str, env: dict[str, str] | None = None
+) -> Iterator[Served]:
     """``envharness serve --port 0`` (a free loopback port), stopped with Ctrl-C afterwards."""
     log = tmp_path / "serve.stderr"
     with (
         log.open("w") as stderr,
         subprocess.Popen(
-            _envharness("--store", store, "serve", "--port", "0"),
+            _envharness("--store", store, "serve", "--port", "0", *options),
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
             cwd=ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         ) as process,  # fmt: skip
     ):
         assert process.stdout is not None
@@ -256,6 +259,38 @@ def _signed_in(browser: Browser, served: Served, tmp_path: Path) -> Iterator[Vie
         print(f"screenshots: {shots}")
     finally:
         context.close()
+
+
+def test_serve_open_signs_the_browser_in_without_the_code_on_its_command_line(
+    browser: Browser, store: Path, tmp_path: Path
+) -> None:
+    """``--open`` hands the browser a private page's path (a command line is readable by every
+    local user); the page brings the code to the sign-in form as ``#code=``, never sent."""
+    record = tmp_path / "browser-argv.json"
+    opener = tmp_path / "browser"
+    opener.write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        f"with open({str(record)!r}, 'w') as out:\n    json.dump(sys.argv, out)\n"
+    )
+    opener.chmod(0o700)
+    with _serve(store, tmp_path, "--open", env={"BROWSER": f"{opener} %s"}) as served:
+        deadline = time.monotonic() + 60  # a hang, not a measure
+        while not record.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        [uri] = json.loads(record.read_text())[1:]
+        assert uri.startswith("file:///"), uri
+        assert "code" not in uri, uri
+        context = browser.new_context()
+        try:
+            page = context.new_page()
+            watch = Watch()
+            watch.attach(page)
+            page.goto(uri)  # what the real browser would open: a file, then the sign-in form
+            page.wait_for_url(f"{served.base}/")
+            assert page.locator(".who .role").inner_text() == "viewer · read-only"
+            watch.check("signed in by --open")
+        finally:
+            context.close()
 
 
 def test_every_destination_renders_without_errors(viewer: Viewer) -> None:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import re
+import stat
+from pathlib import Path
+
 import pytest
 
 from envharness.service.codes import LoginCodes
+from envharness.service.server import write_sign_in_page
 from tests.service._support import World
 
 pytestmark = pytest.mark.anyio
@@ -120,3 +125,35 @@ def test_codes_are_single_use_bounded_and_kept_hashed() -> None:
 def test_the_cookie_is_named_for_the_port(world: World) -> None:
     """Cookies ignore ports: two services on one machine must not overwrite each other's."""
     assert world.service.cookie_name == "envharness-8765"
+
+
+def test_a_code_can_say_when_it_is_redeemed_and_only_then() -> None:
+    codes = LoginCodes()
+    redeemed: list[str] = []
+    code = codes.issue(on_redeem=lambda: redeemed.append("once"))
+    assert not codes.redeem("made-up")
+    assert redeemed == []
+    assert codes.redeem(code)
+    assert not codes.redeem(code)
+    assert redeemed == ["once"]
+
+
+async def test_the_sign_in_page_for_open_is_private_and_sends_the_code_in_a_fragment(
+    world: World, tmp_path: Path
+) -> None:
+    """``serve --open`` gives the browser a file's path: the code is inside, readable by this
+    user only, and travels on as ``#code=``, which no request carries."""
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    page = write_sign_in_page(world.service, private)
+    assert stat.S_IMODE(page.stat().st_mode) == 0o600
+    found = re.search(r'url=(http://[^"]+)/login#code=([\w-]+)"', page.read_text())
+    assert found, page.read_text()
+    assert found.group(1) == world.service.address.url
+    assert found.group(2) not in page.as_uri()
+    async with world.client("none") as client:
+        landing = await client.get("/login")  # what the browser asks for: no code in it
+        assert landing.status_code == 200
+        assert 'id="login-form"' in landing.text
+        assert "/static/login.js" in landing.text
+        assert (await client.post("/login", data={"code": found.group(2)})).status_code == 303

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -174,3 +175,68 @@ def test_the_listening_socket_is_tcp_so_answers_are_not_held_by_nagle() -> None:
     with sock:
         assert sock.proto == socket.IPPROTO_TCP
         assert address.port == sock.getsockname()[1] != 0
+
+
+RECORDING_BROWSER = """#!{python}
+import json, sys
+with open({record!r}, "w") as record:
+    json.dump(sys.argv, record)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="a POSIX browser command")
+def test_serve_open_never_puts_the_code_on_a_command_line_or_in_a_log(tmp_path: Path) -> None:
+    """What ``--open`` starts is readable by every local user (``/proc/PID/cmdline``): the
+    browser gets the path of a page only this user can read; the code inside it comes to the
+    server in a form's body, and the page is gone once it was used."""
+    store = tmp_path / "store"
+    write_store(store, [(SessionWriter(["alice"]), 1)])
+    record = tmp_path / "browser-argv.json"
+    browser = tmp_path / "browser"
+    browser.write_text(RECORDING_BROWSER.format(python=sys.executable, record=str(record)))
+    browser.chmod(0o700)
+    command = [sys.executable, "-m", "envharness.cli", "--store", str(store)]
+    with subprocess.Popen(
+        [*command, "serve", "--port", "0", "--open"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "BROWSER": f"{browser} %s"},
+    ) as process:  # fmt: skip
+        assert process.stdout is not None
+        assert process.stderr is not None
+        try:
+            printed = [process.stdout.readline() for _ in range(2)]
+            base = re.search(r"http://127\.0\.0\.1:\d+", printed[1])
+            assert base, printed
+            deadline = time.monotonic() + 60  # a hang, not a measure
+            while not record.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            argv = msgspec.json.decode(record.read_bytes())
+            [page_uri] = argv[1:]
+            assert re.fullmatch(r"file:///\S+/sign-in\.html", page_uri), argv
+            page = Path(page_uri.removeprefix("file://"))
+            assert stat.S_IMODE(page.stat().st_mode) == 0o600
+            assert stat.S_IMODE(page.parent.stat().st_mode) == 0o700
+            found = re.search(r"/login#code=([\w-]+)", page.read_text())
+            assert found
+            code = found.group(1)
+            assert code not in " ".join(argv)
+            with httpx.Client(base_url=base.group(0), timeout=10) as client:
+                assert client.post("/login", data={"code": code}).status_code == 303
+                assert client.get("/").status_code == 200
+            while page.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not page.exists()  # used: deleted at once, not left for anyone to find
+        finally:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=15)
+            finally:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+        output = process.stdout.read()
+        errors = process.stderr.read()
+    assert process.returncode == 0, errors
+    assert code not in "".join(printed) + output + errors  # no log line holds it
+    assert not page.parent.exists()

@@ -3,8 +3,10 @@
 ``GET /login?code=…`` changes nothing: it shows a page whose form posts the code back (a
 script submits it at once; without JavaScript, a button does). Only ``POST /login`` redeems
 the code, so a link previewer or a prefetching browser that fetches the link cannot use it
-up. The redeemed code becomes a viewer token, stored hashed like any other (``token list``
-shows it, ``token revoke`` ends it), set as an ``HttpOnly; SameSite=Strict`` cookie.
+up. ``serve --open`` brings the code as ``/login#code=…`` instead: the page's script reads the
+fragment, which no request carries, and posts it the same way. The redeemed code becomes a
+viewer token, stored hashed like any other (``token list`` shows it, ``token revoke`` ends it),
+set as an ``HttpOnly; SameSite=Strict`` cookie.
 """
 
 from __future__ import annotations
@@ -51,7 +53,11 @@ async def login_form(call: Call[LoginQuery]) -> Response:
         body = Html(
             '<div class="signin card"><h1>Sign in to the viewer</h1><p>Open the link that '
             "<code>envharness serve</code> printed (it ends in <code>/login?code=…</code>), "
-            "or start it with <code>--open</code>.</p></div>"
+            "or start it with <code>--open</code>.</p>"
+            # `serve --open` lands here with #code=… (never sent): login.js posts it.
+            '<form method="post" action="/login" id="login-form" hidden>'
+            '<input type="hidden" name="code" value=""></form></div>'
+            '<script src="/static/login.js"></script>'
         )
         return page(call.service, None, title="Sign in", body=body)
     body = html(
