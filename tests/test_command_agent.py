@@ -103,6 +103,7 @@ async def test_the_hosts_credentials_are_not_inherited(
     [
         ("invalid-json", "invalid_json"),
         ("invalid-utf8", "invalid_utf8"),
+        ("invalid-utf8-unknown-field", "invalid_utf8"),
         ("huge-line", "line_too_long"),
         ("flood", "line_too_long"),
         ("unknown-type", "unknown_type"),
@@ -121,7 +122,7 @@ async def test_a_protocol_violation_fails_only_that_session_with_its_bytes_kept(
     assert "broke the protocol" in (session.reason or "")
     [violation] = [r.payload for r in records if isinstance(r.payload, ProtocolViolation)]
     assert violation.problem.startswith(f"{code}: ")
-    if mode in ("invalid-json", "invalid-utf8", "huge-line"):
+    if mode in ("invalid-json", "invalid-utf8", "invalid-utf8-unknown-field", "huge-line"):
         assert violation.artifact is not None
         kept = (store_path / "artifacts" / violation.artifact[:2] / violation.artifact).read_bytes()
         assert 0 < len(kept) <= 4096

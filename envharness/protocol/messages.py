@@ -5,12 +5,15 @@ version adds get defaults, and unknown fields are ignored on decoding, so a v1 r
 working when the other side is newer. The docstrings below become the descriptions in
 ``protocol/schema/*.json``: they are written for agent authors in any language.
 
-Decoding has a fast path (one typed msgspec decode) and, only when that fails, a slow path that
-works out *which* rule the line broke, so the violation names it and says how to fix it.
+Decoding has a fast path (one typed msgspec decode, then a UTF-8 check of a line that is not
+plain ASCII: msgspec skips a field it does not know without reading its bytes) and, only when
+that fails, a slow path that works out *which* rule the line broke, so the violation names it
+and says how to fix it.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Final, Literal
 
 import msgspec
@@ -291,17 +294,94 @@ def encode_into(message: HostMessage | AgentMessage, buffer: bytearray) -> None:
 def decode_agent_message(line: bytes) -> AgentMessage:
     """Decode one line an agent sent (without its newline), or say precisely what is wrong."""
     try:
-        return _agent_decoder.decode(line)
+        message = _agent_decoder.decode(line)
     except msgspec.DecodeError as exc:
         raise _diagnose(line, exc, AGENT_MESSAGE_TYPES, HOST_MESSAGE_TYPES, "an agent") from None
+    if not line.isascii() and (violation := _utf8_violation(line)) is not None:
+        raise violation
+    return message
 
 
 def decode_host_message(line: bytes) -> HostMessage:
     """Decode one line the host sent (without its newline), or say precisely what is wrong."""
     try:
-        return _host_decoder.decode(line)
+        message = _host_decoder.decode(line)
     except msgspec.DecodeError as exc:
         raise _diagnose(line, exc, HOST_MESSAGE_TYPES, AGENT_MESSAGE_TYPES, "the host") from None
+    if not line.isascii() and (violation := _utf8_violation(line)) is not None:
+        raise violation
+    return message
+
+
+def _utf8_violation(line: bytes) -> ProtocolViolationError | None:
+    """``invalid_utf8`` naming the byte and the field it sits in, if ``line`` is not UTF-8."""
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        field = _field_at(line, exc.start)
+        return ProtocolViolationError(
+            "invalid_utf8",
+            f"the line is not valid UTF-8 (byte {exc.start}{f', in {field}' if field else ''}); "
+            "protocol lines must be UTF-8 encoded JSON throughout, also in fields the host "
+            "does not read",
+            line,
+        )
+    return None
+
+
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?|[][{}:,]', re.DOTALL)
+"""A JSON string (escapes and all; unterminated at the end of the line) or a structural byte."""
+
+
+def _field_at(line: bytes, offset: int) -> str | None:
+    """Where byte ``offset`` of a JSON line sits: ``field `action.note``` (``items[2]`` in
+    arrays) or ``a key of `action```; ``None`` when it is in no string (slow path only)."""
+    path: list[str | int] = []
+    in_object: list[bool] = []
+    expect_key = False
+    for token in _TOKEN.finditer(line):
+        if token.start() >= offset:
+            return None
+        text = token.group()
+        if text[0] == 0x22:  # a string
+            key = expect_key and bool(in_object) and in_object[-1]
+            if offset < token.end():
+                if key:
+                    parent = _dotted(path[:-1])
+                    return f"a key of `{parent}`" if parent else "a key of the message"
+                return f"field `{_dotted(path)}`" if path else None
+            if key:
+                path[-1] = _key_text(text)
+        elif text in (b"{", b"["):
+            in_object.append(text == b"{")
+            path.append("" if text == b"{" else 0)
+            expect_key = text == b"{"
+        elif text in (b"}", b"]") and in_object:
+            in_object.pop()
+            path.pop()
+        elif text == b"," and in_object:
+            last = path[-1]
+            expect_key = in_object[-1]
+            if isinstance(last, int):
+                path[-1] = last + 1
+        elif text == b":":
+            expect_key = False
+    return None
+
+
+def _key_text(token: bytes) -> str:
+    try:
+        key: str = _any_decoder.decode(token)
+    except msgspec.DecodeError:
+        return token[1:-1].decode("utf-8", "replace")
+    return key
+
+
+def _dotted(path: list[str | int]) -> str:
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else part
+    return text
 
 
 def _diagnose(
@@ -312,15 +392,9 @@ def _diagnose(
     sender: str,
 ) -> ProtocolViolationError:
     """Classify a line the typed decoder refused: the first broken rule, in framing order."""
-    try:
-        line.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return ProtocolViolationError(
-            "invalid_utf8",
-            f"the line is not valid UTF-8 (byte {exc.start}); protocol lines must be UTF-8 "
-            "encoded JSON",
-            line,
-        )
+    violation = _utf8_violation(line)
+    if violation is not None:
+        return violation
     try:
         value = _any_decoder.decode(line)
     except msgspec.DecodeError as exc:

@@ -51,6 +51,9 @@ def main(mode: str) -> None:
                 sys.stdout.write("{this is not json\n")
             elif mode == "invalid-utf8":
                 sys.stdout.buffer.write(b'{"type": "action", "id": "\xff\xfe"}\n')
+            elif mode == "invalid-utf8-unknown-field":  # a valid action but for a field it adds
+                head = json.dumps({"type": "action", "id": message["id"], "action": {"value": 1}})
+                sys.stdout.buffer.write(head[:-1].encode() + b', "note": "caf\xe9"}\n')
             elif mode == "huge-line":
                 sys.stdout.write('{"type": "log", "message": "' + "x" * (3 << 20) + '"}\n')
             elif mode == "flood":

@@ -142,3 +142,30 @@ def test_decoders_are_strict_about_types_not_about_presence_of_optionals() -> No
     )
     with pytest.raises(msgspec.ValidationError):
         msgspec.convert({"type": "ready", "protocol": "1"}, Ready)
+
+
+@pytest.mark.parametrize(
+    ("line", "where"),
+    [
+        # msgspec skips a field it does not know without reading its bytes: checked anyway.
+        (b'{"type":"action","id":"1","action":{},"note":"caf\xe9"}', "(byte 49, in field `note`)"),
+        (b'{"type":"action","id":"1","action":{"k":[1,"\xff"]}}', "in field `action.k[1]`"),
+        (b'{"type":"action","id":"1","action":{"\xc3":1}}', "in a key of `action`"),
+        (b'{"type":"log","message":"hi","\xff":1}', "(byte 30, in a key of the message)"),
+        (b'{"type":"log","message":"ok"}\xff', "(byte 29)"),
+    ],
+)
+def test_a_line_that_is_not_utf8_is_refused_naming_byte_and_field(line: bytes, where: str) -> None:
+    with pytest.raises(ProtocolViolationError) as caught:
+        decode_agent_message(line)
+    assert caught.value.code == "invalid_utf8"
+    assert where in caught.value.problem
+    assert caught.value.offending == line
+
+
+def test_the_host_side_decoder_checks_utf8_the_same_way() -> None:
+    with pytest.raises(ProtocolViolationError, match=r"invalid_utf8: .*field `extra`"):
+        decode_host_message(b'{"type":"shutdown","extra":"\xff"}')
+    assert decode_host_message('{"type":"shutdown","reason":"fin ☕"}'.encode()) == Shutdown(
+        reason="fin ☕"
+    )
