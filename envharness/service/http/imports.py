@@ -13,7 +13,7 @@ from starlette.responses import Response
 
 from envharness.api.sources import AsyncSources
 from envharness.errors import EnvharnessError, NotFoundError
-from envharness.service.http.bodies import read_body
+from envharness.service.http.bodies import spool_body, spooled_lines
 from envharness.service.problems import not_found, trajectory_problems
 from envharness.service.routing import ADMIN, READERS, Call, Endpoint, json_response
 from envharness.service.wire.trajectories import ImportReceipt, SourcePage
@@ -22,7 +22,9 @@ __all__ = ["IMPORT_LIMIT", "SOURCE_API_ENDPOINTS", "ImportQuery", "SourcesQuery"
 
 IMPORT_LIMIT = 64 * 1024 * 1024
 """Largest import body accepted. An import is one all-or-nothing batch, checked whole before
-it is stored (docs/imports.md); split a longer history into consecutive imports."""
+it is stored (docs/imports.md); split a longer history into consecutive imports. The body is
+spooled to a temporary file as it arrives and imported from there, so the server holds about a
+megabyte of it at a time, not the limit."""
 SOURCE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)+$"
 _IMPORT_TYPES = ("application/x-ndjson", "application/jsonl", "application/json")
 
@@ -64,13 +66,14 @@ async def list_sources(call: Call[SourcesQuery]) -> Response:
 
 async def import_source(call: Call[ImportQuery]) -> Response:
     query = call.query
-    body = await read_body(call, limit=IMPORT_LIMIT, content_types=_IMPORT_TYPES)
     sources = AsyncSources(call.service.store.directory)
-    with trajectory_problems(EnvharnessError):
-        receipt = await sources.import_lines(
-            query.source, body.splitlines(keepends=True), format=query.format,
-            origin="the request body", training=query.training,
-        )  # fmt: skip
+    # Spooled, never held: the import reads its lines in a worker thread, in bounded memory.
+    async with spool_body(call, limit=IMPORT_LIMIT, content_types=_IMPORT_TYPES) as body:
+        with trajectory_problems(EnvharnessError):
+            receipt = await sources.import_lines(
+                query.source, spooled_lines(body), format=query.format,
+                origin="the request body", training=query.training,
+            )  # fmt: skip
     return json_response(receipt, status=201)
 
 

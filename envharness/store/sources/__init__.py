@@ -6,7 +6,8 @@ again by ``verify`` (:mod:`~envharness.store.sources.verify`); our session chain
 imported records (docs/architecture.md, "Imported records keep their own chain").
 
 An import is a batch, stored whole in one transaction or refused whole
-(:mod:`~envharness.store.sources.store`); a refusal raises one of the errors of
+(:mod:`~envharness.store.sources.store`), checked on its way there in bounded memory
+(:mod:`~envharness.store.sources.spool`); a refusal raises one of the errors of
 :mod:`~envharness.store.sources.errors` and is noted in the import log, which health reads
 (:mod:`~envharness.store.sources.reads`). Imported records and the import log are append-only,
 like the journal. What imports, health and listings report is in
@@ -17,6 +18,7 @@ from envharness.store.sources.chain import (
     CAPTURE_FAILED,
     KNOWN_SCHEMA_VERSIONS,
     SOURCE_SCHEMA_VERSION,
+    BatchCheck,
     SourceRow,
     chain_problem,
     check_batch,
@@ -38,17 +40,20 @@ from envharness.store.sources.reports import (
     SourceHealth,
     health_problems,
 )
-from envharness.store.sources.store import SourceStore
+from envharness.store.sources.spool import RowSpool
+from envharness.store.sources.store import SourceStore, positions_of
 from envharness.store.sources.verify import SourceBreak, verify_sources
 
 __all__ = [
     "CAPTURE_FAILED",
     "KNOWN_SCHEMA_VERSIONS",
     "SOURCE_SCHEMA_VERSION",
+    "BatchCheck",
     "EpisodeInfo",
     "ImportBatch",
     "ImportReceipt",
     "ProblemKind",
+    "RowSpool",
     "SourceBreak",
     "SourceChainError",
     "SourceConflictError",
@@ -62,6 +67,7 @@ __all__ = [
     "check_batch",
     "check_source_id",
     "health_problems",
+    "positions_of",
     "source_hash_of",
     "verify_sources",
 ]

@@ -21,6 +21,7 @@ from envharness.store.sources.errors import SourceChainError, SourceFormatError
 
 __all__ = [
     "CAPTURE_FAILED",
+    "BatchCheck",
     "COLUMNS",
     "KNOWN_SCHEMA_VERSIONS",
     "SOURCE_SCHEMA_VERSION",
@@ -177,8 +178,25 @@ def chain_problem(
 def check_batch(source: str, rows: Sequence[SourceRow], *, prefix: str = "") -> None:
     """Refuse a batch that is not one unbroken piece of ``source``'s chain (``prefix`` starts
     each message, e.g. the file's name)."""
-    previous: SourceRow | None = None
+    check = BatchCheck(source, prefix=prefix)
     for row in rows:
+        check(row)
+
+
+class BatchCheck:
+    """:func:`check_batch` one record at a time, for a batch too large to hold: each record
+    needs only the one before it, so a whole import is checked in constant memory."""
+
+    __slots__ = ("_previous", "prefix", "source")
+
+    def __init__(self, source: str, *, prefix: str = "") -> None:
+        self.source = source
+        self.prefix = prefix
+        self._previous: SourceRow | None = None
+
+    def __call__(self, row: SourceRow) -> None:
+        """Refuse ``row`` unless it continues the records checked before it."""
+        source, prefix = self.source, self.prefix
         if row.source != source:
             raise SourceFormatError(
                 f"{prefix}position {row.position} belongs to source {row.source!r}, not "
@@ -193,7 +211,7 @@ def check_batch(source: str, rows: Sequence[SourceRow], *, prefix: str = "") -> 
                 position=row.position,
                 problem="schema",
             )
-        found = chain_problem(previous, row)
+        found = chain_problem(self._previous, row)
         if found is not None:
             problem, text = found
             raise SourceChainError(
@@ -202,7 +220,7 @@ def check_batch(source: str, rows: Sequence[SourceRow], *, prefix: str = "") -> 
                 position=row.position,
                 problem=problem,
             )
-        previous = row
+        self._previous = row
 
 
 def _schema_message(version: object, position: int | None) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import sqlite3
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -37,9 +37,10 @@ from envharness.store.sources.chain import (
 from envharness.store.sources.errors import SourceChainError, SourceConflictError, SourceImportError
 from envharness.store.sources.reads import episodes_of, health_of
 from envharness.store.sources.reports import EpisodeInfo, ImportBatch, ImportReceipt, SourceHealth
+from envharness.store.sources.spool import CHUNK_ROWS, RowSpool
 from envharness.store.sources.verify import SourceBreak, verify_sources
 
-__all__ = ["SourceStore"]
+__all__ = ["SourceStore", "positions_of"]
 
 _PAGE = 500
 _T = TypeVar("_T")
@@ -76,19 +77,41 @@ class SourceStore:
                 functools.partial(check_batch, source, rows, prefix=_origin(batch))
             )
         except SourceImportError as refused:
-            await self.note_refusal(batch, rows, refused)
+            await self.note_refusal(batch, positions_of(rows), refused)
             raise
+        chunks = [rows[at : at + CHUNK_ROWS] for at in range(0, len(rows), CHUNK_ROWS)]
+        return await self._store(batch, rows[0], rows[-1], lambda: iter(chunks))
+
+    async def append_spooled(self, batch: ImportBatch, spool: RowSpool) -> ImportReceipt:
+        """Like :meth:`append`, for records already checked into ``spool`` (a large import):
+        stored in the same one transaction, read back from the spool a chunk at a time."""
+        source = check_source_id(batch.source)
+        if spool.first is None or spool.last is None:
+            raise ConfigurationError(f"nothing to import into {source!r}: the batch has no records")
+        return await self._store(batch, spool.first, spool.last, spool.chunks)
+
+    async def _store(
+        self,
+        batch: ImportBatch,
+        first: SourceRow,
+        last: SourceRow,
+        chunks: Callable[[], Iterator[Sequence[SourceRow]]],
+    ) -> ImportReceipt:
+        """The import transaction over a checked batch from ``first`` to ``last``, whose
+        records ``chunks`` gives in order."""
         import_id = new_id("imp")
+        span = (first.position, last.position)
 
         def run() -> ImportReceipt:
             if not (self.directory / DATABASE_NAME).exists():
                 # No store yet: a batch it would refuse must not create one to refuse it in.
-                _check_continues(batch, rows, head=-1, head_hash=None)
+                _check_gap(batch, first.position, head=-1)
+                _check_link(batch, first, head=-1, head_hash=None)
             connection = connect(self.directory, create=True)
             try:
                 try:
                     connection.execute("BEGIN IMMEDIATE")
-                    receipt = _apply(connection, batch, rows, import_id, utc_now_text())
+                    receipt = _apply(connection, batch, span, chunks(), import_id, utc_now_text())
                     connection.execute("COMMIT")
                     return receipt
                 except BaseException:
@@ -96,7 +119,7 @@ class SourceStore:
                         connection.execute("ROLLBACK")
                     raise
             except SourceImportError as refused:
-                _note(connection, batch, rows, refused)
+                _note(connection, batch, span, refused)
                 raise
             except sqlite3.Error as exc:
                 raise translate_sqlite_error(exc, self.directory) from exc
@@ -107,13 +130,15 @@ class SourceStore:
         return await anyio.to_thread.run_sync(run)
 
     async def note_refusal(
-        self, batch: ImportBatch, rows: Sequence[SourceRow], refused: SourceImportError
+        self, batch: ImportBatch, span: tuple[int, int] | None, refused: SourceImportError
     ) -> None:
         """Note in the import log that a batch was refused before it reached the store (a
         line that did not parse), so health can report it — when the source holds records:
         a refusal into a new (or mistyped) source, or into a store that does not exist,
-        writes nothing. It changes no record. Best effort: a store that cannot be opened is
-        left alone, and the caller still raises the refusal itself."""
+        writes nothing. ``span`` is the lowest and highest position the batch offered
+        (:func:`positions_of`), ``None`` when it offered none. It changes no record. Best
+        effort: a store that cannot be opened is left alone, and the caller still raises the
+        refusal itself."""
 
         def run() -> None:
             try:
@@ -121,7 +146,7 @@ class SourceStore:
             except StoreError:
                 return
             try:
-                _note(connection, batch, rows, refused)
+                _note(connection, batch, span, refused)
             finally:
                 connection.close()
 
@@ -217,49 +242,65 @@ class SourceStore:
         return await read_in_thread(self.directory, work)
 
 
+def positions_of(rows: Sequence[SourceRow]) -> tuple[int, int] | None:
+    """The lowest and highest position of ``rows`` (``None`` for none), as the log notes them."""
+    positions = [row.position for row in rows]
+    return (min(positions), max(positions)) if positions else None
+
+
 def _apply(
     connection: sqlite3.Connection,
     batch: ImportBatch,
-    rows: Sequence[SourceRow],
+    span: tuple[int, int],
+    chunks: Iterator[Sequence[SourceRow]],
     import_id: str,
     now: str,
 ) -> ImportReceipt:
-    """Inside the import transaction: compare with what is held, then insert what is new."""
+    """Inside the import transaction: compare with what is held, then insert what is new, a
+    chunk at a time (the batch is checked: positions ascend densely from ``span[0]``)."""
     source = batch.source
     held = connection.execute(
         "SELECT head_position, head_hash FROM sources WHERE id = ?", (source,)
     ).fetchone()
     head, head_hash = (int(held[0]), str(held[1])) if held else (-1, None)
-    first, last = rows[0].position, rows[-1].position
-    duplicates = 0
-    if first <= head:
-        stored = dict(
-            connection.execute(
-                "SELECT position, hash FROM source_records WHERE source = ?"
-                " AND position BETWEEN ? AND ?",
-                (source, first, min(last, head)),
-            ).fetchall()
-        )
-        for row in rows:
-            if row.position > head:
-                break
-            if stored.get(row.position) != row.hash:
-                raise SourceConflictError(
-                    f"{_origin(batch)}source {source!r} position {row.position} is already "
-                    "imported with "
-                    f"hash {stored.get(row.position)}, and this batch sends hash {row.hash} "
-                    "there: a retry with different content. Nothing was stored. If the "
-                    "source rewrote its history, import it as a new source (another NAME); "
-                    "stored records are never replaced",
-                    source=source,
-                    position=row.position,
-                )
-            duplicates += 1
-    _check_continues(batch, rows, head=head, head_hash=head_hash)  # after conflicts: they say more
-    new = rows[duplicates:]
-    if new:
-        connection.executemany(_INSERT, [(*row, import_id) for row in new])
-        tail = new[-1]
+    first, last = span
+    _check_gap(batch, first, head=head)  # a gap leaves nothing at or below the head to compare
+    duplicates = stored = 0
+    tail: SourceRow | None = None
+    for chunk in chunks:
+        held_hashes: dict[int, str] = {}
+        if chunk[0].position <= head:
+            held_hashes = dict(
+                connection.execute(
+                    "SELECT position, hash FROM source_records WHERE source = ?"
+                    " AND position BETWEEN ? AND ?",
+                    (source, chunk[0].position, min(chunk[-1].position, head)),
+                ).fetchall()
+            )
+        new: list[tuple[object, ...]] = []
+        for row in chunk:
+            if row.position <= head:
+                if held_hashes.get(row.position) != row.hash:
+                    raise SourceConflictError(
+                        f"{_origin(batch)}source {source!r} position {row.position} is already "
+                        "imported with "
+                        f"hash {held_hashes.get(row.position)}, and this batch sends hash "
+                        f"{row.hash} there: a retry with different content. Nothing was "
+                        "stored. If the source rewrote its history, import it as a new source "
+                        "(another NAME); stored records are never replaced",
+                        source=source,
+                        position=row.position,
+                    )
+                duplicates += 1
+                continue
+            if tail is None and not new:  # the first new record: after every duplicate
+                _check_link(batch, row, head=head, head_hash=head_hash)
+            new.append((*row, import_id))
+        if new:
+            connection.executemany(_INSERT, new)
+            stored += len(new)
+            tail = chunk[-1]
+    if tail is not None:
         if held:
             connection.execute(
                 "UPDATE sources SET head_position = ?, head_hash = ?, updated_at = ? WHERE id = ?",
@@ -276,8 +317,8 @@ def _apply(
         _INSERT_IMPORT,
         (
             import_id, source, now, batch.format, batch.importer, batch.origin,
-            int(batch.training), first, last, len(new), duplicates,
-            "stored" if new else "duplicate", None, None, None,
+            int(batch.training), first, last, stored, duplicates,
+            "stored" if stored else "duplicate", None, None, None,
         ),
     )  # fmt: skip
     assert head_hash is not None  # a non-empty batch leaves a head
@@ -285,7 +326,7 @@ def _apply(
         import_id=import_id,
         source=source,
         format=batch.format,
-        stored=len(new),
+        stored=stored,
         duplicates=duplicates,
         first_position=first,
         last_position=last,
@@ -294,31 +335,31 @@ def _apply(
     )
 
 
-def _check_continues(
-    batch: ImportBatch, rows: Sequence[SourceRow], *, head: int, head_hash: str | None
-) -> None:
-    """Refuse a batch that leaves a gap after ``head``, or whose first new record does not
-    link to ``head_hash``. (Records at or below the head are compared by hash elsewhere.)"""
-    source, first = batch.source, rows[0].position
+def _check_gap(batch: ImportBatch, first: int, *, head: int) -> None:
+    """Refuse a batch starting at ``first`` that leaves a gap after ``head``."""
     if first > head + 1:
         have = f"it holds positions 0..{head}" if head >= 0 else "it holds no records yet"
         raise SourceChainError(
-            f"{_origin(batch)}source {source!r} position {first}: position(s) "
+            f"{_origin(batch)}source {batch.source!r} position {first}: position(s) "
             f"{position_span(head + 1, first - 1)} "
             f"were never imported ({have}); import the missing records first, or resend this "
             f"batch starting at position {head + 1}",
-            source=source,
+            source=batch.source,
             position=first,
             problem="gap",
         )
-    after = next((row for row in rows if row.position > head), None)
-    if after is not None and after.prev != head_hash:
+
+
+def _check_link(batch: ImportBatch, after: SourceRow, *, head: int, head_hash: str | None) -> None:
+    """Refuse a batch whose first new record, ``after``, does not link to ``head_hash``.
+    (Records at or below the head are compared by hash, before: conflicts say more.)"""
+    if after.prev != head_hash:
         raise SourceChainError(
-            f"{_origin(batch)}source {source!r} position {after.position}: its prev "
+            f"{_origin(batch)}source {batch.source!r} position {after.position}: its prev "
             f"{after.prev!r} is not "
             f"the hash of the acknowledged position {head} ({head_hash}); the batch does not "
             "continue the source's chain: resend it from the source as it was exported",
-            source=source,
+            source=batch.source,
             position=after.position,
             problem="chain",
         )
@@ -332,7 +373,7 @@ def _origin(batch: ImportBatch) -> str:
 def _note(
     connection: sqlite3.Connection,
     batch: ImportBatch,
-    rows: Sequence[SourceRow],
+    span: tuple[int, int] | None,
     refused: SourceImportError,
 ) -> None:
     """Log a refused batch in a transaction of its own (the batch's was rolled back).
@@ -340,17 +381,17 @@ def _note(
     Best effort: the log feeds health, and failing to write it (a store locked past the busy
     timeout) must not hide the refusal the caller is about to get.
     """
-    positions = [row.position for row in rows]
     with contextlib.suppress(sqlite3.Error):
-        _insert_refusal(connection, batch, positions, refused)
+        _insert_refusal(connection, batch, span, refused)
 
 
 def _insert_refusal(
     connection: sqlite3.Connection,
     batch: ImportBatch,
-    positions: list[int],
+    span: tuple[int, int] | None,
     refused: SourceImportError,
 ) -> None:
+    low, high = span or (None, None)
     connection.execute("BEGIN IMMEDIATE")
     try:
         known = connection.execute("SELECT 1 FROM sources WHERE id = ?", (batch.source,))
@@ -359,8 +400,7 @@ def _insert_refusal(
                 _INSERT_IMPORT,
                 (
                     new_id("imp"), batch.source, utc_now_text(), batch.format, batch.importer,
-                    batch.origin, int(batch.training), min(positions, default=None),
-                    max(positions, default=None), 0, 0, "refused", str(refused),
+                    batch.origin, int(batch.training), low, high, 0, 0, "refused", str(refused),
                     refused.problem, refused.position,
                 ),
             )  # fmt: skip

@@ -1,7 +1,9 @@
 """Import a file (or records) into a source: read it in the format named, store it whole.
 
 An :class:`Importer` turns the bytes of one format into records of a source's chain; the
-store checks the chain again and keeps the batch whole or refuses it whole. Two importers ship:
+store checks the chain again and keeps the batch whole or refuses it whole. Lines are read and
+checked as they stream by, into a spool on disk (:class:`~envharness.store.sources.RowSpool`),
+so an import of any size holds about one chunk of records in memory. Two importers ship:
 ``envharness`` (import lines, docs/imports.md) and ``otel-genai`` (OpenTelemetry GenAI spans
 in OTLP JSON). Others plug in through :func:`importer_for`'s table.
 """
@@ -19,11 +21,13 @@ from envharness.errors import ConfigurationError
 from envharness.store.sources import (
     ImportBatch,
     ImportReceipt,
+    RowSpool,
     SourceFormatError,
     SourceImportError,
     SourceRow,
     SourceStore,
     check_source_id,
+    positions_of,
 )
 from envharness.trajectories.sources.format import read_source_lines, row_problem
 from envharness.trajectories.sources.otel import OtelGenAIImporter
@@ -113,7 +117,7 @@ async def import_records(
                 source=batch.source,
                 position=row.position,
             )
-            await sources.note_refusal(batch, records, refused)
+            await sources.note_refusal(batch, positions_of(records), refused)
             raise refused
     return await sources.append(batch, records)
 
@@ -129,8 +133,11 @@ async def import_lines(
 ) -> ImportReceipt:
     """Read ``lines`` in ``format`` and store them as one batch of ``source``.
 
-    Reading runs in a worker thread (a large file must not stall the event loop). A refusal
-    raises :class:`~envharness.store.sources.SourceImportError` and is noted in the import log.
+    Reading runs in a worker thread (a large file must not stall the event loop), and in
+    bounded memory: each record is checked as it is read and spooled to a temporary file,
+    then the whole batch is stored from the spool in one transaction. A refusal raises
+    :class:`~envharness.store.sources.SourceImportError`, is noted in the import log, and
+    stores nothing.
     """
     reader = importer_for(format)
     batch = ImportBatch(
@@ -141,19 +148,25 @@ async def import_lines(
         training=training,
     )
     sources = SourceStore(Path(store))
-    read: list[SourceRow] = []
+    # Checked as read, into a spool on disk: the batch is never held whole (docs/imports.md).
+    spool = RowSpool(batch.source, prefix=f"{origin}: " if origin else "")
 
     def read_all() -> None:
-        read.extend(reader.records(batch.source, lines, origin=origin))
+        for row in reader.records(batch.source, lines, origin=origin):
+            spool.add(row)
 
     try:
-        await anyio.to_thread.run_sync(read_all)
-    except SourceImportError as refused:
-        await sources.note_refusal(batch, read, refused)
-        raise
-    if not read:
-        raise ConfigurationError(f"{origin} holds no records to import into {source!r}")
-    return await sources.append(batch, read)
+        try:
+            await anyio.to_thread.run_sync(read_all)
+        except SourceImportError as refused:
+            await sources.note_refusal(batch, spool.span, refused)
+            raise
+        if not spool.count:
+            raise ConfigurationError(f"{origin} holds no records to import into {source!r}")
+        return await sources.append_spooled(batch, spool)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(spool.close)
 
 
 async def import_file(
