@@ -1,15 +1,26 @@
-"""Shared fixtures. Every async test runs on both backends (anyio's own pytest plugin)."""
+"""Shared fixtures. Every async test runs on both backends (anyio's own pytest plugin); a
+blocking call on an event loop fails its test (``tests/_blocking.py``).
+
+The suite runs in parallel under pytest-xdist (``tools/dev.py test``): each worker is a process of
+its own with its own temporary directory (``tmp_path_factory``), so session-scoped fixtures,
+stores and ports (always port 0) are per worker. The thread checks below run in every worker; a
+worker's finding reaches the controller, which fails the run.
+"""
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tests import _blocking
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -39,19 +50,96 @@ def no_blocking_portal_outlives_its_test() -> Iterator[None]:
     assert not leaked, f"blocking portal thread(s) left running: {leaked}; close what opened them"
 
 
+@pytest.fixture(autouse=True)
+def no_blocking_call_on_an_event_loop() -> Iterator[None]:
+    """A blocking call on an event loop's thread (``tests/_blocking.py`` lists which) fails the
+    test, with the stack that made it."""
+    earlier = _blocking.take()
+    if earlier:  # made between tests: a shared fixture's set-up, or a thread a test left behind
+        pytest.fail(_blocking_report(earlier, "before this test (a shared fixture?)"))
+    yield
+    found = _blocking.take()
+    if found:
+        pytest.fail(_blocking_report(found, "during this test"))
+
+
+def _blocking_report(found: list[_blocking.Violation], when: str) -> str:
+    calls = "\n".join(str(violation) for violation in found)
+    return (
+        f"blocking call(s) on an event loop {when}; run them with anyio.to_thread (or use the "
+        f"async API):\n{calls}"
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _blocking.install()
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # Started with Ctrl-C ignored (a background job of a script, nohup ...): every process a
+        # test starts would inherit that, and those it interrupts with SIGINT to check that
+        # Ctrl-C stops them cleanly would never stop. (In-process CLI tests restore this as a
+        # side effect, so the order tests ran in used to decide it.)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In an xdist worker (``tools/dev.py test`` runs ``--dist loadscope``: a module's tests run
+    together on one worker, so its module-scoped fixtures are built once), the modules come in
+    the order the workers should take them up: modules with module-scoped fixtures (a real
+    model, a browser) and slow tests first, then the larger before the smaller, so that no
+    slow module is left to end the run alone. Each module's own order is kept; a run without
+    xdist keeps the collected order."""
+    if not hasattr(config, "workerinput"):
+        return
+    weight: dict[str, tuple[bool, bool, int]] = {}
+    for item in items:
+        shared, slow, count = weight.get(item.location[0], (False, False, 0))
+        info = getattr(item, "_fixtureinfo", None)
+        defs = info.name2fixturedefs.values() if info is not None else ()
+        shared = shared or any(chain and chain[-1].scope in ("module", "class") for chain in defs)
+        slow = slow or item.get_closest_marker("slow") is not None
+        weight[item.location[0]] = (shared, slow, count + 1)
+    items.sort(key=lambda item: weight[item.location[0]], reverse=True)
+
+
 _exit_status: list[int] = []
+_stray_threads: list[str] = []
+_workers_stray_threads: dict[str, list[str]] = {}
 
 
+@pytest.hookimpl(trylast=True)  # after the session-scoped fixtures are torn down
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    _exit_status.append(int(exitstatus))
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
     """A non-daemon thread still running here would make Python wait for it forever after the
     last test — a worker thread started for an event loop that had already ended, say (one
     such leak, from a read finalised at loop shutdown, is tested in tests/store/test_reader.py).
-    Threads that are merely on their way out get a moment; any other fails the run by name,
-    and the process ends instead of hanging CI until its time limit."""
+    Threads that are merely on their way out get a moment; any other fails the run by name
+    (``pytest_unconfigure`` then ends the process instead of hanging CI until its time limit).
+    An xdist worker hands its finding to the controller, which fails the run."""
+    _exit_status.append(int(exitstatus))
+    _stray_threads.extend(_non_daemon_threads_left())
+    workeroutput: dict[str, Any] | None = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: the controller reads this when it ends
+        workeroutput["stray_threads"] = list(_stray_threads)
+        return
+    stray = {name: threads for name, threads in _workers_stray_threads.items() if threads}
+    if _stray_threads:
+        stray["this process"] = list(_stray_threads)
+    if stray:
+        print(
+            f"\nFAILED: non-daemon threads still running after the tests: {stray}; "
+            "find what started them (a worker thread of an event loop that had ended?)",
+            file=sys.stderr,
+        )
+        session.exitstatus = int(exitstatus) or 1
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """xdist's controller: a worker ended; keep the threads it found left running."""
+    output = getattr(node, "workeroutput", None) or {}
+    _workers_stray_threads[str(node.gateway.id)] = list(output.get("stray_threads", []))
+
+
+def _non_daemon_threads_left() -> list[str]:
     deadline = time.monotonic() + 5
     stray = []
     for thread in threading.enumerate():
@@ -60,12 +148,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         thread.join(timeout=max(0.0, deadline - time.monotonic()))
         if thread.is_alive():
             stray.append(thread.name)
-    if stray and _exit_status:
-        print(
-            f"\nFAILED: non-daemon threads still running after the tests: {stray}; "
-            "find what started them (a worker thread of an event loop that had ended?)",
-            file=sys.stderr,
-        )
+    return stray
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _blocking.uninstall()
+    if _stray_threads and _exit_status:  # Python would wait for them forever
         sys.stderr.flush()
         sys.stdout.flush()
         os._exit(_exit_status[0] or 1)

@@ -1,8 +1,13 @@
-"""The public surface is exactly the documented one (docs/api-python.md lists these names)."""
+"""The public surface is exactly the documented one (docs/python-api.md lists these names)."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import envharness
+
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "python-api.md"
 
 DOCUMENTED = {
     "AddHint",
@@ -83,3 +88,9 @@ def test_errors_share_one_root() -> None:
         if name.endswith("Error") and name != "EnvharnessError"
     ]
     assert all(issubclass(error, envharness.EnvharnessError) for error in errors)
+
+
+def test_the_page_names_every_exported_name() -> None:
+    page = PAGE.read_text(encoding="utf-8")
+    unnamed = [name for name in envharness.__all__ if not re.search(rf"\b{name}\b", page)]
+    assert unnamed == [], f"{PAGE.name} does not name {unnamed}"

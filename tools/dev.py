@@ -1,7 +1,7 @@
 """Set up and run envharness from a fresh clone, with nothing but Python 3.11+.
 
     python3 tools/dev.py demo   # venv + install, write the quickstart store, serve the viewer
-    python3 tools/dev.py test   # venv + dev install (and Chromium), then ruff, mypy and pytest
+    python3 tools/dev.py test   # venv + dev install (and Chromium), ruff, mypy, parallel pytest
 
 The virtual environment lives in ``.venv``; it is reused while ``pyproject.toml`` is unchanged.
 Exit status is non-zero when any step fails, so CI can call ``test`` directly.
@@ -105,13 +105,38 @@ def test(pytest_args: list[str]) -> int:
         [str(PYTHON), "-m", "ruff", "format", "--check", "."],
         [str(PYTHON), "-m", "ruff", "check", "."],
         [str(PYTHON), "-m", "mypy"],
-        [str(PYTHON), "-m", "pytest", *pytest_args],
+        [str(PYTHON), "-m", "pytest", *parallel(pytest_args), *pytest_args],
     ]
-    failed = [" ".join(step[2:4]) for step in steps if call(*step) != 0]
+    failed = []
+    for step in steps:
+        status = call(*step)
+        if status == NO_TESTS_RAN:
+            print("pytest ran no tests (exit status 5): check its arguments", file=sys.stderr)
+        if status != 0:
+            failed.append(" ".join(part for part in step[2:4] if not part.startswith("-")))
     if failed:
         print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
+
+
+NO_TESTS_RAN = 5
+"""pytest's exit status when it collected or selected nothing: a failure here, never a pass."""
+
+
+def parallel(pytest_args: list[str]) -> list[str]:
+    """pytest-xdist options: one worker process per core, at least 2 (many tests wait on
+    subprocesses and sockets) and at most 4. ``--dist loadscope`` runs a module's tests on one
+    worker, so its module-scoped fixtures (a real model, a browser) are built once; the modules
+    are taken up in the order tests/conftest.py gives them (slow and shared-fixture modules
+    first), not xdist's. None when the arguments already choose (``-n``, ``-p no:xdist``,
+    ``--dist``); ENVHARNESS_TEST_WORKERS overrides the number."""
+    chosen = {"-n", "--numprocesses", "no:xdist", "-pno:xdist", "--dist"}
+    if any(arg in chosen or arg.startswith(("-n", "--numprocesses=")) for arg in pytest_args):
+        return []
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    workers = os.environ.get("ENVHARNESS_TEST_WORKERS") or str(min(4, max(2, cores or 1)))
+    return ["-n", workers, "--dist", "loadscope", "--no-loadscope-reorder"]
 
 
 def run(*command: object) -> None:

@@ -20,6 +20,13 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Under pytest-xdist (tools/dev.py test) another worker shares the cores: torch's thread pool
+    # (one thread per core, set from this when torch starts, here and in the scripts run as
+    # subprocesses) would only make the two fight. Results do not depend on it.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
 
 ROOT = Path(__file__).resolve().parents[2]
 RESEARCH = ROOT / "research"
