@@ -251,6 +251,7 @@ def connect(directory: Path, *, create: bool) -> sqlite3.Connection:
     ``-wal`` and ``-shm`` files the database's mode), whatever the umask. A store that could not
     be created is removed again, so no empty database is left behind.
     """
+    _refuse_event_loop()  # before anything touches the file: this blocks, so never on a loop
     if directory.exists() and not directory.is_dir():
         raise StoreLayoutError(
             f"store path {str(directory)!r} is a file; a store is a directory "

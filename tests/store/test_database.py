@@ -278,11 +278,17 @@ def test_a_permission_problem_is_named_in_the_open_error(
 
 
 @pytest.mark.anyio
-async def test_opening_refuses_to_block_an_event_loop(store_path: Path) -> None:
-    from envharness.store.database import connect
+async def test_opening_refuses_to_block_an_event_loop(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from envharness.store import database
 
+    def must_not_open(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the database was opened before the refusal")
+
+    monkeypatch.setattr(database.sqlite3, "connect", must_not_open)
     with pytest.raises(RuntimeError, match=r"call it through anyio\.to_thread"):
-        connect(store_path, create=True)
+        database.connect(store_path, create=True)
 
 
 # -- a new store is private; a store that could not be made leaves nothing ----------------------
