@@ -147,10 +147,12 @@ class Experiment:
 
     def __init__(self, aio: AsyncExperiment, portal: Portal | None = None) -> None:
         self.aio = aio
-        self._portals = portal or Portal()
+        self._harness_portal = portal or Portal()
+        """The harness's portal (shared while ``with harness:`` holds it open)."""
         self._exit_stack: ExitStack | None = None
         self._future: Future[ExperimentResult] | None = None
         self._portal: BlockingPortal | None = None
+        """The portal the started run is on."""
 
     @property
     def id(self) -> str:
@@ -172,7 +174,7 @@ class Experiment:
         if self._future is not None:
             raise ConfigurationError(f"experiment {self.id} was already started")
         self._exit_stack = ExitStack()
-        portal = self._portal = self._portals.acquire(self._exit_stack)
+        portal = self._portal = self._harness_portal.acquire(self._exit_stack)
         self._future = portal.start_task_soon(self.aio.run)
 
     def wait(self, timeout: float | None = None) -> ExperimentResult:
@@ -220,7 +222,7 @@ class Experiment:
             raise ConfigurationError(f"experiment {self.id} is still running; stop() it first")
         self._close()
         self._future = None
-        return self._portals.call(self.aio.resume)
+        return self._harness_portal.call(self.aio.resume)
 
     def _close(self) -> None:
         stack, self._exit_stack = self._exit_stack, None
