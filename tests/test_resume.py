@@ -163,6 +163,31 @@ async def test_two_resumes_of_one_session_at_once_one_refuses(tmp_path: Path) ->
     assert (await harness.verify()).ok
 
 
+@pytest.mark.anyio
+async def test_a_resume_refuses_a_session_that_grew_while_it_was_read(tmp_path: Path) -> None:
+    """The race behind two resumes at once: one reads the session's status, the other then
+    plays the rest and commits it in one go; the first must refuse, not resume after it."""
+    from envharness.runtime.resume import find_resume_point
+    from envharness.store import open_store
+
+    session_id = await anyio.to_thread.run_sync(lambda: stopped_session(tmp_path, 50, 1))
+    harness = AsyncEnvironmentHarness(
+        tmp_path, environment=SyntheticEnvironment, agents={"a": Stepper, "b": SyntheticAgent}
+    )
+    async with open_store(tmp_path) as store:
+        stale = await store.session(session_id)  # read as the first resume reads it
+    assert (await harness.resume(session_id)).status == "completed"  # the other one wins
+    async with open_store(tmp_path) as store:
+
+        async def as_read_before(session: str) -> Any:
+            return stale
+
+        store.session = as_read_before  # type: ignore[method-assign]
+        with pytest.raises(ConfigurationError, match="is being run elsewhere: its chain grew"):
+            await find_resume_point(store, session_id)
+    assert (await harness.verify()).ok
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kill_after", [1, 4, 9])
 def test_after_kill_9_the_session_is_interrupted_and_resumes_to_the_same_evidence(

@@ -161,6 +161,14 @@ async def find_resume_point(
                 changed.setdefault(record.turn, []).append((record.seq, payload.state))
         elif isinstance(payload, Checkpoint) and record.turn is not None:
             checkpoints[record.turn] = dict(payload.agents)
+    if head[0] + 1 != info.records:
+        # Its status was read before its records: a runner that wrote meanwhile (another resume
+        # of it, finishing within one commit) would otherwise be resumed after, not refused.
+        raise ConfigurationError(
+            f"session {info.id} is being run elsewhere: its chain grew from {info.records} to "
+            f"{head[0] + 1} records while it was read for this resume; only one runner may "
+            "drive a session"
+        )
     if config is None or initial is None or initial[1] is None:
         raise ConfigurationError(f"session {info.id} has no session.created record to resume")
     sequential = config.environment.turn_order == "sequential"
