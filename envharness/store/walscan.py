@@ -97,7 +97,9 @@ def scan_wal(database: Path) -> WalScan | None:
 
     A scan that finds commits past a break is repeated after a short pause, and counts only
     when the break stays where it was: a frame that another process is writing at that moment
-    can read torn once, never twice at the same place.
+    can read torn once, never twice at the same place. The pause blocks: like every opening
+    step it runs in a worker thread (``database.connect`` refuses an event loop first, and
+    ``verify`` runs through ``anyio.to_thread``).
     """
     path = Path(f"{database}{WAL_SUFFIX}")
     previous: WalScan | None = None
