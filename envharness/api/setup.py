@@ -249,6 +249,12 @@ class _Factories:
                 f"environment {type(environment).__name__} lacks {', '.join(missing)}(); "
                 "an environment defines initialize, observe, resolve and intervene"
             )
+        if spec.turn_order == "environment" and not callable(getattr(environment, "acting", None)):
+            raise ConfigurationError(
+                f"environment {type(environment).__name__} declares turn_order='environment' "
+                "but has no acting(state) method; define acting(state) -> list of the "
+                "participants who act next"
+            )
         return environment
 
     def new_agents(self) -> dict[str, Agent]:

@@ -84,6 +84,9 @@ class AgentContext:
     """Add a ``log`` record (message, level, stream) to the session's evidence."""
     first_turn: int = 1
     """The turn this segment plays first (after a resume or for a branch, not 1)."""
+    current_turn: Callable[[], int | None] = lambda: None
+    """The turn being played now (``None`` between turns): an agent that is not asked every
+    turn (``turn_order="environment"``) learns from it which turn asks it."""
 
 
 def implementation_of(agent: object, participant: str) -> str:

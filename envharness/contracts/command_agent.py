@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import collections
 import shlex
-from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from os import PathLike
@@ -127,7 +127,9 @@ class CommandAgentProcess:
         self._stderr_tail_size = 0
         self._last_act: _LastAct | None = None
         self._next_turn = 1
-        """The turn the next ``act`` belongs to: one after the last turn given feedback."""
+        """The turn the next ``act`` belongs to when the session does not say (one after the
+        last turn given feedback)."""
+        self._current_turn: Callable[[], int | None] = lambda: None
 
     @property
     def stderr_tail(self) -> str:
@@ -137,6 +139,7 @@ class CommandAgentProcess:
     async def lifespan(self, context: AgentContext) -> AsyncIterator[None]:
         limits = self.agent.limits
         self._next_turn = context.first_turn
+        self._current_turn = context.current_turn
         process = await spawn(self.agent.command)
         assert process.stdin is not None
         assert process.stdout is not None
@@ -174,7 +177,7 @@ class CommandAgentProcess:
     async def act(self, observation: Any) -> AgentReply:
         channel = self._require_channel()
         action = await self._answer(
-            channel.act(self._next_turn, observation),
+            channel.act(self._current_turn() or self._next_turn, observation),
             self.agent.limits.act_timeout,
             "action",
             "act",
@@ -190,18 +193,21 @@ class CommandAgentProcess:
         self, turn: int, outcome: Any, blocked: str | None, *, action: Any = None
     ) -> None:
         """Tell the program what became of its last action: ``action`` is what was executed
-        (a harness hook may have rewritten the program's answer), ``None`` when blocked."""
+        (a harness hook may have rewritten the program's answer), ``None`` when blocked — or,
+        with neither an action nor a reason, the outcome of a turn it did not act in."""
         channel = self._require_channel()
         last = self._last_act
-        executed = action if action is not None or last is None else last.action
-        message = Feedback(
-            turn=turn,
-            act_id=last.id if last is not None else "",
-            status="blocked" if blocked is not None else "executed",
-            action=executed if blocked is None else None,
-            outcome=outcome if blocked is None else None,
-            reason=blocked,
-        )
+        if blocked is None and action is None:
+            message = Feedback(turn=turn, act_id="", status="outcome", outcome=outcome)
+        else:
+            message = Feedback(
+                turn=turn,
+                act_id=last.id if last is not None else "",
+                status="blocked" if blocked is not None else "executed",
+                action=action if blocked is None else None,
+                outcome=outcome if blocked is None else None,
+                reason=blocked,
+            )
         self._next_turn = turn + 1
         try:
             await channel.feedback(message)

@@ -9,7 +9,7 @@ exact, and the runtime fails a session clearly when it is not.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from random import Random
 from typing import Any, Literal, Protocol, TypeVar, get_origin, runtime_checkable
@@ -25,6 +25,8 @@ __all__ = [
     "Resolution",
     "ScoreReport",
     "FindingSpec",
+    "DecidesWhoActs",
+    "RendersText",
 ]
 
 StateT = TypeVar("StateT")
@@ -37,7 +39,12 @@ class EnvironmentSpec:
 
     ``turn_order``: ``"simultaneous"`` — every participant observes the same state and acts
     concurrently, then one ``resolve`` takes all actions; ``"sequential"`` — participants act
-    one after another in roster order, each resolved before the next observes.
+    one after another in roster order, each resolved before the next observes;
+    ``"environment"`` — the environment says who acts: each turn the runtime calls its
+    ``acting(state)`` (see :class:`DecidesWhoActs`) and observes, asks and resolves only those
+    participants (a card game's player to act, a board game's side to move). The others are
+    not called and nothing is recorded for them that turn, unless ``resolve`` addresses them
+    an outcome or a reward.
 
     ``invalid_actions``: ``"fail"`` ends the session when an action does not validate against
     ``action_type`` (or is not a JSON object); ``"block"`` records an ``action.blocked`` and
@@ -50,7 +57,7 @@ class EnvironmentSpec:
     action_type: type[Any] | None = None
     observation_type: type[Any] | None = None
     roles: tuple[str, ...] = ("agent",)
-    turn_order: Literal["simultaneous", "sequential"] = "simultaneous"
+    turn_order: Literal["simultaneous", "sequential", "environment"] = "simultaneous"
     invalid_actions: Literal["fail", "block"] = "fail"
     scoring_version: str | None = None
     state_type: type[Any] | None = None
@@ -71,10 +78,10 @@ class EnvironmentSpec:
                     f"EnvironmentSpec {self.name!r}: {field_name} must be a type (e.g. a "
                     f"msgspec Struct class), not {value!r}"
                 )
-        if self.turn_order not in ("simultaneous", "sequential"):
+        if self.turn_order not in ("simultaneous", "sequential", "environment"):
             raise ConfigurationError(
-                f"EnvironmentSpec {self.name!r}: turn_order must be 'simultaneous' or "
-                f"'sequential', not {self.turn_order!r}"
+                f"EnvironmentSpec {self.name!r}: turn_order must be 'simultaneous', "
+                f"'sequential' or 'environment', not {self.turn_order!r}"
             )
         if self.invalid_actions not in ("fail", "block"):
             raise ConfigurationError(
@@ -111,9 +118,18 @@ def _reference(spec: EnvironmentSpec) -> EnvironmentRef:
 class Resolution:
     """What one ``resolve`` produced.
 
-    ``outcomes`` holds each acting participant's private outcome (sent back as feedback and
-    recorded with its executed action); ``signals`` are numbers worth plotting per turn;
-    ``artifacts`` are files (name → bytes) kept content-addressed beside the evidence.
+    ``outcomes`` holds private outcomes by participant: an acting participant's is recorded
+    with its executed action, one addressed to a participant who did not act (the player who
+    did not make the last move learns who won) as that participant's ``outcome.participant``
+    record; each is sent back as feedback once the turn is committed.
+
+    ``done``: the episode is over (the goal was reached, the game decided); ``truncated``: it
+    was cut short from outside its rules (a time limit) — RL users treat the two differently,
+    so the evidence keeps them apart. Either ends the session.
+
+    ``signals`` are shared numbers worth plotting per turn; ``rewards`` are this step's reward
+    per participant (private to each, like its outcome); ``artifacts`` are files (name →
+    bytes) kept content-addressed beside the evidence.
     """
 
     state: Any
@@ -121,6 +137,8 @@ class Resolution:
     done: bool = False
     signals: Mapping[str, float] = field(default_factory=dict)
     artifacts: Mapping[str, bytes] = field(default_factory=dict)
+    truncated: bool = False
+    rewards: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,13 +153,20 @@ class FindingSpec:
 
 @dataclass(frozen=True, slots=True)
 class ScoreReport:
-    """A versioned score for a finished session; ``version`` defaults to the spec's."""
+    """A versioned score for a finished session; ``version`` defaults to the spec's.
+
+    ``per_participant`` scores each participant on its own (a zero-sum game's winner and
+    loser): datasets take a participant's reward from its own metrics, and aggregates report
+    each participant apart. ``metrics`` stays the session's shared score (it may be empty when
+    every metric is per participant).
+    """
 
     metrics: Mapping[str, float]
     passed: bool | None = None
     findings: tuple[FindingSpec, ...] = ()
     uncertainty: Mapping[str, float] = field(default_factory=dict)
     version: str | None = None
+    per_participant: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
 
 @runtime_checkable
@@ -168,6 +193,28 @@ class Environment(Protocol[StateT, InputT]):
 
     def intervene(self, state: StateT, intervention: Mapping[str, Any]) -> StateT:
         """Apply a declared outside change (used by branches)."""
+        ...
+
+
+@runtime_checkable
+class DecidesWhoActs(Protocol):
+    """What an environment with ``turn_order="environment"`` adds: who acts next."""
+
+    def acting(self, state: Any) -> Sequence[str]:
+        """The participants who act on ``state`` (asked together, resolved in one step); an
+        empty sequence resolves a step no participant acts in (a chance event)."""
+        ...
+
+
+@runtime_checkable
+class RendersText(Protocol):
+    """An environment that can show an observation as text (like Gymnasium's ``ansi``
+    render): the text is recorded beside the observation and shown by the viewer and
+    ``envharness show``, with the JSON one click away."""
+
+    def render_text(self, state: Any, participant: str) -> str | None:
+        """What ``participant`` sees of ``state`` as text (ANSI colours allowed), or ``None``;
+        it must reveal no more than :meth:`Environment.observe` does."""
         ...
 
 

@@ -107,7 +107,7 @@ class EnvironmentInfo(_Part, frozen=True):
 
     name: str
     version: str
-    turn_order: Literal["simultaneous", "sequential"]
+    turn_order: Literal["simultaneous", "sequential", "environment"]
     roles: tuple[str, ...]
     action_schema: Annotated[
         dict[str, Any] | None, _doc("JSON Schema of a valid action, when the environment has one.")
@@ -164,11 +164,12 @@ class Act(_HostMessage, tag="act", frozen=True):
 
 
 class Feedback(_HostMessage, tag="feedback", frozen=True):
-    """What became of the action that answered act `act_id`. Never answered."""
+    """What became of the action that answered act `act_id` or, with status `outcome`, what
+    the environment told a participant that did not act this turn. Never answered."""
 
     turn: int
     act_id: str
-    status: Literal["executed", "blocked"]
+    status: Literal["executed", "blocked", "outcome"]
     action: Annotated[
         Any, _doc("What was executed: your action, or a harness's rewrite of it.")
     ] = None

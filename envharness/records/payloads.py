@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 __all__ = [
     "TERMINAL_STATUSES",
@@ -44,6 +45,7 @@ __all__ = [
     "OperationReceipt",
     "OperationRef",
     "Outcome",
+    "ParticipantOutcome",
     "ParticipantRef",
     "Payload",
     "ProtocolViolation",
@@ -87,7 +89,7 @@ class EnvironmentRef(_Part, frozen=True):
 
     name: str
     version: str
-    turn_order: Literal["simultaneous", "sequential"]
+    turn_order: Literal["simultaneous", "sequential", "environment"]
     roles: tuple[str, ...]
     input_type: str
     action_type: str | None = None
@@ -225,9 +227,14 @@ class SegmentEnded(_Payload, tag="segment.ended", frozen=True):
 
 
 class Observation(_Payload, tag="observation", frozen=True):
-    """What one participant was shown; private to that participant."""
+    """What one participant was shown; private to that participant.
+
+    ``text`` is the environment's text view of it (:class:`~envharness.contracts.RendersText`),
+    absent when the environment has none.
+    """
 
     observation: Any
+    text: str | UnsetType = UNSET
 
 
 class ActionAttempted(_Payload, tag="action.attempted", frozen=True):
@@ -238,10 +245,12 @@ class ActionAttempted(_Payload, tag="action.attempted", frozen=True):
 
 
 class ActionExecuted(_Payload, tag="action.executed", frozen=True):
-    """An action the environment resolved, with that participant's outcome."""
+    """An action the environment resolved, with that participant's outcome and, where the
+    environment gives one, its reward for the step."""
 
     action: Any
     outcome: Any = None
+    reward: float | UnsetType | None = UNSET
 
 
 class ActionBlocked(_Payload, tag="action.blocked", frozen=True):
@@ -261,6 +270,17 @@ class Outcome(_Payload, tag="outcome", frozen=True):
     state: str
     done: bool = False
     signals: dict[str, float | None] = {}
+    truncated: bool | UnsetType = UNSET
+    """The episode was cut short from outside its rules (a time limit), not over."""
+
+
+class ParticipantOutcome(_Payload, tag="outcome.participant", frozen=True):
+    """What a step meant for a participant who did not act in it: the outcome and the reward
+    the environment addressed to it (the player who did not make the last move learns who
+    won). Private to that participant."""
+
+    outcome: Any = None
+    reward: float | UnsetType | None = UNSET
 
 
 class Hint(_Payload, tag="hint", frozen=True):
@@ -305,6 +325,8 @@ class Score(_Payload, tag="score", frozen=True):
     metrics: dict[str, float | None] = {}
     passed: bool | None = None
     uncertainty: dict[str, float | None] = {}
+    per_participant: dict[str, dict[str, float | None]] | UnsetType = UNSET
+    """Each participant's own metrics, where the environment scores them apart."""
 
 
 class Finding(_Payload, tag="finding", frozen=True):
@@ -544,6 +566,7 @@ Payload = (
     | ActionExecuted
     | ActionBlocked
     | Outcome
+    | ParticipantOutcome
     | Hint
     | HookCalled
     | Cost

@@ -126,16 +126,19 @@ def checked_signals(resolution: Resolution) -> dict[str, float | None]:
     return signals
 
 
-def checked_resolution(resolution: Any) -> Resolution:
+def checked_resolution(resolution: Any, roster: Mapping[str, Any]) -> Resolution:
+    """``resolution`` if it is a well-formed :class:`Resolution` for ``roster``; otherwise a
+    failure naming every problem (an outcome or reward for someone not playing among them)."""
     if not isinstance(resolution, Resolution):
         raise SessionFailure(
             f"environment resolve() returned {type(resolution).__name__}, expected a "
             "Resolution(state=..., outcomes=..., done=...)"
         )
     problems = []
-    if not isinstance(resolution.done, bool):
-        problems.append(f"done must be True or False, not {resolution.done!r}")
-    for name in ("outcomes", "signals", "artifacts"):
+    for flag in ("done", "truncated"):
+        if not isinstance(getattr(resolution, flag), bool):
+            problems.append(f"{flag} must be True or False, not {getattr(resolution, flag)!r}")
+    for name in ("outcomes", "signals", "artifacts", "rewards"):
         if not isinstance(getattr(resolution, name), Mapping):
             problems.append(
                 f"{name} must be a mapping, not {type(getattr(resolution, name)).__name__}"
@@ -145,6 +148,18 @@ def checked_resolution(resolution: Any) -> Resolution:
             f"artifacts[{name!r}] must be bytes, not {type(data).__name__}"
             for name, data in resolution.artifacts.items()
             if not isinstance(data, bytes | bytearray)
+        ]
+        for name in ("outcomes", "rewards"):
+            unknown = [key for key in getattr(resolution, name) if key not in roster]
+            if unknown:
+                problems.append(
+                    f"{name} names {', '.join(map(repr, unknown))}, who is not a participant "
+                    f"(participants: {', '.join(roster)})"
+                )
+        problems += [
+            f"rewards[{name!r}] must be a number, not {type(value).__name__} {value!r:.40}"
+            for name, value in resolution.rewards.items()
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float))
         ]
     if problems:
         raise SessionFailure(

@@ -22,6 +22,7 @@ from random import Random
 from typing import Any
 
 import anyio
+from msgspec import UNSET
 
 from envharness.contracts.agent import AgentCapabilities, AgentContext, LogLevel
 from envharness.contracts.environment import ScoreReport
@@ -245,6 +246,8 @@ class SessionRunner:
             if self._progress is not None:
                 self._progress(plan.session_id, turn, plan.turns)
             if done:
+                if self._player.truncated:
+                    return state, f"the environment truncated the episode at turn {turn}"
                 return state, f"the environment reported done at turn {turn}"
         return state, None
 
@@ -401,11 +404,22 @@ class SessionRunner:
                 "or a mapping of metric names to numbers"
             )
         version = report.version or environment.spec.scoring_version or "1"
+        per_participant: dict[str, dict[str, float | None]] = {
+            participant: dict(metrics) for participant, metrics in report.per_participant.items()
+        }
+        unknown = sorted(set(per_participant) - set(self._plan.agents))
+        if unknown:
+            raise SessionFailure(
+                f"environment score() scored {', '.join(map(repr, unknown))}, who is not a "
+                f"participant (participants: {', '.join(self._plan.agents)}); per_participant "
+                "keys must be participant names"
+            )
         score_payload = Score(
             version=version,
             metrics=dict(report.metrics),
             passed=report.passed,
             uncertainty=dict(report.uncertainty),
+            per_participant=per_participant or UNSET,
         )
         self._record(checked(score_payload, "the environment's score() report"))
         for finding in report.findings:
@@ -438,6 +452,7 @@ class SessionRunner:
                 environment=environment,
                 first_turn=self._turns_completed + 1,
                 log=logger(name),
+                current_turn=lambda: self._current_turn,
             )
             for name in plan.agents
         }

@@ -5,8 +5,11 @@ segments, checkpoints, score and end — and has a :class:`TurnPlayer` play each
 for the acting participants, ask their agents, put each answer before the hooks (when the
 session has any), validate the actions, resolve them, and record every step of it —
 observations, attempted, blocked and executed actions, artifacts and the outcome. Simultaneous
-participants act together in one step; sequential ones one step each, in roster order. What a
-participant learns of its turn (``feedback``) is sent only once the turn is committed.
+participants act together in one step; sequential ones one step each, in roster order; with
+``turn_order="environment"`` the environment's ``acting(state)`` names who acts in the turn's
+one step. An outcome or reward the environment addresses to a participant who did not act is
+recorded as its ``outcome.participant``. What a participant learns of its turn (``feedback``)
+is sent only once the turn is committed.
 
 This is the hot path: what every turn needs is bound once per session, not looked up per turn.
 """
@@ -18,9 +21,10 @@ from typing import Any
 
 import anyio
 import msgspec
+from msgspec import UNSET
 
 from envharness.contracts.agent import AgentCapabilities
-from envharness.contracts.environment import Environment
+from envharness.contracts.environment import DecidesWhoActs, Environment, RendersText, Resolution
 from envharness.hooks import BlockAndPrompt, Rewrite
 from envharness.records import (
     ActionAttempted,
@@ -29,6 +33,7 @@ from envharness.records import (
     Artifact,
     Observation,
     Outcome,
+    ParticipantOutcome,
     canonical,
 )
 from envharness.runtime.checks import (
@@ -75,10 +80,25 @@ def action_check(environment: Environment[Any, Any]) -> Validate:
     return validate
 
 
+def _bystanders(
+    resolution: Resolution, actions: Mapping[str, Any], roster: Mapping[str, Any]
+) -> list[str]:
+    """The participants who did not act but were addressed an outcome or a reward, in roster
+    order."""
+    if not resolution.outcomes and not resolution.rewards:
+        return []
+    return [
+        name
+        for name in roster
+        if name not in actions and (name in resolution.outcomes or name in resolution.rewards)
+    ]
+
+
 class TurnPlayer:
     """Plays the turns of one session and records them; the runner says which turn, and when."""
 
     __slots__ = (
+        "_acting",
         "_callers",
         "_capabilities",
         "_environment",
@@ -89,11 +109,13 @@ class TurnPlayer:
         "_outcome_seqs",
         "_plan",
         "_record",
+        "_render",
         "_sequential",
         "_settle",
         "_store",
         "_validate",
         "last_state",
+        "truncated",
     )
 
     def __init__(
@@ -118,7 +140,14 @@ class TurnPlayer:
         self._validate = validate
         self._outcome_seqs = outcome_seqs
         """Per turn, the ``seq`` of each ``outcome`` record (a score's findings cite them)."""
-        self._sequential = plan.environment.spec.turn_order == "sequential"
+        environment = plan.environment
+        self._sequential = environment.spec.turn_order == "sequential"
+        # The harness refused an environment that declares the order but lacks acting().
+        whose_turn = environment.spec.turn_order == "environment"
+        self._acting = (
+            environment.acting if whose_turn and isinstance(environment, DecidesWhoActs) else None
+        )
+        self._render = environment.render_text if isinstance(environment, RendersText) else None
         # Sync agents' threads: one per participant, never shared with other sessions or the
         # journal, so a slow agent elsewhere cannot eat into this session's action timeout.
         threads = anyio.CapacityLimiter(max(1, len(plan.agents)))
@@ -126,12 +155,15 @@ class TurnPlayer:
             name: Caller(name, agent, capabilities[name], plan.action_timeout, threads)
             for name, agent in plan.agents.items()
         }
-        self._feedback: dict[str, tuple[Any, str | None, Any]] = {}
-        """Per participant this turn: (outcome, why it was blocked, the executed action)."""
+        self._feedback: list[tuple[str, Any, str | None, Any]] = []
+        """This turn, in order: (participant, outcome, why it was blocked, the executed action);
+        a participant that did not act has neither a reason nor an action."""
         self._listening = {
             name for name, found in capabilities.items() if found.feedback is not None
         }
         """The participants whose agents want ``feedback``."""
+        self.truncated = False
+        """Whether the last step's resolution cut the episode short (rather than ending it)."""
         self.last_state: str | None = None
         """The digest of the state the evidence last named (an outcome or a receipt); the
         runner names the states its operations and ``after_turn`` leave here too."""
@@ -139,6 +171,8 @@ class TurnPlayer:
     async def play(self, turn: int, state: Any) -> tuple[Any, bool]:
         """Play ``turn`` on ``state``; returns the resolved state and whether it is done."""
         roster = list(self._plan.agents)
+        if self._acting is not None:
+            return await self._step(turn, state, self._who_acts(state))
         if not self._sequential:
             return await self._step(turn, state, roster)
         done = False
@@ -150,12 +184,12 @@ class TurnPlayer:
 
     async def send_feedback(self, turn: int) -> None:
         """After the turn is committed — an agent learns nothing the evidence lacks."""
-        feedback, self._feedback = self._feedback, {}
+        feedback, self._feedback = self._feedback, []
         listening = self._listening
-        if not listening or listening.isdisjoint(feedback):
+        if not listening or not any(entry[0] in listening for entry in feedback):
             return
         await self._settle()  # feedback is an effect outside the store: commit first
-        for participant, (outcome, blocked, action) in feedback.items():
+        for participant, outcome, blocked, action in feedback:
             if participant in listening:
                 await send_feedback(
                     participant, self._capabilities[participant], turn, outcome, blocked, action
@@ -171,7 +205,11 @@ class TurnPlayer:
             observation = call_environment(self._environment, "observe", state, participant)
             observations[participant] = observation
             shown = encodable(observation, f"observation for {participant!r}")
-            self._record(Observation(observation=shown), turn=turn, participant=participant)
+            text = self._text_view(state, participant)
+            self._record(
+                Observation(observation=shown, text=UNSET if text is None else text),
+                turn=turn, participant=participant,
+            )  # fmt: skip
             # The agent gets its own copy: it can neither change the state nor what was recorded.
             observations[participant] = private_copy(observation, shown)
             if hooking is not None:
@@ -206,15 +244,16 @@ class TurnPlayer:
                     ActionBlocked(action=shown_raw, reason=problem, by="validation"),
                     turn=turn, participant=participant,
                 )  # fmt: skip
-                self._feedback[participant] = (None, problem, None)
+                self._feedback.append((participant, None, problem, None))
                 if hooking is not None:
                     hooking.blocked(turn, participant, shown_raw, problem, prompt=False)
             else:
                 raise SessionFailure(f"agent {participant!r} returned an invalid action: {problem}")
         resolution = checked_resolution(
-            call_environment(self._environment, "resolve", state, actions)
+            call_environment(self._environment, "resolve", state, actions), self._plan.agents
         )
         digest = self.last_state = self._keep_state(resolution.state)
+        rewards = resolution.rewards
         executed: dict[str, Any] = {}
         for participant, action in actions.items():
             outcome = encodable(
@@ -222,18 +261,35 @@ class TurnPlayer:
             )
             shown_action = as_evidence(action)
             self._record(
-                ActionExecuted(action=shown_action, outcome=outcome),
+                ActionExecuted(
+                    action=shown_action, outcome=outcome, reward=rewards.get(participant, UNSET)
+                ),
                 turn=turn, participant=participant,
             )  # fmt: skip
-            self._feedback[participant] = (outcome, None, shown_action)
+            self._feedback.append((participant, outcome, None, shown_action))
             if hooking is not None:
                 hooking.executed(turn, participant, shown_action, outcome)
                 executed[participant] = shown_action
+        for participant in _bystanders(resolution, actions, self._plan.agents):
+            outcome = encodable(
+                resolution.outcomes.get(participant), f"outcome for {participant!r}"
+            )
+            self._record(
+                ParticipantOutcome(outcome=outcome, reward=rewards.get(participant, UNSET)),
+                turn=turn, participant=participant,
+            )  # fmt: skip
+            self._feedback.append((participant, outcome, None, None))
         for name, data in resolution.artifacts.items():
             sha256 = await self._store.put_artifact(data)
             self._record(Artifact(name=name, sha256=sha256, size=len(data)), turn=turn)
+        self.truncated = resolution.truncated
         outcome_row = self._record(
-            Outcome(state=digest, done=resolution.done, signals=checked_signals(resolution)),
+            Outcome(
+                state=digest,
+                done=resolution.done,
+                signals=checked_signals(resolution),
+                truncated=True if resolution.truncated else UNSET,
+            ),
             turn=turn, participant=acting[0] if self._sequential else None,
         )  # fmt: skip
         self._outcome_seqs.setdefault(turn, []).append(outcome_row.seq)
@@ -246,7 +302,35 @@ class TurnPlayer:
                     msgspec.Raw(seen[participant][1]),
                     executed.get(participant),
                 )
-        return resolution.state, resolution.done
+        return resolution.state, resolution.done or resolution.truncated
+
+    def _who_acts(self, state: Any) -> list[str]:
+        """The environment's answer to who acts on ``state``, checked against the roster."""
+        acting = call_environment(self._environment, "acting", state)
+        roster = self._plan.agents
+        if isinstance(acting, str) or not isinstance(acting, list | tuple | set | frozenset):
+            raise SessionFailure(
+                f"environment acting() returned {type(acting).__name__} {acting!r:.80}; return "
+                "a list of participant names"
+            )
+        named = list(dict.fromkeys(acting))
+        unknown = [name for name in named if name not in roster]
+        if unknown:
+            raise SessionFailure(
+                f"environment acting() named {', '.join(map(repr, unknown))}, who is not a "
+                f"participant (participants: {', '.join(roster)})"
+            )
+        return named
+
+    def _text_view(self, state: Any, participant: str) -> str | None:
+        if self._render is None:
+            return None
+        text = call_environment(self._environment, "render_text", state, participant)
+        if text is not None and not isinstance(text, str):
+            raise SessionFailure(
+                f"environment render_text() returned {type(text).__name__}; return a str or None"
+            )
+        return text
 
     def _attempted(self, turn: int, participant: str, reply: Reply) -> Any:
         """Record what the participant answered (and what it said it cost); its JSON form."""
@@ -300,7 +384,7 @@ class TurnPlayer:
             )  # fmt: skip
             hooking.blocked(turn, participant, attempted, reason, prompt=not final)
             if final:
-                self._feedback[participant] = (None, reason, None)
+                self._feedback.append((participant, None, reason, None))
                 return None, None
             observation = with_hints(
                 private_copy(original, _decode(data)), hooking.take_hints(turn, participant)

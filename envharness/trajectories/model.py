@@ -67,7 +67,15 @@ CollectionState = Literal["complete", "partial", "gaps"]
 ExecutionState = Literal["running", "finished", "interrupted"]
 VerificationState = Literal["unverified", "verified", "disputed"]
 TerminationCause = Literal[
-    "done", "turn_limit", "failed", "stopped", "interrupted", "paused", "imported", "not_ended"
+    "done",
+    "truncated",
+    "turn_limit",
+    "failed",
+    "stopped",
+    "interrupted",
+    "paused",
+    "imported",
+    "not_ended",
 ]
 SegmentCause = Literal["start", "resume", "branch", "import"]
 Origin = Literal["native", "imported"]
@@ -174,10 +182,12 @@ class ExecutionStatus(_Part, frozen=True, kw_only=True):
 class Termination(_Part, frozen=True, kw_only=True):
     """How the trajectory ended. ``cause`` is ``not_ended`` while it runs.
 
-    ``done``: the environment declared the episode over; ``turn_limit``: the planned turns ran
-    out; ``failed``: an agent or the environment failed (``error`` says how); ``stopped``: a
-    person or program stopped it; ``interrupted``: its process died; ``paused``: it waits to be
-    continued (a fresh branch); ``imported``: an imported source's record says it ended.
+    ``done``: the environment declared the episode over; ``truncated``: the environment cut it
+    short from outside its rules (a time limit); ``turn_limit``: the planned turns ran out
+    (also a truncation, see :attr:`truncated`); ``failed``: an agent or the environment failed
+    (``error`` says how); ``stopped``: a person or program stopped it; ``interrupted``: its
+    process died; ``paused``: it waits to be continued (a fresh branch); ``imported``: an
+    imported source's record says it ended.
     """
 
     cause: TerminationCause
@@ -188,6 +198,11 @@ class Termination(_Part, frozen=True, kw_only=True):
     """The record that says so (its final ``session.status``)."""
     turns: int = 0
     """Complete turns at the end (or so far)."""
+
+    @property
+    def truncated(self) -> bool:
+        """Cut short rather than over (RL's ``truncated`` as against ``terminated``)."""
+        return self.cause in ("truncated", "turn_limit")
 
 
 class RewardChain(_Part, frozen=True, kw_only=True):

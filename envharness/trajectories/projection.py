@@ -287,8 +287,13 @@ class Projector:
         seq, _, payload = seen
         cause: TerminationCause
         if status == "completed":
-            done = self._last_outcome is not None and self._last_outcome[1].done
-            cause = "done" if done else "turn_limit"
+            last = self._last_outcome[1] if self._last_outcome is not None else None
+            if last is not None and last.done:
+                cause = "done"
+            elif last is not None and last.truncated is True:
+                cause = "truncated"
+            else:
+                cause = "turn_limit"
         else:
             cause = _TERMINATION_OF.get(status, "imported")
         return Termination(

@@ -41,6 +41,7 @@ from envharness.records import (
     OptimizerStarted,
     OptimizerStatus,
     Outcome,
+    ParticipantOutcome,
     ParticipantRef,
     Payload,
     ProtocolViolation,
@@ -134,6 +135,11 @@ SAMPLES: list[Any] = [
     ActionExecuted(action={"value": 1}, outcome={"total": 4}),
     ActionBlocked(action={"value": 99}, reason="out of range", by="hook"),
     Outcome(state="cd" * 32, done=True, signals={"total": 4.0}),
+    Observation(observation={"row": 1}, text="\x1b[43m \x1b[0m|"),
+    ActionExecuted(action={"value": 2}, outcome=None, reward=-1.0),
+    Outcome(state="ce" * 32, truncated=True),
+    ParticipantOutcome(outcome={"winner": "alice"}, reward=-1.0),
+    Score(version="s@1", metrics={}, per_participant={"alice": {"chips": 1.0}}),
     Hint(text="try smaller steps", source="make_pre_hint"),
     HookCalled(
         hook="on_before_action", effect="block_and_prompt", detail={"message": "look first"}
@@ -257,6 +263,7 @@ def tag(payload_type: Any) -> str:
 # Kinds beyond DESIGN.md's list: an experiment keeps its frozen configuration in its own chain,
 # and so does an optimizer run (its answers, measurements, decisions and accepted versions).
 KINDS = DESIGN_KINDS | {
+    "outcome.participant",
     "experiment.created",
     "experiment.status",
     "hook",
@@ -276,7 +283,33 @@ def test_the_union_holds_the_design_kinds_and_ours() -> None:
 
 
 def test_there_is_a_sample_of_every_kind() -> None:
-    assert sorted(tag(type(sample)) for sample in SAMPLES) == sorted(KINDS)
+    assert {tag(type(sample)) for sample in SAMPLES} == KINDS
+
+
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        (Observation(observation=1), b'{"kind":"observation","observation":1}'),
+        (
+            ActionExecuted(action={}, outcome=None),
+            b'{"action":{},"kind":"action.executed","outcome":null}',
+        ),
+        (
+            Outcome(state="ab", done=True),
+            b'{"done":true,"kind":"outcome","signals":{},"state":"ab"}',
+        ),
+        (
+            Score(version="1", metrics={"m": 1.0}),
+            b'{"kind":"score","metrics":{"m":1.0},"passed":null,"uncertainty":{},"version":"1"}',
+        ),
+    ],
+)
+def test_fields_added_since_a_kind_was_first_written_leave_its_old_bytes_alone(
+    payload: Any, expected: bytes
+) -> None:
+    """Text views, rewards, truncation and per-participant scores are absent unless given: a
+    session that uses none of them seals exactly the bytes it sealed before they existed."""
+    assert canonical(payload) == expected
 
 
 @pytest.mark.parametrize("payload", SAMPLES, ids=lambda p: tag(type(p)))
