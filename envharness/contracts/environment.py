@@ -25,6 +25,7 @@ __all__ = [
     "Resolution",
     "ScoreReport",
     "FindingSpec",
+    "ChecksActions",
     "DecidesWhoActs",
     "RendersText",
 ]
@@ -174,7 +175,11 @@ class Environment(Protocol[StateT, InputT]):
     """Rules over a msgspec-encodable state. A fresh instance serves each session.
 
     ``score(state, scenario)`` is optional: define it to have a score report recorded at the
-    end of every session.
+    end of every session. So are ``acting`` (:class:`DecidesWhoActs`), ``check_action``
+    (:class:`ChecksActions`) and ``render_text`` (:class:`RendersText`).
+
+    Any of these methods may be ``async def``: the runtime awaits what it returns, so an
+    environment that answers over a pipe or a socket never blocks the event loop.
     """
 
     spec: EnvironmentSpec
@@ -203,6 +208,18 @@ class DecidesWhoActs(Protocol):
     def acting(self, state: Any) -> Sequence[str]:
         """The participants who act on ``state`` (asked together, resolved in one step); an
         empty sequence resolves a step no participant acts in (a chance event)."""
+        ...
+
+
+@runtime_checkable
+class ChecksActions(Protocol):
+    """An environment whose rules say which well-typed actions are legal now (an action
+    outside a Gymnasium space, a masked move, a command the game does not know)."""
+
+    def check_action(self, state: Any, participant: str, action: Any) -> str | None:
+        """``None`` for a legal action; otherwise why it is not, naming what would be legal.
+        The runtime then blocks the action (``by="environment"``) or fails the session, as
+        ``spec.invalid_actions`` says."""
         ...
 
 

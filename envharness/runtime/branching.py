@@ -11,6 +11,7 @@ sessions then continue independently.
 from __future__ import annotations
 
 import hashlib
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,8 @@ async def branch(
     state = restore_state(await store.blob(taken.state), environment.spec.state_type)
     try:
         changed = environment.intervene(state, intervention)
+        if inspect.isawaitable(changed):  # an environment in another process
+            changed = await changed
         data = canonical(changed)
     except Exception as exc:
         recorded = await _record_rejection(store, checkpoint.session_id, intervention, reason, exc)

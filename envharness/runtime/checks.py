@@ -10,6 +10,7 @@ never raised to the caller.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import traceback
 from collections.abc import Mapping
 from typing import Any, TypeVar
@@ -68,10 +69,15 @@ def leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
-def call_environment(environment: Environment[Any, Any], method: str, *args: Any) -> Any:
-    """``environment.method(*args)``; whatever it raises fails the session, naming the method."""
+async def call_environment(environment: Environment[Any, Any], method: str, *args: Any) -> Any:
+    """``environment.method(*args)``, awaited when the method is ``async`` (an environment in
+    another process answers over a pipe); whatever it raises fails the session, naming the
+    method."""
     try:
-        return getattr(environment, method)(*args)
+        result = getattr(environment, method)(*args)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
     except Exception as exc:
         raise SessionFailure(
             f"environment {method}() raised {type(exc).__name__}: {exc}", exc

@@ -19,7 +19,7 @@ stays what the environment produced; each hint shown is a ``hint`` record.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -144,13 +144,13 @@ class HookRunner:
 
     # -- the four hooks ------------------------------------------------------------------------
 
-    async def on_init(self, state: Any, observe: Callable[[str], Any]) -> None:
+    async def on_init(self, state: Any, observe: Callable[[str], Awaitable[Any]]) -> None:
         """Once per session, for each participant in roster order, before the first turn."""
         if "on_init" not in self.defined:
             return
         for participant in self._roster:
             effect = await self._call(
-                "on_init", participant, None, state, observation=observe(participant)
+                "on_init", participant, None, state, observation=await observe(participant)
             )
             self._keep_hint("on_init", participant, effect)
 

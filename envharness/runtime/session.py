@@ -160,7 +160,7 @@ class SessionRunner:
             self._record(SessionStatus(status="running", reason="resumed"))
         try:
             if resumption is None:
-                state = call_environment(
+                state = await call_environment(
                     plan.environment, "initialize", plan.input, Random(plan.seed), plan.roster
                 )
                 segment = SegmentStarted(
@@ -194,7 +194,7 @@ class SessionRunner:
                 state, reason = await self._turns(state)
             if reason == PAUSED_REASON:
                 return await self._finish("paused", reason)
-            self._score(state)
+            await self._score(state)
             return await self._finish("completed", reason)
         except AgentFailure as failure:
             await self._record_violation(failure)
@@ -212,9 +212,9 @@ class SessionRunner:
                 return result  # a bug in envharness, recorded; the caller still gets a result
             raise
 
-    def _observe(self, state: Any, participant: str) -> Any:
+    async def _observe(self, state: Any, participant: str) -> Any:
         """What ``participant`` sees of ``state``, as JSON (for an ``on_init`` context)."""
-        observation = call_environment(self._plan.environment, "observe", state, participant)
+        observation = await call_environment(self._plan.environment, "observe", state, participant)
         return encodable(observation, f"observation for {participant!r}")
 
     # -- turns ---------------------------------------------------------------------------------
@@ -388,12 +388,12 @@ class SessionRunner:
 
     # -- scoring and the end -------------------------------------------------------------------
 
-    def _score(self, state: Any) -> None:
+    async def _score(self, state: Any) -> None:
         environment = self._plan.environment
         score = getattr(environment, "score", None)
         if score is None:
             return
-        report = call_environment(environment, "score", state, self._plan.scenario)
+        report = await call_environment(environment, "score", state, self._plan.scenario)
         if report is None:
             return
         if isinstance(report, Mapping):

@@ -17,14 +17,20 @@ This is the hot path: what every turn needs is bound once per session, not looke
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import msgspec
 from msgspec import UNSET
 
 from envharness.contracts.agent import AgentCapabilities
-from envharness.contracts.environment import DecidesWhoActs, Environment, RendersText, Resolution
+from envharness.contracts.environment import (
+    ChecksActions,
+    DecidesWhoActs,
+    Environment,
+    RendersText,
+    Resolution,
+)
 from envharness.hooks import BlockAndPrompt, Rewrite
 from envharness.records import (
     ActionAttempted,
@@ -101,6 +107,7 @@ class TurnPlayer:
         "_acting",
         "_callers",
         "_capabilities",
+        "_check_action",
         "_environment",
         "_feedback",
         "_hooking",
@@ -148,6 +155,9 @@ class TurnPlayer:
             environment.acting if whose_turn and isinstance(environment, DecidesWhoActs) else None
         )
         self._render = environment.render_text if isinstance(environment, RendersText) else None
+        self._check_action = (
+            environment.check_action if isinstance(environment, ChecksActions) else None
+        )
         # Sync agents' threads: one per participant, never shared with other sessions or the
         # journal, so a slow agent elsewhere cannot eat into this session's action timeout.
         threads = anyio.CapacityLimiter(max(1, len(plan.agents)))
@@ -172,7 +182,7 @@ class TurnPlayer:
         """Play ``turn`` on ``state``; returns the resolved state and whether it is done."""
         roster = list(self._plan.agents)
         if self._acting is not None:
-            return await self._step(turn, state, self._who_acts(state))
+            return await self._step(turn, state, await self._who_acts(state))
         if not self._sequential:
             return await self._step(turn, state, roster)
         done = False
@@ -202,10 +212,10 @@ class TurnPlayer:
         seen: dict[str, tuple[Any, bytes]] = {}
         """With hooks: each observation as produced, and its JSON (for contexts and re-asks)."""
         for participant in acting:
-            observation = call_environment(self._environment, "observe", state, participant)
+            observation = await call_environment(self._environment, "observe", state, participant)
             observations[participant] = observation
             shown = encodable(observation, f"observation for {participant!r}")
-            text = self._text_view(state, participant)
+            text = await self._text_view(state, participant)
             self._record(
                 Observation(observation=shown, text=UNSET if text is None else text),
                 turn=turn, participant=participant,
@@ -236,12 +246,15 @@ class TurnPlayer:
                 actions[participant] = rewritten
                 continue
             problem, action = self._validate(raw)
+            judge: Literal["validation", "environment"] = "validation"
+            if problem is None and self._check_action is not None:
+                problem, judge = await self._rule_check(state, participant, action), "environment"
             if problem is None:
                 actions[participant] = action
             elif self._environment.spec.invalid_actions == "block":
                 shown_raw = as_evidence(raw)
                 self._record(
-                    ActionBlocked(action=shown_raw, reason=problem, by="validation"),
+                    ActionBlocked(action=shown_raw, reason=problem, by=judge),
                     turn=turn, participant=participant,
                 )  # fmt: skip
                 self._feedback.append((participant, None, problem, None))
@@ -250,7 +263,7 @@ class TurnPlayer:
             else:
                 raise SessionFailure(f"agent {participant!r} returned an invalid action: {problem}")
         resolution = checked_resolution(
-            call_environment(self._environment, "resolve", state, actions), self._plan.agents
+            await call_environment(self._environment, "resolve", state, actions), self._plan.agents
         )
         digest = self.last_state = self._keep_state(resolution.state)
         rewards = resolution.rewards
@@ -304,9 +317,9 @@ class TurnPlayer:
                 )
         return resolution.state, resolution.done or resolution.truncated
 
-    def _who_acts(self, state: Any) -> list[str]:
+    async def _who_acts(self, state: Any) -> list[str]:
         """The environment's answer to who acts on ``state``, checked against the roster."""
-        acting = call_environment(self._environment, "acting", state)
+        acting = await call_environment(self._environment, "acting", state)
         roster = self._plan.agents
         if isinstance(acting, str) or not isinstance(acting, list | tuple | set | frozenset):
             raise SessionFailure(
@@ -322,10 +335,21 @@ class TurnPlayer:
             )
         return named
 
-    def _text_view(self, state: Any, participant: str) -> str | None:
+    async def _rule_check(self, state: Any, participant: str, action: Any) -> str | None:
+        problem = await call_environment(
+            self._environment, "check_action", state, participant, action
+        )
+        if problem is not None and not isinstance(problem, str):
+            raise SessionFailure(
+                f"environment check_action() returned {type(problem).__name__}; return None "
+                "for a legal action or a str saying why it is not"
+            )
+        return problem
+
+    async def _text_view(self, state: Any, participant: str) -> str | None:
         if self._render is None:
             return None
-        text = call_environment(self._environment, "render_text", state, participant)
+        text = await call_environment(self._environment, "render_text", state, participant)
         if text is not None and not isinstance(text, str):
             raise SessionFailure(
                 f"environment render_text() returned {type(text).__name__}; return a str or None"
