@@ -9,7 +9,7 @@ exact, and the runtime fails a session clearly when it is not.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from random import Random
 from typing import Any, Literal, Protocol, TypeVar, get_origin, runtime_checkable
@@ -184,19 +184,25 @@ class Environment(Protocol[StateT, InputT]):
 
     spec: EnvironmentSpec
 
-    def initialize(self, input: InputT, rng: Random, roster: Mapping[str, str]) -> StateT:
+    def initialize(
+        self, input: InputT, rng: Random, roster: Mapping[str, str]
+    ) -> StateT | Awaitable[StateT]:
         """The initial state; ``roster`` maps each participant to its role."""
         ...
 
-    def observe(self, state: StateT, participant: str) -> Any:
+    def observe(self, state: StateT, participant: str) -> Any:  # or an awaitable of it
         """What ``participant`` may see of ``state`` — and nothing it may not."""
         ...
 
-    def resolve(self, state: StateT, actions: Mapping[str, Any]) -> Resolution:
+    def resolve(
+        self, state: StateT, actions: Mapping[str, Any]
+    ) -> Resolution | Awaitable[Resolution]:
         """Apply the participants' actions; never mutate ``state`` in place."""
         ...
 
-    def intervene(self, state: StateT, intervention: Mapping[str, Any]) -> StateT:
+    def intervene(
+        self, state: StateT, intervention: Mapping[str, Any]
+    ) -> StateT | Awaitable[StateT]:
         """Apply a declared outside change (used by branches)."""
         ...
 
@@ -205,7 +211,7 @@ class Environment(Protocol[StateT, InputT]):
 class DecidesWhoActs(Protocol):
     """What an environment with ``turn_order="environment"`` adds: who acts next."""
 
-    def acting(self, state: Any) -> Sequence[str]:
+    def acting(self, state: Any) -> Sequence[str] | Awaitable[Sequence[str]]:
         """The participants who act on ``state`` (asked together, resolved in one step); an
         empty sequence resolves a step no participant acts in (a chance event)."""
         ...
@@ -216,7 +222,9 @@ class ChecksActions(Protocol):
     """An environment whose rules say which well-typed actions are legal now (an action
     outside a Gymnasium space, a masked move, a command the game does not know)."""
 
-    def check_action(self, state: Any, participant: str, action: Any) -> str | None:
+    def check_action(
+        self, state: Any, participant: str, action: Any
+    ) -> str | Awaitable[str | None] | None:
         """``None`` for a legal action; otherwise why it is not, naming what would be legal.
         The runtime then blocks the action (``by="environment"``) or fails the session, as
         ``spec.invalid_actions`` says."""
@@ -229,7 +237,7 @@ class RendersText(Protocol):
     render): the text is recorded beside the observation and shown by the viewer and
     ``envharness show``, with the JSON one click away."""
 
-    def render_text(self, state: Any, participant: str) -> str | None:
+    def render_text(self, state: Any, participant: str) -> str | Awaitable[str | None] | None:
         """What ``participant`` sees of ``state`` as text (ANSI colours allowed), or ``None``;
         it must reveal no more than :meth:`Environment.observe` does."""
         ...
