@@ -18,6 +18,7 @@ true to the classes::
     │   ├── ChainConflictError      a record's position in its session chain is already taken
     │   └── NameTakenError          a record claims a unique name (harness-vN) already taken
     ├── NotFoundError               a session (or other named thing) is not in the store
+    ├── ReplayMismatchError         an adapted environment's replay diverged (adapters.replay)
     ├── SourceImportError           an import was refused, nothing of it stored (store.sources)
     │   ├── SourceFormatError       a line is not a source record this envharness reads
     │   ├── SourceChainError        a hash, a ``prev`` link or a position does not hold

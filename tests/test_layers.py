@@ -18,7 +18,7 @@ import envharness
 PACKAGE = Path(envharness.__file__).parent
 
 LAYERS: list[tuple[str, ...]] = [
-    ("_version", "errors", "_portal"),
+    ("_version", "errors", "_portal", "_ansi"),
     ("records",),
     ("store",),
     ("protocol",),
@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("runtime",),
     ("scoring",),
     ("trajectories",),
+    ("adapters",),
     ("optimizer",),
     ("llm",),
     ("demos",),  # below the optimizer: nothing it learns can come from knowing them
@@ -77,6 +78,7 @@ INNER: dict[str, list[tuple[str, ...]]] = {
         ("edge",),
         ("loading", "options"),
         ("datasets", "experiments", "harness_versions", "manifest_run", "protocol", "serve"),
+        ("artifacts",),
         ("sources", "tokens", "trajectories"),
         ("optimize", "snapshots"),
         ("run", "sessions"),
@@ -110,6 +112,11 @@ INNER: dict[str, list[tuple[str, ...]]] = {
         ("sandbox",),
         ("parse", "policy"),
         ("executable",),
+    ],
+    "adapters": [
+        ("_optional", "_png"),
+        ("replay", "spaces"),
+        ("gymnasium", "pettingzoo"),
     ],
     "api": [
         ("setup", "sessions", "sources"),

@@ -23,6 +23,7 @@ from typer.core import TyperGroup
 
 from envharness._version import __version__
 from envharness.cli import (
+    artifacts,
     datasets,
     experiments,
     harness_versions,
@@ -69,6 +70,7 @@ app.add_typer(sources.app)
 app.add_typer(optimize.app)
 app.add_typer(run.app)
 app.add_typer(sessions.app)
+app.add_typer(artifacts.app)
 app.add_typer(protocol.app)  # named "protocol" by its module
 app.add_typer(tokens.app, name="token")
 app.add_typer(experiments.app, name="experiments")
