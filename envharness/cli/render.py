@@ -1,9 +1,11 @@
 """Terminal text for sessions, timelines and reports.
 
-Everything shown passes through :func:`_text`, which escapes control characters: observations,
-actions and error messages come from agents and environments, and an escape sequence in them
-must not repaint the user's terminal. Styling goes through ``typer.style``, which ``typer.echo``
-strips when the output is not a terminal.
+Everything shown passes through :func:`printable`, which escapes control characters:
+observations, actions and error messages come from agents and environments, and an escape
+sequence in them must not repaint the user's terminal. Styling goes through ``typer.style``,
+which ``typer.echo`` strips when the output is not a terminal. An environment's text view keeps
+its colours the same way: :mod:`envharness._ansi` reads them out of the text, and they are
+drawn again with ``typer.style`` — never the environment's own escape sequences.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from typing import Any
 
 import msgspec
 import typer
+from msgspec import UnsetType
 
+from envharness._ansi import PLAIN, Style, runs
 from envharness.api.harness import Session
 from envharness.cli.quickstart import QuickstartSummary
 from envharness.records import (
@@ -30,6 +34,7 @@ from envharness.records import (
     Log,
     Observation,
     Outcome,
+    ParticipantOutcome,
     Record,
     Score,
     SegmentEnded,
@@ -48,11 +53,16 @@ __all__ = [
     "run_lines",
     "session_json",
     "session_table",
+    "text_view_lines",
     "verify_lines",
 ]
 
 VALUE_LIMIT = 240
 """Characters of an observation, action or outcome shown before it is cut (``--full``: all)."""
+TEXT_VIEW_LINES = 40
+"""Lines of an observation's text view shown before it is cut (``--full``: all)."""
+TEXT_VIEW_INDENT = " " * 11
+"""Where a text view's lines start: under the value of its ``observed`` line."""
 
 _STATUS_COLOURS = {
     "completed": "green",
@@ -251,17 +261,27 @@ class Timeline:
             yield f"segment {payload.segment} ended: {payload.status}"
         elif isinstance(payload, Observation):
             yield f"observed   {value(payload.observation)}"
+            if isinstance(payload.text, str):
+                limit = None if self._limit is None else TEXT_VIEW_LINES
+                for line in text_view_lines(payload.text, limit=limit):
+                    yield TEXT_VIEW_INDENT + line
         elif isinstance(payload, ActionAttempted):
             took = f"  ({payload.seconds:.3f}s)" if payload.seconds is not None else ""
             yield f"attempted  {value(payload.action)}{took}"
         elif isinstance(payload, ActionExecuted):
-            yield f"executed   {value(payload.action)} -> {value(payload.outcome)}"
+            reward = _reward(payload.reward)
+            yield f"executed   {value(payload.action)} -> {value(payload.outcome)}{reward}"
+        elif isinstance(payload, ParticipantOutcome):
+            told = value(payload.outcome) if payload.outcome is not None else "(none)"
+            yield f"outcome    {told}{_reward(payload.reward)}  (did not act this step)"
         elif isinstance(payload, ActionBlocked):
             yield typer.style(f"BLOCKED    {value(payload.action)}", fg="red")
             yield f"by {payload.by}: {printable(payload.reason)}"
         elif isinstance(payload, Outcome):
             signals = " ".join(f"{printable(k)}={_number(v)}" for k, v in payload.signals.items())
             done = " done" if payload.done else ""
+            if payload.truncated is True:
+                done += " " + typer.style("truncated", fg="yellow")
             yield f"outcome    {signals or '(no signals)'}{done}  state {payload.state[:12]}"
         elif isinstance(payload, Cost):
             yield f"cost       {_cost(payload)}"
@@ -272,6 +292,10 @@ class Timeline:
             passed = {True: "passed", False: "not passed", None: "no pass/fail"}[payload.passed]
             metrics = " ".join(f"{printable(k)}={_number(v)}" for k, v in payload.metrics.items())
             yield f"score {printable(payload.version)}: {passed}  {metrics}".rstrip()
+            if isinstance(payload.per_participant, dict):
+                for name, mine in payload.per_participant.items():
+                    each = " ".join(f"{printable(k)}={_number(v)}" for k, v in mine.items())
+                    yield f"  {printable(name)}: {each}".rstrip()
         elif isinstance(payload, Finding):
             cites = f" (cites seq {', '.join(map(str, payload.cites))})" if payload.cites else ""
             yield (
@@ -281,9 +305,14 @@ class Timeline:
             if payload.detail:
                 yield printable(payload.detail)
         elif isinstance(payload, Artifact):
+            media = (
+                f"{printable(payload.media_type)}, "
+                if payload.media_type != "application/octet-stream"
+                else ""
+            )
             yield (
-                f"artifact {printable(payload.name)}: {payload.size} bytes, "
-                f"{printable(payload.media_type)}, sha256 {payload.sha256[:12]}"
+                f"artifact {printable(payload.name)}: {payload.size} bytes, {media}"
+                f"sha256 {payload.sha256[:12]}"
             )
         elif isinstance(payload, Log):
             stream = f" {printable(payload.stream)}" if payload.stream else ""
@@ -298,6 +327,47 @@ class Timeline:
         if self._limit is not None and len(text) > self._limit:
             return text[: self._limit - 1] + "…"
         return text
+
+
+def text_view_lines(text: str, *, limit: int | None = None) -> Iterator[str]:
+    """An environment's text view as terminal lines, its colours drawn with ``typer.style``
+    (which ``typer.echo`` drops when stdout is not a terminal); at most ``limit`` lines, then
+    a line that says how many more there are."""
+    lines: list[list[tuple[str, Style]]] = [[]]
+    for part, style in runs(text):
+        pieces = part.split("\n")
+        for index, piece in enumerate(pieces):
+            if index:
+                lines.append([])
+            if piece:
+                lines[-1].append((piece, style))
+    if lines and not lines[-1]:
+        lines.pop()  # a final newline ends the last line; it does not start another
+    shown = lines if limit is None else lines[:limit]
+    for line in shown:
+        yield "".join(_styled(printable(piece.expandtabs()), style) for piece, style in line)
+    if len(lines) > len(shown):
+        more = len(lines) - len(shown)
+        yield typer.style(
+            f"… {more} more line{'s' if more != 1 else ''} (--full shows all)", dim=True
+        )
+
+
+def _styled(text: str, style: Style) -> str:
+    if style == PLAIN:
+        return text
+    return typer.style(
+        text, fg=style.fg, bg=style.bg, bold=style.bold or None, dim=style.dim or None,
+        italic=style.italic or None, underline=style.underline or None,
+        reverse=style.inverse or None,
+    )  # fmt: skip
+
+
+def _reward(reward: float | UnsetType | None) -> str:
+    """A step's reward after its outcome; nothing when the environment gave none."""
+    if isinstance(reward, UnsetType):
+        return ""
+    return f"  reward {_number(reward)}"
 
 
 def _error(error: ErrorInfo) -> Iterator[str]:

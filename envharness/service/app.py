@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from envharness.service.guard import Guard
+from envharness.service.http.artifacts import ARTIFACT_ENDPOINTS
 from envharness.service.http.datasets import DATASET_API_ENDPOINTS
 from envharness.service.http.experiments import EXPERIMENT_API_ENDPOINTS
 from envharness.service.http.imports import SOURCE_API_ENDPOINTS
@@ -41,6 +42,7 @@ __all__ = ["ENDPOINTS", "create_app"]
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     *API_ENDPOINTS,
+    *ARTIFACT_ENDPOINTS,
     *EXPERIMENT_API_ENDPOINTS,
     *TRAJECTORY_API_ENDPOINTS,
     *SNAPSHOT_API_ENDPOINTS,

@@ -449,6 +449,65 @@ def test_the_live_timeline_shows_records_as_another_process_writes_them(
     viewer.visited("live-stopped")
 
 
+def test_the_live_timeline_draws_text_views_private_outcomes_and_artifacts(
+    viewer: Viewer, store: Path, tmp_path: Path
+) -> None:
+    """viewer.js draws what arrives live as the server draws it: a text view in its colours
+    with the JSON behind a click, a private outcome with its reward, an artifact with its
+    image, and the truncated end — with no console error (the CSP admits no inline style)."""
+    page = viewer.page
+    log = tmp_path / "table.log"
+    with (
+        log.open("w") as output,
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.service._views_support", str(store)],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        ) as writer,  # fmt: skip
+    ):
+        try:
+            session_id = _running_session(viewer, writer, log, scenario="slow-table")
+            page.goto(f"{viewer.base}/sessions/{session_id}/turns")
+            page.wait_for_selector(".live-note")
+            shown = _newest_record(page)
+            page.wait_for_selector(
+                "#session-status .badge[data-status='completed']", timeout=LIVE_TIMEOUT_MS * 4
+            )  # cut short by the table's time limit
+        finally:
+            if writer.poll() is None:
+                writer.send_signal(signal.SIGINT)
+            writer.wait(timeout=STOP_GRACE_S)
+    assert writer.returncode == 0, log.read_text()
+    live = page.evaluate(
+        """shown => [...document.querySelectorAll('#timeline [id]')]
+             .filter(node => /^r(\\d+)$/.test(node.id) && Number(node.id.slice(1)) > shown)
+             .map(node => node.className || node.tagName)""",
+        shown,
+    )
+    assert "rec textual" in live, live
+    assert "rec private-outcome" in live, live
+    textual = page.locator("#timeline .rec.textual[id^='r']").last
+    assert textual.locator("pre.textview span.ansi-fg1.ansi-bold").first.inner_text() == "hand"
+    assert "alert('view')" in textual.locator("pre.textview").inner_text()
+    assert not textual.locator("details.as-json").evaluate("node => node.open")
+    assert page.locator("#timeline .kv.reward").count() >= 2
+    assert page.locator("#timeline .tag-truncated").count() == 1
+    for drawn in ("img", "pre.textview span.ansi-fg2"):  # previews of records added live
+        page.wait_for_function(
+            """([shown, drawn]) => [...document.querySelectorAll('#timeline li[id]')]
+                 .filter(item => Number(item.id.slice(1)) > shown)
+                 .some(item => [...item.querySelectorAll('.artifact-preview ' + drawn)]
+                   .some(node => node.tagName !== 'IMG' || node.naturalWidth === 2))""",
+            arg=[shown, drawn],
+            timeout=LIVE_TIMEOUT_MS,
+        )
+    viewer.visited("live-table")
+    page.reload()
+    assert page.locator(".artifact-preview img").count() >= 1  # as the server draws it
+    viewer.visited("table-turns")
+
+
 _NEWEST_JS = (
     "Math.max(-1, ...[...document.querySelectorAll('#timeline [id]')]"
     ".map(node => /^r(\\d+)$/.exec(node.id)).filter(Boolean).map(match => Number(match[1])))"
@@ -461,7 +520,9 @@ def _newest_record(page: Page) -> int:
     return int(newest)
 
 
-def _running_session(viewer: Viewer, writer: subprocess.Popen[bytes], log: Path) -> str:
+def _running_session(
+    viewer: Viewer, writer: subprocess.Popen[bytes], log: Path, scenario: str | None = None
+) -> str:
     """The id of the session the writer runs, once it is in the store (asked through the
     API with the browser's own sign-in)."""
     deadline = time.monotonic() + 30
@@ -469,7 +530,11 @@ def _running_session(viewer: Viewer, writer: subprocess.Popen[bytes], log: Path)
         assert writer.poll() is None, log.read_text()
         answer = viewer.page.request.get(f"{viewer.base}/api/sessions?status=running")
         assert answer.ok, answer.status
-        running = answer.json()["sessions"]
+        running = [
+            found
+            for found in answer.json()["sessions"]
+            if scenario is None or found["scenario_id"] == scenario
+        ]
         if running and running[0]["turns_completed"] >= 1:
             return str(running[0]["id"])
         time.sleep(0.1)

@@ -22,6 +22,8 @@ Drawing pieces they share:
 - :mod:`.layout` — the frame of every page: head, navigation, who is signed in, footer;
 - :mod:`.widgets` — heads, tabs, chips, pagers and tables drawn alike everywhere;
 - :mod:`.render` — records as markup: the turn grid and one-line descriptions;
+- :mod:`.text_view` — an environment's text view, its ANSI colours as classes;
+- :mod:`.artifact_view` — previews of a turn's artifacts (images, the start of a text);
 - :mod:`.plot` — a line chart as inline SVG;
 - :mod:`.session_view` — what every page of one session shares: summary, header, tabs;
 - :mod:`.config_view` — a frozen configuration's settings and operations;

@@ -1,7 +1,8 @@
 """The viewer's static files — stylesheet, scripts, icon — read once from ``static/``.
 
-They are the only files this server ever sends, served from memory at ``/static/{name}``;
-pages link them by name (:mod:`.layout`, :mod:`.login`, :mod:`.reference`).
+They are the only files of its own this server sends (a store's artifacts are the store's:
+:mod:`envharness.service.http.artifacts`), served from memory at ``/static/{name}``; pages link
+them by name (:mod:`.layout`, :mod:`.login`, :mod:`.reference`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ _MEDIA_TYPES = {
 
 
 def _load_assets() -> dict[str, tuple[bytes, str]]:
-    """The files of ``static/``, read once: the only files this server ever sends."""
+    """The files of ``static/``, read once."""
     folder = resources.files("envharness.service.pages") / "static"
     assets = {}
     for entry in folder.iterdir():

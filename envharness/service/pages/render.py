@@ -7,10 +7,12 @@ same ids), so a page that grew by streaming looks like one rendered whole.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
+from msgspec import UNSET
 
 from envharness.records import (
     ActionAttempted,
@@ -27,6 +29,7 @@ from envharness.records import (
     Observation,
     OperationReceipt,
     Outcome,
+    ParticipantOutcome,
     ProtocolViolation,
     Record,
     Score,
@@ -34,7 +37,9 @@ from envharness.records import (
     SegmentStarted,
     SessionStatus,
 )
+from envharness.service.http.artifacts import artifact_url, media_type_of, referenced_artifact
 from envharness.service.pages.html import DASH, Html, html, join, number, value
+from envharness.service.pages.text_view import text_view
 
 __all__ = [
     "MARKER_KINDS",
@@ -44,7 +49,10 @@ __all__ = [
     "group_turns",
     "is_marker",
     "marker",
+    "per_participant_scores",
+    "record_extras",
     "record_link",
+    "reward_chip",
     "turn_section",
 ]
 
@@ -84,7 +92,7 @@ def _column(payload: object) -> str | None:
         return "observed"
     if isinstance(payload, ActionAttempted | Cost):
         return "attempted"
-    if isinstance(payload, ActionExecuted | ActionBlocked):
+    if isinstance(payload, ActionExecuted | ActionBlocked | ParticipantOutcome):
         return "result"
     return None
 
@@ -97,7 +105,14 @@ def group_turns(records: Iterable[Record]) -> list[TurnView]:
     return [turns[turn] for turn in sorted(turns)]
 
 
-def turn_section(session_id: str, view: TurnView, roster: Sequence[str]) -> Html:
+def turn_section(
+    session_id: str,
+    view: TurnView,
+    roster: Sequence[str],
+    previews: Mapping[int, Html] | None = None,
+) -> Html:
+    """One turn as a card; ``previews`` holds what to show under an artifact record, by its
+    seq (:mod:`.artifact_view` reads them: rendering reads no file)."""
     order = [name for name in roster if name in view.cells]
     order += [name for name in view.cells if name not in order]
     rows = join(
@@ -120,7 +135,7 @@ def turn_section(session_id: str, view: TurnView, roster: Sequence[str]) -> Html
     if view.others:
         others = html(
             '<ul class="others">{items}</ul>',
-            items=join(_other(session_id, record) for record in view.others),
+            items=join(_other(session_id, record, previews or {}) for record in view.others),
         )
     return html(
         '<section class="turn card" id="turn-{turn}" data-turn="{turn}">'
@@ -147,8 +162,15 @@ def _cell(session_id: str, record: Record) -> Html:
     payload = record.payload
     link = record_link(session_id, record.seq)
     if isinstance(payload, Observation):
-        body = value(payload.observation)
-        css = "rec"
+        if isinstance(payload.text, str):
+            body = html(
+                '{text}<details class="as-json"><summary>JSON</summary>{json}</details>',
+                text=text_view(payload.text), json=value(payload.observation),
+            )  # fmt: skip
+            css = "rec textual"
+        else:
+            body = value(payload.observation)
+            css = "rec"
     elif isinstance(payload, Hint):
         body = html('<span class="tag tag-hint">hint</span> {text}', text=payload.text)
         css = "rec hint"
@@ -160,9 +182,18 @@ def _cell(session_id: str, record: Record) -> Html:
         css = "rec"
     elif isinstance(payload, ActionExecuted):
         body = html(
-            '<span class="tag tag-ok">executed</span> {outcome}', outcome=value(payload.outcome)
-        )
+            '<span class="tag tag-ok">executed</span> {outcome}{reward}',
+            outcome=value(payload.outcome), reward=reward_chip(payload.reward),
+        )  # fmt: skip
         css = "rec executed"
+    elif isinstance(payload, ParticipantOutcome):
+        body = html(
+            '<span class="tag tag-outcome" title="what this step meant for a participant who '
+            'did not act in it">outcome</span> {outcome}{reward}',
+            outcome=value(payload.outcome) if payload.outcome is not None else "",
+            reward=reward_chip(payload.reward),
+        )  # fmt: skip
+        css = "rec private-outcome"
     elif isinstance(payload, ActionBlocked):
         body = html(
             '<span class="tag tag-blocked">blocked</span> <span class="by">by {by}</span>'
@@ -192,6 +223,12 @@ def _signals(session_id: str, record: Record) -> Html:
         for name, signal in payload.signals.items()
     )  # fmt: skip
     done = Html(' <span class="tag tag-done">done</span>') if payload.done else Html("")
+    if payload.truncated is True:
+        done = html(
+            '{done} <span class="tag tag-truncated" title="cut short from outside the rules '
+            '(a time limit), not over">truncated</span>',
+            done=done,
+        )
     who = (
         html('<span class="who-tag">{p}</span> ', p=record.participant)
         if record.participant
@@ -203,17 +240,79 @@ def _signals(session_id: str, record: Record) -> Html:
     )  # fmt: skip
 
 
-def _other(session_id: str, record: Record) -> Html:
+def _other(session_id: str, record: Record, previews: Mapping[int, Html]) -> Html:
     who = (
         html(' <span class="who-tag">{p}</span>', p=record.participant)
         if record.participant
         else ""
     )
+    extra = Html("")
+    found = referenced_artifact(record)
+    if found is not None:
+        extra = html(
+            ' <a class="artifact-link" href="{url}">{verb}</a>{preview}',
+            url=artifact_url(session_id, record.seq),
+            verb="Open" if isinstance(record.payload, Artifact) else "Offending bytes",
+            preview=previews.get(record.seq, Html("")),
+        )
     return html(
-        '<li id="r{seq}">{link} <span class="kind">{kind}</span>{who} {text}</li>',
+        '<li id="r{seq}">{link} <span class="kind">{kind}</span>{who} {text}{extra}</li>',
         seq=record.seq, link=record_link(session_id, record.seq), kind=record.kind, who=who,
-        text=describe(record),
+        text=describe(record), extra=extra,
     )  # fmt: skip
+
+
+def record_extras(session_id: str, record: Record) -> Html:
+    """What a record's own page shows above its payload: an observation's text view whole,
+    the link to a referenced artifact."""
+    payload = record.payload
+    if isinstance(payload, Observation) and isinstance(payload.text, str):
+        return html("<h3>Text view</h3>{text}", text=text_view(payload.text, limit=None))
+    found = referenced_artifact(record)
+    if found is not None:
+        return html(
+            '<h3>File</h3><p><a class="artifact-link" href="{url}">{name}</a> '
+            '<span class="muted">{media}</span></p>',
+            url=artifact_url(session_id, record.seq), name=found.name, media=found.media_type,
+        )  # fmt: skip
+    return Html("")
+
+
+def reward_chip(reward: Any) -> Html:
+    """A step's reward beside its outcome; nothing when the environment gave none."""
+    if reward is UNSET:
+        return Html("")
+    return html(
+        ' <span class="kv reward"><span class="k">reward</span><span class="num">{v}</span></span>',
+        v=number(reward),
+    )
+
+
+def per_participant_scores(score: Score) -> Html:
+    """Each participant's own metrics, one row each (a zero-sum game's winner and loser);
+    nothing for a report without them."""
+    mine = score.per_participant
+    if not isinstance(mine, dict) or not mine:
+        return Html("")
+    metrics = list(dict.fromkeys(name for values in mine.values() for name in values))
+    head = join(html('<th class="num">{m}</th>', m=metric) for metric in metrics)
+    rows = join(
+        html(
+            '<tr><th scope="row">{p}</th>{cells}</tr>',
+            p=participant,
+            cells=join(
+                html('<td class="num">{v}</td>', v=number(values[m]) if m in values else DASH)
+                for m in metrics
+            ),
+        )
+        for participant, values in mine.items()
+    )
+    return html(
+        '<table class="table compact per-participant"><thead><tr><th>Participant</th>{head}'
+        "</tr></thead><tbody>{rows}</tbody></table>",
+        head=head,
+        rows=rows,
+    )
 
 
 def describe(record: Record) -> Html:
@@ -222,8 +321,10 @@ def describe(record: Record) -> Html:
     if isinstance(payload, Artifact):
         return html(
             "{name} · {size} bytes · {media}", name=payload.name, size=f"{payload.size:,}",
-            media=payload.media_type,
+            media=media_type_of(payload.name, payload.media_type),
         )  # fmt: skip
+    if isinstance(payload, ParticipantOutcome):
+        return html("outcome {o}{r}", o=value(payload.outcome), r=reward_chip(payload.reward))
     if isinstance(payload, Log):
         return html("[{level}] {message}", level=payload.level, message=payload.message)
     if isinstance(payload, ProtocolViolation):
@@ -260,13 +361,26 @@ def describe(record: Record) -> Html:
     if isinstance(payload, SegmentEnded):
         return html("segment {n} ended: {status}", n=payload.segment, status=payload.status)
     if isinstance(payload, Score):
-        return html("score {version}", version=payload.version)
+        mine = payload.per_participant
+        each = (
+            join(
+                html(" · {p}: {m}", p=participant, m=_metrics(values))
+                for participant, values in mine.items()
+            )
+            if isinstance(mine, dict)
+            else ""
+        )
+        return html("score {version}{each}", version=payload.version, each=each)
     if isinstance(payload, Finding):
         return html("[{severity}] {title}", severity=payload.severity, title=payload.title)
     body = msgspec.to_builtins(payload)
     if isinstance(body, dict):
         body.pop("kind", None)
     return value(body)
+
+
+def _metrics(values: Mapping[str, float | None]) -> str:
+    return " ".join(f"{name}={number(metric)}" for name, metric in values.items())
 
 
 def _reason(reason: str) -> Html:

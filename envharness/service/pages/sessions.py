@@ -17,7 +17,7 @@ from envharness.service.pages.config_view import (
 from envharness.service.pages.html import DASH, Html, html, join, json_block, number
 from envharness.service.pages.layout import page
 from envharness.service.pages.lineage_view import lineage_section
-from envharness.service.pages.render import record_link
+from envharness.service.pages.render import per_participant_scores, record_extras, record_link
 from envharness.service.pages.session_view import (
     SessionView,
     live_attributes,
@@ -132,12 +132,13 @@ def _scores(session: SessionView) -> Html:
                 '</span> <span class="muted">version</span> <b>{version}</b> {link}</div>'
                 '<table class="table compact"><thead><tr><th>Metric</th><th class="num">Value'
                 '</th><th class="num">Uncertainty</th></tr></thead><tbody>{rows}</tbody></table>'
-                "</div>",
+                "{each}</div>",
                 css=verdict[1],
                 verdict=verdict[0],
                 version=score.version,
                 link=record_link(session.info.id, record.seq),
                 rows=rows,
+                each=per_participant_scores(score),
             )
         )
     return html('<section class="card"><h2>Scores</h2>{reports}</section>', reports=join(reports))
@@ -275,12 +276,14 @@ async def record_page(call: Call[NoParameters]) -> Response:
     body = html(
         '<div class="session">{head}<section class="card"><div class="card-head"><h2>Record '
         '#{seq} <span class="kind">{kind}</span></h2><span class="steps">{steps}</span></div>'
-        '<table class="table kv-table">{rows}</table><h3>Payload</h3>{payload}</section></div>',
+        '<table class="table kv-table">{rows}</table>{extra}<h3>Payload</h3>{payload}'
+        "</section></div>",
         head=session_head(session, ""),
         seq=record.seq,
         kind=record.kind,
         steps=join((step for step in steps if step), " · "),
         rows=rows,
+        extra=record_extras(info.id, record),
         payload=json_block(payload, limit=None),
     )
     return page(call.service, call.principal, title=f"{info.id} · #{seq}", body=body,

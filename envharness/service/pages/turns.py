@@ -4,6 +4,9 @@ Each window is read with one short query from the first record of its first turn
 of 10,000 turns opens as fast as one of three. When the window is the live end of a running
 session, the page carries the last seq it shows and ``viewer.js`` streams what commits after it.
 
+An observation with a text view shows the text, colours and all, with its JSON one click away;
+an artifact shows a link and, for an image or a text, a preview (:mod:`.artifact_view`).
+
 Checkpoints, resumed or continued segments and interventions are session-level records: they
 show as markers between the turns where they happened (a checkpoint with the branches made
 from it). A branch's first window opens with where it came from; its turns are numbered from
@@ -20,6 +23,7 @@ from starlette.responses import Response
 
 from envharness.records import Branch, Checkpoint, Intervention, Record, decode_record
 from envharness.service.access import Access
+from envharness.service.pages.artifact_view import artifact_previews
 from envharness.service.pages.html import Html, html, join, value
 from envharness.service.pages.layout import page
 from envharness.service.pages.lineage_view import compare_link, intervention_text
@@ -85,7 +89,9 @@ async def session_turns(call: Call[TurnsQuery]) -> Response:
                         markers.append(record)
     views = group_turns(records)
     roster = session.roster
-    timeline = [(view.first_seq, turn_section(info.id, view, roster)) for view in views]
+    others = (record for view in views for record in view.others)
+    previews = await artifact_previews(call.service.store, info.id, others)
+    timeline = [(view.first_seq, turn_section(info.id, view, roster, previews)) for view in views]
     branches: list[BranchLink] = []
     if any(isinstance(record.payload, Checkpoint) for record in markers):
         branches = (await access.lineage(info.id)).children

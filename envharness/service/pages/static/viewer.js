@@ -11,7 +11,10 @@
   const TEXT_LIMIT = 400;
   const LIST_LIMIT = 24;
   const COLUMNS = { observation: "observed", hint: "observed", "action.attempted": "attempted",
-                    "action.executed": "result", "action.blocked": "result", cost: "attempted" };
+                    "action.executed": "result", "action.blocked": "result", cost: "attempted",
+                    "outcome.participant": "result" };
+  const TEXT_VIEW_LIMIT = 8000;
+  const PREVIEW_BYTES = 4096;
 
   function el(tag, className, text) {
     const node = document.createElement(tag);
@@ -87,6 +90,188 @@
     return el("span", "tag " + className, text);
   }
 
+  // -- text views: ANSI colours as classes, as envharness/_ansi.py and pages/text_view.py do --
+  const ESCAPE = new RegExp(
+    "(?:\\x1b\\[|\\x9b)([0-?]*)([ -/]*)([@-~])|(?:\\x1b\\[|\\x9b)[0-?]*[ -/]*$" +
+    "|(?:\\x1b[\\]PX^_]|[\\x90\\x98\\x9d\\x9e\\x9f])[\\s\\S]*?(?:\\x07|\\x1b\\\\|\\x9c|$)" +
+    "|\\x1b[ -/]*[0-~]|\\x1b", "g");
+  const CONTROL = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
+  const BASIC = [[0, 0, 0], [205, 49, 49], [13, 188, 121], [229, 229, 16], [36, 114, 200],
+                 [188, 63, 188], [17, 168, 205], [229, 229, 229], [102, 102, 102], [241, 76, 76],
+                 [35, 209, 139], [245, 245, 67], [59, 142, 234], [214, 112, 214], [41, 184, 219],
+                 [255, 255, 255]];
+  const PLAIN = { fg: null, bg: null, bold: false, dim: false, italic: false, underline: false,
+                  inverse: false };
+
+  function nearestBasic(colour) {
+    let rgb = colour;
+    if (typeof colour === "number") {
+      if (colour < 16) return colour;
+      if (colour >= 232) {
+        const grey = 8 + 10 * (colour - 232);
+        rgb = [grey, grey, grey];
+      } else {
+        const levels = [0, 95, 135, 175, 215, 255];
+        const index = colour - 16;
+        rgb = [levels[Math.floor(index / 36)], levels[Math.floor(index / 6) % 6], levels[index % 6]];
+      }
+    }
+    let best = 0;
+    let distance = Infinity;
+    BASIC.forEach((basic, index) => {
+      const d = basic.reduce((sum, value, i) => sum + (value - rgb[i]) ** 2, 0);
+      if (d < distance) { best = index; distance = d; }
+    });
+    return best;
+  }
+
+  function extended(fields) {
+    const numbers = fields.map(Number);
+    if (numbers.some((n) => !Number.isInteger(n))) return null;
+    if (numbers[0] === 5 && numbers.length === 2 && numbers[1] >= 0 && numbers[1] <= 255) return numbers[1];
+    if (numbers[0] === 2 && numbers.length >= 4) {
+      const rgb = numbers.slice(-3);
+      if (rgb.every((n) => n >= 0 && n <= 255)) return rgb;
+    }
+    return null;
+  }
+
+  function applySgr(style, params) {
+    if (!params) return Object.assign({}, PLAIN);
+    if (!/^[0-9;:]*$/.test(params)) return style;
+    style = Object.assign({}, style);
+    const codes = params.split(";");
+    for (let index = 0; index < codes.length; index++) {
+      const code = codes[index];
+      if (code.includes(":")) {
+        const [head, ...rest] = code.split(":");
+        if (head === "38" || head === "48") {
+          const colour = extended(rest.filter((part) => part !== ""));
+          if (colour !== null) style[head === "38" ? "fg" : "bg"] = colour;
+        } else if (head === "4") {
+          style.underline = !(rest.length === 1 && rest[0] === "0");
+        }
+        continue;
+      }
+      const n = code ? Number(code) : 0;
+      if (n === 38 || n === 48) {
+        const rest = codes.slice(index + 1);
+        let used = rest.length;
+        let colour = null;
+        if (rest[0] === "5" && rest.length >= 2) { colour = extended(rest.slice(0, 2)); used = 2; }
+        else if (rest[0] === "2" && rest.length >= 4) { colour = extended(rest.slice(0, 4)); used = 4; }
+        index += used;
+        if (colour !== null) style[n === 38 ? "fg" : "bg"] = colour;
+      } else if (n === 0) style = Object.assign({}, PLAIN);
+      else if (n >= 30 && n <= 37) style.fg = n - 30;
+      else if (n >= 40 && n <= 47) style.bg = n - 40;
+      else if (n >= 90 && n <= 97) style.fg = n - 90 + 8;
+      else if (n >= 100 && n <= 107) style.bg = n - 100 + 8;
+      else if (n === 1) style.bold = true;
+      else if (n === 2) style.dim = true;
+      else if (n === 3) style.italic = true;
+      else if (n === 4) style.underline = true;
+      else if (n === 7) style.inverse = true;
+      else if (n === 22) { style.bold = false; style.dim = false; }
+      else if (n === 23) style.italic = false;
+      else if (n === 24) style.underline = false;
+      else if (n === 27) style.inverse = false;
+      else if (n === 39) style.fg = null;
+      else if (n === 49) style.bg = null;
+    }
+    return style;
+  }
+
+  function styleClasses(style) {
+    let fg = style.fg;
+    let bg = style.bg;
+    const names = [];
+    if (style.inverse) { [fg, bg] = [bg, fg]; names.push("ansi-inverse"); }
+    if (fg !== null) names.push("ansi-fg" + nearestBasic(fg));
+    if (bg !== null) names.push("ansi-bg" + nearestBasic(bg));
+    for (const flag of ["bold", "dim", "italic", "underline"]) if (style[flag]) names.push("ansi-" + flag);
+    return names.join(" ");
+  }
+
+  function visible(part) {
+    return part.replace(CONTROL, (c) => "\\x" + c.charCodeAt(0).toString(16).padStart(2, "0"));
+  }
+
+  function textView(text, limit) {
+    const pre = el("pre", "textview");
+    text = text.replace(/\r\n/g, "\n");
+    let style = Object.assign({}, PLAIN);
+    let position = 0;
+    let shown = 0;
+    let total = 0;
+    const add = (part) => {
+      if (!part) return;
+      part = visible(part);
+      total += part.length;
+      if (limit !== null && shown + part.length > limit) part = part.slice(0, Math.max(limit - shown, 0));
+      if (!part) return;
+      shown += part.length;
+      const classes = styleClasses(style);
+      pre.append(classes ? el("span", classes, part) : part);
+    };
+    for (const match of text.matchAll(ESCAPE)) {
+      add(text.slice(position, match.index));
+      position = match.index + match[0].length;
+      if (match[3] === "m" && !match[2]) style = applySgr(style, match[1]);
+    }
+    add(text.slice(position));
+    if (total <= shown) return pre;
+    const holder = document.createDocumentFragment();
+    holder.append(pre, el("div", "cut", (total - shown).toLocaleString("en") + " more characters"));
+    return holder;
+  }
+
+  function rewardChip(payload) {
+    if (!("reward" in payload)) return "";
+    const chip = el("span", "kv reward");
+    chip.append(el("span", "k", "reward"), el("span", "num", payload.reward === null ? "–" : number(payload.reward)));
+    return chip;
+  }
+
+  // -- artifacts: a link, and a preview chosen by the type the server sends -----------------
+  function artifactUrl(record) {
+    return "/api/sessions/" + encodeURIComponent(record.session_id) + "/records/" + record.seq + "/artifact";
+  }
+
+  function addArtifact(item, record) {
+    const url = artifactUrl(record);
+    const link = el("a", "artifact-link", record.kind === "artifact" ? "Open" : "Offending bytes");
+    link.href = url;
+    item.append(" ", link);
+    if (record.kind !== "artifact") return;
+    fetch(url, { method: "HEAD", credentials: "same-origin" }).then((response) => {
+      const type = (response.headers.get("content-type") || "").split(";")[0].trim();
+      if (!response.ok) return;
+      link.before(" · " + type + " ");
+      const preview = el("div", "artifact-preview");
+      if (["image/png", "image/jpeg", "image/gif", "image/webp"].includes(type)) {
+        const image = el("img");
+        image.src = url;
+        image.alt = record.payload.name;
+        image.loading = "lazy";
+        preview.append(image);
+        item.append(preview);
+      } else if (["text/plain", "text/csv", "text/markdown", "application/json",
+                  "application/x-ndjson"].includes(type)) {
+        fetch(url, { credentials: "same-origin" }).then((full) => full.arrayBuffer()).then((buffer) => {
+          const bytes = new Uint8Array(buffer);
+          const text = new TextDecoder("utf-8").decode(bytes.slice(0, PREVIEW_BYTES), { stream: true });
+          preview.append(textView(text, null));
+          if (bytes.length > PREVIEW_BYTES) {
+            preview.append(el("div", "cut", "the first " + PREVIEW_BYTES.toLocaleString("en") + " of " +
+                              bytes.length.toLocaleString("en") + " bytes"));
+          }
+          item.append(preview);
+        });
+      }
+    });
+  }
+
   function cell(record) {
     const payload = record.payload;
     const box = el("div", "rec");
@@ -94,7 +279,14 @@
     box.append(seqLink(record));
     switch (record.kind) {
       case "observation":
-        box.append(renderValue(payload.observation));
+        if (typeof payload.text === "string") {
+          box.className = "rec textual";
+          const json = el("details", "as-json");
+          json.append(el("summary", "", "JSON"), renderValue(payload.observation));
+          box.append(textView(payload.text, TEXT_VIEW_LIMIT), json);
+        } else {
+          box.append(renderValue(payload.observation));
+        }
         break;
       case "hint":
         box.className = "rec hint";
@@ -108,7 +300,13 @@
         break;
       case "action.executed":
         box.className = "rec executed";
-        box.append(tag("tag-ok", "executed"), " ", renderValue(payload.outcome));
+        box.append(tag("tag-ok", "executed"), " ", renderValue(payload.outcome), " ", rewardChip(payload));
+        break;
+      case "outcome.participant":
+        box.className = "rec private-outcome";
+        box.append(tag("tag-outcome", "outcome"), " ");
+        if (payload.outcome !== null && payload.outcome !== undefined) box.append(renderValue(payload.outcome), " ");
+        box.append(rewardChip(payload));
         break;
       case "action.blocked":
         box.className = "rec blocked";
@@ -189,6 +387,7 @@
         chips.append(chip);
       }
       if (record.payload.done) chips.append(" ", tag("tag-done", "done"));
+      if (record.payload.truncated === true) chips.append(" ", tag("tag-truncated", "truncated"));
       chips.append(" ", seqLink(record));
       section.querySelector(".signals").append(chips);
       return;
@@ -204,7 +403,14 @@
     if (record.participant) item.append(" ", el("span", "who-tag", record.participant));
     const payload = Object.assign({}, record.payload);
     delete payload.kind;
-    item.append(" ", renderValue(payload));
+    if (record.kind === "artifact") {  // as render.py describes it; the type once it is known
+      item.append(" ", payload.name + " · " + payload.size.toLocaleString("en") + " bytes");
+    } else {
+      item.append(" ", renderValue(payload));
+    }
+    if (record.kind === "artifact" || (record.kind === "protocol.violation" && record.payload.artifact)) {
+      addArtifact(item, record);
+    }
     others.append(item);
   }
 
