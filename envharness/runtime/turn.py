@@ -241,13 +241,14 @@ class TurnPlayer:
                 if reply is None:
                     continue  # blocked max_blocks times in a row: the turn is skipped
             assert reply is not None
-            raw = reply.action
-            if rewritten is not None:
-                actions[participant] = rewritten
-                continue
-            problem, action = self._validate(raw)
             judge: Literal["validation", "environment"] = "validation"
+            if rewritten is not None:  # the hooks validated it against the action type
+                raw, problem, action = rewritten, None, rewritten
+            else:
+                raw = reply.action
+                problem, action = self._validate(raw)
             if problem is None and self._check_action is not None:
+                # A hook's rewrite answers to the rules like the agent's own answer.
                 problem, judge = await self._rule_check(state, participant, action), "environment"
             if problem is None:
                 actions[participant] = action

@@ -404,3 +404,20 @@ async def test_a_program_that_did_not_act_is_told_its_outcome_by_the_protocol(
         "outcome": {"result": "lost"},
         "reason": None,
     }
+
+
+async def test_a_hook_rewrite_answers_to_the_rules_like_the_agents_own_answer(
+    store_path: Path,
+) -> None:
+    from envharness import Hooks, Rewrite
+
+    hooks = Hooks("greedy@1", on_before_action=lambda ctx, nb: Rewrite(action={"take": 3}))
+    harness = AsyncEnvironmentHarness(
+        store_path, environment=Stones, agents={"alice": TakeOne, "bob": TakeOne}, hooks=hooks
+    )
+    session = await harness.run(Scenario(id="pile", input=StonesInput()), turns=1)
+    records = [record async for record in harness.records(session.id)]
+    (blocked,) = of(records, ActionBlocked)
+    assert blocked.payload.action == {"take": 3}
+    assert blocked.payload.by == "environment"
+    assert not of(records, ActionExecuted)
