@@ -54,9 +54,9 @@ INNER: dict[str, list[tuple[str, ...]]] = {
     ],
     "trajectories": [
         ("errors", "model"),
-        ("binding", "codec", "projection"),
+        ("binding", "codec", "projection", "rewards"),
         ("sources",),
-        ("readers",),
+        ("readers", "conversations"),
         ("snapshots",),
         ("datasets", "json_schema"),
         ("files", "trainer"),

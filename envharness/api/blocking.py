@@ -325,10 +325,23 @@ class EnvironmentHarness:
         return self.call(self.aio.snapshots)
 
     def create_dataset(
-        self, name: str, snapshot_ids: Sequence[str], *, reward: str | None = None
+        self,
+        name: str,
+        snapshot_ids: Sequence[str],
+        *,
+        reward: str | None = None,
+        participants: Sequence[str] | None = None,
+        shared_reward: bool = False,
     ) -> Dataset:
         """See :meth:`AsyncEnvironmentHarness.create_dataset`."""
-        return self.call(self.aio.create_dataset, name, snapshot_ids, reward=reward)
+        return self.call(
+            self.aio.create_dataset,
+            name,
+            snapshot_ids,
+            reward=reward,
+            participants=participants,
+            shared_reward=shared_reward,
+        )
 
     def dataset(self, name: str) -> Dataset:
         return self.call(self.aio.dataset, name)

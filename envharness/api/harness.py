@@ -402,11 +402,26 @@ class AsyncEnvironmentHarness:
         return await list_snapshots(await read_store(self.store))
 
     async def create_dataset(
-        self, name: str, snapshot_ids: Sequence[str], *, reward: str | None = None
+        self,
+        name: str,
+        snapshot_ids: Sequence[str],
+        *,
+        reward: str | None = None,
+        participants: Sequence[str] | None = None,
+        shared_reward: bool = False,
     ) -> Dataset:
         """An immutable dataset of these snapshots; refused, naming every trajectory and the
-        condition it misses, unless all are complete, terminal, entitled and rewarded."""
-        return await create_dataset(await read_store(self.store), name, snapshot_ids, reward=reward)
+        condition it misses, unless all are complete, terminal, entitled and rewarded.
+        ``participants`` keeps only their rows; ``shared_reward`` declares one shared reward
+        everybody's (a cooperative game; see docs/trajectories.md, 'The reward')."""
+        return await create_dataset(
+            await read_store(self.store),
+            name,
+            snapshot_ids,
+            reward=reward,
+            participants=participants,
+            shared_reward=shared_reward,
+        )
 
     async def dataset(self, name: str) -> Dataset:
         return await load_dataset(await read_store(self.store), name)

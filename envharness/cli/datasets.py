@@ -14,6 +14,7 @@ from typing import Annotated
 
 import anyio
 import typer
+from msgspec import UnsetType
 
 from envharness.cli.edge import CliError, closing
 from envharness.cli.options import check_choice
@@ -54,16 +55,41 @@ def dataset_create(
         typer.Option(
             "--reward",
             metavar="METRIC",
-            help="The score metric used as reward (default: pass/fail, or the only metric).",
+            help="The score metric used as reward: a participant's own when the score has "
+            "per-participant metrics (default: the only per-participant metric, pass/fail, or "
+            "the only metric).",
         ),
     ] = None,
+    participants: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--participant",
+            metavar="NAME",
+            help="Only this participant's rows (repeat for several; default: every one's).",
+        ),
+    ] = None,
+    shared_reward: Annotated[
+        bool,
+        typer.Option(
+            "--shared-reward",
+            help="Let one shared score metric be the reward of several participants' rows "
+            "(a cooperative game); refused otherwise.",
+        ),
+    ] = False,
 ) -> None:
     """Create a dataset. Every trajectory must be complete, terminal, training-entitled
     and rewarded; otherwise nothing is created and each refusal is named."""
     store = CliState.of(ctx).store
 
     async def created() -> Dataset:
-        return await create_dataset(await read_store(store), name, snapshots, reward=reward)
+        return await create_dataset(
+            await read_store(store),
+            name,
+            snapshots,
+            reward=reward,
+            participants=participants or None,
+            shared_reward=shared_reward,
+        )
 
     dataset = anyio.run(created)
     typer.echo(dataset.id)
@@ -86,9 +112,14 @@ def dataset_list(ctx: typer.Context) -> None:
     if not found:
         typer.echo(f"no datasets in {shlex.quote(printable(str(store)))}", err=True)
     for dataset in found:
+        chosen = ""
+        if not isinstance(dataset.participants, UnsetType):
+            chosen = f"  participants={','.join(map(printable, dataset.participants))}"
+        shared = "  shared-reward" if dataset.shared_reward is True else ""
         typer.echo(
             f"{printable(dataset.name)}  {dataset.id}  {dataset.trajectories} trajectories"
-            f"  reward={dataset.reward or 'default'}  {' '.join(dataset.snapshots)}"
+            f"  reward={printable(dataset.reward or 'default')}{chosen}{shared}"
+            f"  {' '.join(dataset.snapshots)}"
         )
 
 

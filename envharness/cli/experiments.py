@@ -104,7 +104,8 @@ def experiments_show(
     ] = DEFAULT_RESAMPLES,
 ) -> None:
     """Show an experiment: its frozen configuration, sessions by status, and per scenario
-    each metric's mean with a bootstrap confidence interval, pass rates and findings."""
+    each metric's mean with a bootstrap confidence interval (per participant too, where the
+    environment scores participants apart), pass rates and findings."""
     if not 0.0 < confidence < 1.0:
         raise CliError(f"--confidence must be between 0 and 1 (e.g. 0.95), not {confidence}")
     store = CliState.of(ctx).store
@@ -156,6 +157,7 @@ def experiment_lines(report: ExperimentReport) -> Iterator[str]:
     for aggregate_index, version in enumerate(_versions(report)):
         yield ""
         yield from _score_table(report, version, first=aggregate_index == 0)
+        yield from _participant_table(report, version)
     if not _versions(report):
         yield ""
         yield "no score reports yet (a session is scored when it completes)"
@@ -230,13 +232,8 @@ def _score_table(report: ExperimentReport, version: str, *, first: bool) -> Iter
             f"  percentile bootstrap, {report.resamples} resamples seeded from seed "
             f"{report.config.seed}; pass rates: Wilson interval"
         )
-    scopes: list[tuple[str, Sequence[ScoreAggregate]]] = [
-        (printable(s.id), s.scores) for s in report.scenarios
-    ]
-    if len(report.scenarios) > 1:
-        scopes.append(("all", report.scores))
     rows: list[tuple[str, ...]] = []
-    for name, aggregates in scopes:
+    for name, aggregates in _scopes(report):
         aggregate = next((a for a in aggregates if a.version == version), None)
         if aggregate is None:
             rows.append((name, "-", "no reports of this version"))
@@ -248,6 +245,38 @@ def _score_table(report: ExperimentReport, version: str, *, first: bool) -> Iter
         if aggregate.pass_rate is not None:
             rows.append((label, "pass rate", _pass_text(aggregate.pass_rate)))
     yield from _table(("scenario", "metric", "value"), rows)
+
+
+def _participant_table(report: ExperimentReport, version: str) -> Iterator[str]:
+    """Each participant's own metrics (``ScoreReport(per_participant=...)``), when the version
+    scores participants apart: nothing at all for shared scores."""
+    rows: list[tuple[str, ...]] = []
+    for name, aggregates in _scopes(report):
+        aggregate = next((a for a in aggregates if a.version == version), None)
+        label = name
+        for participant in aggregate.participants if aggregate is not None else ():
+            who = printable(participant.participant)
+            for metric in participant.metrics:
+                rows.append((label, who, printable(metric.name), _metric_text(metric)))
+                label = who = ""
+    if not rows:
+        return
+    yield ""
+    yield typer.style(
+        f"scores {printable(version)} per participant: mean [{report.confidence * 100:g}% CI] (n)",
+        bold=True,
+    )
+    yield from _table(("scenario", "participant", "metric", "value"), rows)
+
+
+def _scopes(report: ExperimentReport) -> list[tuple[str, Sequence[ScoreAggregate]]]:
+    """Each scenario's aggregates, then the whole experiment's when it has several."""
+    scopes: list[tuple[str, Sequence[ScoreAggregate]]] = [
+        (printable(s.id), s.scores) for s in report.scenarios
+    ]
+    if len(report.scenarios) > 1:
+        scopes.append(("all", report.scores))
+    return scopes
 
 
 def _metric_text(metric: MetricAggregate) -> str:

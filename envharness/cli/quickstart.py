@@ -354,8 +354,9 @@ async def _freeze_and_import(store: Path, experiment_sessions: list[str]) -> Fro
         reader, experiment_sessions, label="quickstart sweep", entitlement=ENTITLEMENT
     )
     snapshot_id = snapshot.metadata.id
+    # The players share one total (a cooperative game): one reward is rightly both players'.
     dataset = await create_dataset(
-        reader, f"quickstart-{snapshot_id[4:12]}", [snapshot_id], reward="total"
+        reader, f"quickstart-{snapshot_id[4:12]}", [snapshot_id], reward="total", shared_reward=True
     )
     records = replay_records()
     await AsyncSources(store).import_records(REPLAY, records)

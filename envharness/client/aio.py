@@ -371,11 +371,23 @@ class AsyncClient:
         return await self._get(f"/api/datasets/{dataset_segment(name)}", DatasetDetail)
 
     async def create_dataset(
-        self, name: str, snapshots: Sequence[str], *, reward: str | None = None
+        self,
+        name: str,
+        snapshots: Sequence[str],
+        *,
+        reward: str | None = None,
+        participants: Sequence[str] | None = None,
+        shared_reward: bool = False,
     ) -> Dataset:
         """A dataset of these snapshots (admin); refused (422) naming every trajectory that
         is not complete, terminal, training-entitled and rewarded."""
-        request = DatasetRequest(name=name, snapshots=list(snapshots), reward=reward)
+        request = DatasetRequest(
+            name=name,
+            snapshots=list(snapshots),
+            reward=reward,
+            participants=list(participants) if participants is not None else None,
+            shared_reward=shared_reward,
+        )
         return await self._post("/api/datasets", msgspec.json.encode(request), Dataset)
 
     async def export_dataset(self, name: str) -> AsyncGenerator[DatasetRow, None]:

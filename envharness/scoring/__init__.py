@@ -4,13 +4,14 @@
 :class:`ExperimentReport`: per scenario and pooled over the experiment, for each score version
 separately, every metric's n, mean, min, max and a percentile-bootstrap confidence interval
 seeded from the experiment's seed; pass rates with a Wilson interval; sessions by status;
-findings by severity, each pointing at the records it cites. ``docs/scoring.md`` explains the
-choices.
+findings by severity, each pointing at the records it cites; and, where scores are per
+participant, each participant's metrics apart. ``docs/scoring.md`` explains the choices.
 """
 
 from envharness.scoring.aggregates import (
     FindingCounts,
     MetricAggregate,
+    ParticipantAggregate,
     PassRate,
     ScoreAggregate,
     aggregate_scores,
@@ -37,6 +38,7 @@ __all__ = [
     "FindingCounts",
     "FindingRef",
     "MetricAggregate",
+    "ParticipantAggregate",
     "PassRate",
     "ScenarioReport",
     "ScoreAggregate",

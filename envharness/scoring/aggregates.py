@@ -11,15 +11,23 @@ and a later report (a re-score) supersedes an earlier one of the same version.
 A metric recorded as ``null`` (that is how a NaN or an infinity is recorded: JSON has neither)
 or absent from a report is skipped, and counted in ``missing``: the mean is over the ``n``
 finite values only, and ``missing`` says how many reports had nothing to give.
+
+Where reports score participants apart (``Score.per_participant``: a zero-sum game's winner and
+loser), each participant's metrics are aggregated the same way, over the reports that scored
+participants apart (a report that scored other participants but not this one counts as
+missing). A mean over both players of a zero-sum game is zero whoever plays well, so these are
+never pooled across participants. There is no per-participant pass rate: a score's verdict is
+the session's.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
 import msgspec
+from msgspec import UnsetType
 
 from envharness.records import Score
 from envharness.scoring.bootstrap import (
@@ -35,6 +43,7 @@ from envharness.scoring.bootstrap import (
 __all__ = [
     "FindingCounts",
     "MetricAggregate",
+    "ParticipantAggregate",
     "PassRate",
     "ScoreAggregate",
     "Severity",
@@ -75,13 +84,26 @@ class PassRate(msgspec.Struct, frozen=True, kw_only=True):
     ci_high: float
 
 
-class ScoreAggregate(msgspec.Struct, frozen=True, kw_only=True):
-    """Every metric of one score version, over ``reports`` score reports (one per session)."""
+class ParticipantAggregate(msgspec.Struct, frozen=True, kw_only=True):
+    """One participant's own metrics, over the ``reports`` that scored participants apart."""
+
+    participant: str
+    reports: int
+    metrics: tuple[MetricAggregate, ...]
+
+
+class ScoreAggregate(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Every metric of one score version, over ``reports`` score reports (one per session).
+
+    ``participants``: each participant's own metrics, by name, where reports score them apart;
+    left out of the JSON when none do, so a report of shared scores reads as it always has.
+    """
 
     version: str
     reports: int
     metrics: tuple[MetricAggregate, ...]
     pass_rate: PassRate | None
+    participants: tuple[ParticipantAggregate, ...] = ()
 
 
 class FindingCounts(msgspec.Struct, frozen=True, kw_only=True):
@@ -148,7 +170,13 @@ def _one_version(
 ) -> ScoreAggregate:
     names = sorted({name for report in reports for name in report.metrics})
     metrics = tuple(
-        _metric(name, reports, bootstrap_seed(seed, version, scope, name), confidence, resamples)
+        _metric(
+            name,
+            [report.metrics for report in reports],
+            bootstrap_seed(seed, version, scope, name),
+            confidence,
+            resamples,
+        )
         for name in names
     )
     judged = [report.passed for report in reports if report.passed is not None]
@@ -160,16 +188,60 @@ def _one_version(
             passed=passed, judged=len(judged), rate=passed / len(judged), ci_low=low, ci_high=high
         )
     return ScoreAggregate(
-        version=version, reports=len(reports), metrics=metrics, pass_rate=pass_rate
+        version=version,
+        reports=len(reports),
+        metrics=metrics,
+        pass_rate=pass_rate,
+        participants=_participants(version, reports, seed, scope, confidence, resamples),
     )
 
 
-def _metric(
-    name: str, reports: Sequence[Score], seed: int, confidence: float, resamples: int
-) -> MetricAggregate:
-    finite = [
-        value for report in reports if (value := _finite(report.metrics.get(name))) is not None
+def _participants(
+    version: str,
+    reports: Sequence[Score],
+    seed: int,
+    scope: str | None,
+    confidence: float,
+    resamples: int,
+) -> tuple[ParticipantAggregate, ...]:
+    """Each participant's own metrics; the seed adds the participant to the shared metric's
+    parts, so a participant's interval never repeats the stream of a shared one."""
+    scored = [
+        report.per_participant
+        for report in reports
+        if not isinstance(report.per_participant, UnsetType)
     ]
+    found: list[ParticipantAggregate] = []
+    for participant in sorted({name for each in scored for name in each}):
+        own = [each.get(participant, {}) for each in scored]
+        names = sorted({name for metrics in own for name in metrics})
+        found.append(
+            ParticipantAggregate(
+                participant=participant,
+                reports=len(own),
+                metrics=tuple(
+                    _metric(
+                        name,
+                        own,
+                        bootstrap_seed(seed, version, scope, name, participant),
+                        confidence,
+                        resamples,
+                    )
+                    for name in names
+                ),
+            )
+        )
+    return tuple(found)
+
+
+def _metric(
+    name: str,
+    reports: Sequence[Mapping[str, float | None]],
+    seed: int,
+    confidence: float,
+    resamples: int,
+) -> MetricAggregate:
+    finite = [value for report in reports if (value := _finite(report.get(name))) is not None]
     interval = bootstrap_interval(finite, seed=seed, confidence=confidence, resamples=resamples)
     return MetricAggregate(
         name=name,

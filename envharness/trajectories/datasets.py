@@ -7,54 +7,63 @@ A trajectory enters a dataset only when its evidence is
 - **training-entitled**: its snapshot declares an :class:`~envharness.trajectories.model.
   Entitlement`, and, when imported, its source declared training rights too;
 - **rewarded**: its reward chain resolves — a score record with a scorer version, citing
-  evidence inside the trajectory, not disputed by another score, with a reward value.
+  evidence inside the trajectory, not disputed by another score, with a reward value for every
+  participant it gives rows to (:mod:`envharness.trajectories.rewards`: each participant's own
+  reward, or one shared reward only where the dataset declares it shared).
 
 Admission is all or nothing: a dataset with any refused trajectory is not created, and the
 :class:`AdmissionError` names every refused trajectory with the condition it misses. A dataset
-is named by the sha256 of its content (name, snapshot ids in order, reward metric) and is
-immutable.
+is named by the sha256 of its content (name, snapshot ids in order, reward metric, and the
+participants and shared-reward declaration when given) and is immutable.
 
 Rows are in the conversational format TRL's trainers accept, one row per (trajectory,
 participant): ``{"messages": [{"role": "user", "content": ...}, {"role": "assistant", ...}],
 "reward": ..., ...}`` — what the participant was shown becomes ``user`` messages, what its
-policy answered ``assistant`` messages. Of an imported trajectory, ``message`` records
-(``{"role": ..., "content": ...}``) count as they are, and OpenTelemetry GenAI model calls
-(``gen_ai.chat`` records) with captured content give what the model was sent and answered
-(:mod:`envharness.trajectories.sources.genai`); other kinds are the source's own.
-The evidence is checked against its digest binding as the rows are read.
+policy answered ``assistant`` messages. ``terminated`` and ``truncated`` say how the episode
+ended, and ``step_rewards`` the per-step rewards the environment gave the participant. Of an
+imported trajectory, ``message`` records (``{"role": ..., "content": ...}``) count as they
+are, and OpenTelemetry GenAI model calls (``gen_ai.chat`` records) with captured content give
+what the model was sent and answered (:mod:`envharness.trajectories.sources.genai`); other
+kinds are the source's own (:mod:`envharness.trajectories.conversations`). The evidence is
+checked against its digest binding as the rows are read.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import AsyncGenerator, Iterable, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
-from typing import Any
+from typing import Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from envharness.errors import ConfigurationError
-from envharness.records import (
-    TERMINAL_STATUSES,
-    ActionAttempted,
-    ActionBlocked,
-    Hint,
-    Observation,
-    canonical,
-    utc_now_text,
-)
+from envharness.records import TERMINAL_STATUSES, canonical, utc_now_text
 from envharness.store import Store
 from envharness.store.snapshots import DATASET_PREFIX, SnapshotStore, content_address
-from envharness.trajectories.binding import EvidenceReader, EvidenceRow
+from envharness.trajectories.binding import EvidenceReader
+from envharness.trajectories.conversations import Conversation, Message, conversations
 from envharness.trajectories.errors import AdmissionError, Refusal, TrajectoryError
-from envharness.trajectories.model import SCHEMA_VERSION, SnapshotMetadata, Trajectory
+from envharness.trajectories.model import (
+    SCHEMA_VERSION,
+    RewardChain,
+    SnapshotMetadata,
+    Trajectory,
+)
 from envharness.trajectories.readers import evidence_for
+from envharness.trajectories.rewards import (
+    RewardChoice,
+    choose_reward,
+    names_text,
+    participant_reward,
+    shared_refusal,
+    shared_value,
+)
 from envharness.trajectories.snapshots import (
     load_snapshot,
     snapshot_trajectories,
     verify_snapshot,
 )
-from envharness.trajectories.sources.genai import CHAT_KINDS, chat_turn, merge
 
 __all__ = [
     "Dataset",
@@ -69,17 +78,14 @@ __all__ = [
 ]
 
 
-class Message(msgspec.Struct, frozen=True):
-    role: str
-    content: str
-
-
 class DatasetRow(msgspec.Struct, frozen=True, kw_only=True):
     """One training example: a participant's conversation in one trajectory, and its reward.
 
     The reward columns say where the reward comes from: the score record (``score_seq``,
     ``score_digest``) of scorer ``scorer_version``, in the journal range bound by
-    ``head_digest``.
+    ``head_digest``; ``reward_metric`` names the metric (``None``: pass/fail as 1.0/0.0) and
+    ``reward_scope`` whether it is the participant's own (``per_participant`` in the score)
+    or the session's shared one.
     """
 
     messages: list[Message]
@@ -95,6 +101,20 @@ class DatasetRow(msgspec.Struct, frozen=True, kw_only=True):
     score_seq: int
     score_digest: str
     head_digest: str
+    reward_metric: str | None = None
+    reward_scope: Literal["participant", "shared"] = "shared"
+    terminated: bool = False
+    """The environment declared the episode over (termination ``done``)."""
+    truncated: bool = False
+    """It was cut short: by the environment (a time limit) or by running out of turns
+    (termination ``truncated`` or ``turn_limit``). Neither is set for a session that failed,
+    was stopped or was imported: it did not end by the episode's clock or rules."""
+    step_rewards: list[float | None] | None = None
+    """The participant's per-step rewards, one per ``assistant`` message: what the environment
+    rewarded that action with, plus any reward addressed to the participant before its next
+    action (when another's move decided the game). ``None`` where the environment gave this
+    participant no per-step reward; an entry is ``None`` where that action earned none (a
+    blocked one) or one was recorded as null."""
 
 
 class Dataset(msgspec.Struct, frozen=True, kw_only=True):
@@ -105,54 +125,70 @@ class Dataset(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     snapshots: tuple[str, ...]
     reward: str | None = None
-    """The score metric used as the reward; ``None``: pass/fail as 1.0/0.0, or the only metric."""
+    """The score metric used as the reward; ``None``: a participant's only own metric,
+    pass/fail as 1.0/0.0, or the only metric."""
     trajectories: int
     created_at: str = ""
+    participants: tuple[str, ...] | UnsetType = UNSET
+    """Only these participants' rows (sorted); absent: every participant's."""
+    shared_reward: bool | UnsetType = UNSET
+    """``True``: one shared reward may be every participant's (a cooperative game). Absent,
+    a trajectory with rows for several participants needs a per-participant reward.
+
+    Both new fields are absent rather than defaulted, so datasets that do not use them keep
+    the content, and the id, they always had."""
 
 
 _dataset = msgspec.json.Decoder(Dataset)
-_observation = msgspec.json.Decoder(Observation)
-_attempted = msgspec.json.Decoder(ActionAttempted)
-_blocked = msgspec.json.Decoder(ActionBlocked)
-_hint = msgspec.json.Decoder(Hint)
-_message_decoder = msgspec.json.Decoder(Message)
-_NATIVE_CONVERSATION = frozenset({"observation", "action.attempted", "action.blocked", "hint"})
-_IMPORTED_CONVERSATION = frozenset({"message"}) | CHAT_KINDS
-"""An imported record's kind is the source's word, its payload the source's shape: only a
-``message`` record (``{"role", "content"}``) and a GenAI model call say what was said. A
-source's ``observation`` is not our Observation and is never decoded as one."""
 
 
 # -- admission -----------------------------------------------------------------------------------
 
 
-def reward_of(trajectory: Trajectory, metric: str | None) -> tuple[float | None, str]:
-    """The reward value of a trajectory, or ``None`` and why there is none."""
+def reward_of(
+    trajectory: Trajectory, metric: str | None, participant: str | None = None
+) -> tuple[float | None, str]:
+    """The reward of ``participant``'s rows in a trajectory, or ``None`` and why there is none.
+
+    Without ``participant``: the reward every row shares, which a per-participant reward is
+    not (see :mod:`envharness.trajectories.rewards`).
+    """
     chain = trajectory.outcome.reward
     if chain is None:
         return None, "it has no score record: nothing rewards it"
-    if metric is not None:
-        if metric not in chain.metrics:
-            names = ", ".join(sorted(chain.metrics)) or "none"
-            return None, f"score seq {chain.score_seq} has no metric {metric!r} (it has: {names})"
-        value = chain.metrics[metric]
-        if value is None:
-            return None, f"score seq {chain.score_seq} recorded metric {metric!r} as null"
-        return value, ""
-    if chain.passed is not None:
-        return (1.0 if chain.passed else 0.0), ""
-    values = [value for value in chain.metrics.values() if value is not None]
-    if len(chain.metrics) == 1 and values:
-        return values[0], ""
-    names = ", ".join(sorted(chain.metrics)) or "none"
-    return None, (
-        f"score seq {chain.score_seq} has no pass/fail and several metrics ({names}); "
-        "name the reward metric (reward=... / --reward METRIC)"
-    )
+    choice, why = choose_reward(chain, metric)
+    if choice is None:
+        return None, why
+    if participant is None:
+        if choice.scope == "participant":
+            return None, (
+                f"the reward (metric {choice.metric!r}) is per participant: name the participant"
+            )
+        return shared_value(chain, choice)
+    return participant_reward(chain, choice, participant)
+
+
+def rowed_participants(
+    trajectory: Trajectory, participants: tuple[str, ...] | UnsetType = UNSET
+) -> list[str]:
+    """The participants a trajectory may give rows to: its roster, or the part of it selected.
+
+    Rows go only to participants whose policy answered something; the roster is a bound on
+    them that admission can check without reading the evidence.
+    """
+    roster = sorted(trajectory.participants)
+    if isinstance(participants, UnsetType):
+        return roster
+    return [name for name in roster if name in participants]
 
 
 def admission_refusals(
-    snapshot: SnapshotMetadata, trajectory: Trajectory, reward: str | None = None
+    snapshot: SnapshotMetadata,
+    trajectory: Trajectory,
+    reward: str | None = None,
+    *,
+    participants: tuple[str, ...] | UnsetType = UNSET,
+    shared_reward: bool = False,
 ) -> list[Refusal]:
     """Every condition ``trajectory`` misses to enter a dataset (empty: admitted)."""
     found: list[Refusal] = []
@@ -185,6 +221,14 @@ def admission_refusals(
             "training-entitled",
             f"imported from source {provenance.source!r}, which did not declare training rights",
         )
+    rowed = rowed_participants(trajectory, participants)
+    if not isinstance(participants, UnsetType) and not rowed:
+        refuse(
+            "selected",
+            f"none of its participants ({names_text(sorted(trajectory.participants)) or 'none'})"
+            f" is among the dataset's ({names_text(participants)}): leave it out of the "
+            "snapshots, or select one of its participants",
+        )
     chain = trajectory.outcome.reward
     if trajectory.outcome.state == "disputed":
         refuse("reward", trajectory.outcome.detail)
@@ -194,11 +238,53 @@ def admission_refusals(
             f"score seq {chain.score_seq} ({chain.scorer_version or 'no scorer version'}) cites "
             "no evidence inside the trajectory",
         )
+    elif chain is None:
+        refuse("reward", "it has no score record: nothing rewards it")
     else:
-        value, why = reward_of(trajectory, reward)
-        if value is None:
+        for why in _reward_problems(chain, reward, rowed, shared_reward=shared_reward):
             refuse("reward", why)
     return found
+
+
+def _reward_problems(
+    chain: RewardChain, reward: str | None, rowed: Sequence[str], *, shared_reward: bool
+) -> list[str]:
+    """Why some of ``rowed``'s rows would have no reward of their own (empty: none)."""
+    choice, why = choose_reward(chain, reward)
+    if choice is None:
+        return [why]
+    if choice.scope == "shared":
+        if len(rowed) > 1 and not shared_reward:
+            return [shared_refusal(chain, choice, rowed)]
+        value, why = shared_value(chain, choice)
+        return [why] if value is None else []
+    values = [participant_reward(chain, choice, participant) for participant in rowed]
+    return [why for value, why in values if value is None]
+
+
+def _selection(participants: Sequence[str] | None) -> tuple[str, ...] | UnsetType:
+    """The participants a dataset is for, checked and sorted (so the order given does not
+    change its id); absent when not given."""
+    if participants is None:
+        return UNSET
+    if isinstance(participants, str) or not all(
+        isinstance(name, str) and name.strip() and name.isprintable() for name in participants
+    ):
+        raise ConfigurationError(
+            f"participants={participants!r} must be a list of participant names, e.g. "
+            "participants=['alice'] (CLI: --participant alice)"
+        )
+    if not participants:
+        raise ConfigurationError(
+            "participants=[] selects nobody; name at least one participant, or leave it out "
+            "for every participant's rows"
+        )
+    repeated = sorted({name for name in participants if list(participants).count(name) > 1})
+    if repeated:
+        raise ConfigurationError(
+            f"participants names {', '.join(map(repr, repeated))} more than once; name each once"
+        )
+    return tuple(sorted(participants))
 
 
 async def create_dataset(
@@ -207,12 +293,17 @@ async def create_dataset(
     snapshot_ids: Sequence[str],
     *,
     reward: str | None = None,
+    participants: Sequence[str] | None = None,
+    shared_reward: bool = False,
     reader: EvidenceReader | None = None,
 ) -> Dataset:
     """Admit every trajectory of these snapshots (in order) as dataset ``name``, or refuse.
 
-    Each snapshot is verified first (content address and digest bindings). Creating the same
-    dataset again returns it; another content under the same name is refused.
+    ``participants`` keeps only those participants' rows; ``shared_reward`` lets one shared
+    reward be the reward of several participants' rows of a trajectory (a cooperative game;
+    otherwise refused, since it would tell a zero-sum game's winner it lost). Each snapshot is
+    verified first (content address and digest bindings). Creating the same dataset again
+    returns it; another content under the same name is refused.
     """
     if not isinstance(name, str) or not name.strip() or not name.isprintable() or len(name) > 100:
         raise ConfigurationError(
@@ -227,6 +318,9 @@ async def create_dataset(
         raise ConfigurationError(f"dataset {name!r} needs at least one snapshot id")
     if reward is not None and not reward:
         raise ConfigurationError("reward must name a score metric, e.g. reward='accuracy'")
+    if not isinstance(shared_reward, bool):
+        raise ConfigurationError(f"shared_reward must be True or False, not {shared_reward!r}")
+    selected = _selection(participants)
     resolved: list[SnapshotMetadata] = []
     for snapshot_id in snapshot_ids:
         metadata = await verify_snapshot(store, snapshot_id, reader)
@@ -252,7 +346,15 @@ async def create_dataset(
                 )
                 continue
             holder[trajectory.session_id] = metadata.id
-            refusals.extend(admission_refusals(metadata, trajectory, reward))
+            refusals.extend(
+                admission_refusals(
+                    metadata,
+                    trajectory,
+                    reward,
+                    participants=selected,
+                    shared_reward=shared_reward,
+                )
+            )
     if refusals:
         raise AdmissionError(name, refusals)
     content = Dataset(
@@ -260,6 +362,8 @@ async def create_dataset(
         snapshots=tuple(metadata.id for metadata in resolved),
         reward=reward,
         trajectories=count,
+        participants=selected,
+        shared_reward=True if shared_reward else UNSET,
     )
     data = canonical(content)
     dataset_id = content_address(DATASET_PREFIX, data)
@@ -317,19 +421,39 @@ async def dataset_rows(
         metadata = await load_snapshot(store, snapshot_id)
         async with aclosing(snapshot_trajectories(store, snapshot_id)) as frozen:
             async for trajectory in frozen:
-                refusals = admission_refusals(metadata, trajectory, dataset.reward)
+                # One shared reward for several participants is refused when a dataset is
+                # created, not when it is read: a dataset created before that rule keeps
+                # giving the rows it always gave.
+                refusals = admission_refusals(
+                    metadata,
+                    trajectory,
+                    dataset.reward,
+                    participants=dataset.participants,
+                    shared_reward=True,
+                )
                 if refusals:  # admitted once, so only a changed program can get here
                     raise AdmissionError(dataset.name, refusals)
-                conversations = await _conversations(reader, trajectory)
-                value, _ = reward_of(trajectory, dataset.reward)
                 chain = trajectory.outcome.reward
-                assert value is not None  # admission checked it
-                assert chain is not None
-                for participant, messages in conversations.items():
-                    if not any(message.role == "assistant" for message in messages):
-                        continue
+                assert chain is not None  # admission checked it
+                choice, _ = choose_reward(chain, dataset.reward)
+                assert choice is not None
+                spoken = {
+                    participant: conversation
+                    for participant, conversation in (
+                        await conversations(reader, trajectory)
+                    ).items()
+                    if conversation.answered
+                    and (
+                        isinstance(dataset.participants, UnsetType)
+                        or participant in dataset.participants
+                    )
+                }
+                _check_rowed(dataset, metadata, trajectory, chain, choice, spoken)
+                for participant, conversation in spoken.items():
+                    value, _ = participant_reward(chain, choice, participant)
+                    assert value is not None  # _check_rowed checked it
                     yield DatasetRow(
-                        messages=messages,
+                        messages=conversation.messages,
                         reward=value,
                         passed=chain.passed,
                         dataset=dataset.name,
@@ -342,90 +466,39 @@ async def dataset_rows(
                         score_seq=chain.score_seq,
                         score_digest=chain.score_digest,
                         head_digest=trajectory.journal.head_digest,
+                        reward_metric=choice.metric,
+                        reward_scope=choice.scope,
+                        terminated=trajectory.termination.terminated,
+                        truncated=trajectory.termination.truncated,
+                        step_rewards=conversation.step_rewards(),
                     )
 
 
-async def _conversations(
-    reader: EvidenceReader, trajectory: Trajectory
-) -> dict[str, list[Message]]:
-    """Each participant's messages, from the records that count (checked as they are read).
-
-    A resumed segment replays the turns after the one it started from, so what an earlier
-    segment recorded of those turns (a half-played turn before a stop) is left out.
-    """
-    bounds = _replayed_after(trajectory)
-    conversations: dict[str, list[Message]] = {name: [] for name in trajectory.participants}
-    kinds = (
-        _NATIVE_CONVERSATION if trajectory.provenance.origin == "native" else _IMPORTED_CONVERSATION
-    )
-    # A model-call span often names no agent; in a one-participant episode it is that one's.
-    [sole] = trajectory.participants if len(trajectory.participants) == 1 else [None]
-    rows = reader.rows(trajectory)
-    try:
-        async for row in rows:
-            if row.kind not in kinds or _superseded(row, bounds):
-                continue
-            if row.kind in CHAT_KINDS:
-                participant = row.participant or sole
-                if participant is not None:
-                    _merge_chat(conversations.setdefault(participant, []), row)
-            elif row.participant is not None:
-                conversations.setdefault(row.participant, []).append(_message(row))
-    finally:
-        aclose = getattr(rows, "aclose", None)
-        if aclose is not None:
-            await aclose()
-    return conversations
-
-
-def _replayed_after(trajectory: Trajectory) -> list[tuple[int, int, int]]:
-    """``(first_seq, last_seq, turn)``: records of a segment after ``turn`` were replayed."""
-    segments = trajectory.segments
-    return [
-        (segment.first_seq, segment.last_seq, following.start_turn)
-        for segment, following in itertools.pairwise(segments)
-    ]
-
-
-def _superseded(row: EvidenceRow, bounds: Iterable[tuple[int, int, int]]) -> bool:
-    return any(
-        first <= row.seq <= last and row.turn is not None and row.turn > turn
-        for first, last, turn in bounds
-    )
-
-
-def _message(row: EvidenceRow) -> Message:
-    if row.kind == "message":  # an imported record that already is one: {"role", "content"}
-        try:
-            return _message_decoder.decode(row.payload)
-        except msgspec.DecodeError as exc:
-            raise TrajectoryError(
-                f'record {row.seq} is a \'message\' but not {{"role": ..., "content": ...}}'
-                f" with text values: {exc}"
-            ) from exc
-    if row.kind == "observation":
-        return Message("user", _text(_observation.decode(row.payload).observation))
-    if row.kind == "action.attempted":
-        return Message("assistant", _text(_attempted.decode(row.payload).action))
-    if row.kind == "action.blocked":
-        blocked = _blocked.decode(row.payload)
-        return Message("user", f"Your action was blocked ({blocked.by}): {blocked.reason}")
-    hint = _hint.decode(row.payload)
-    return Message("user", f"Hint: {hint.text}")
-
-
-def _merge_chat(conversation: list[Message], row: EvidenceRow) -> None:
-    try:
-        sent, answered = chat_turn(msgspec.json.decode(row.payload))
-    except ValueError as exc:  # msgspec's DecodeError is one too
-        raise TrajectoryError(
-            f"record {row.seq} ({row.kind}) holds messages that cannot be read: {exc}"
-        ) from exc
-    merge(conversation, [Message(*m) for m in sent], [Message(*m) for m in answered])
-
-
-def _text(value: Any) -> str:
-    """A message's content: text as it is, anything else as canonical JSON."""
-    if isinstance(value, str):
-        return value
-    return canonical(value).decode()
+def _check_rowed(
+    dataset: Dataset,
+    snapshot: SnapshotMetadata,
+    trajectory: Trajectory,
+    chain: RewardChain,
+    choice: RewardChoice,
+    spoken: dict[str, Conversation],
+) -> None:
+    """Admission judged by the roster; every row's participant must have a reward too (a
+    record naming someone outside the roster would otherwise get one nobody checked)."""
+    problems = []
+    for participant in spoken:
+        value, why = participant_reward(chain, choice, participant)
+        if value is None:
+            problems.append(why)
+    if problems:
+        raise AdmissionError(
+            dataset.name,
+            [
+                Refusal(
+                    snapshot_id=snapshot.id,
+                    session_id=trajectory.session_id,
+                    condition="reward",
+                    detail=problem,
+                )
+                for problem in problems
+            ],
+        )

@@ -53,7 +53,8 @@ class Refusal(msgspec.Struct, frozen=True, kw_only=True):
     snapshot_id: str
     session_id: str
     condition: str
-    """``complete``, ``terminal``, ``training-entitled`` or ``reward``."""
+    """``complete``, ``terminal``, ``training-entitled``, ``reward``, ``unique`` (in two
+    snapshots) or ``selected`` (none of its participants is among the dataset's)."""
     detail: str
 
     def __str__(self) -> str:

@@ -88,6 +88,11 @@ def _schema(pa: Any) -> Any:
             ("score_seq", pa.int64()),
             ("score_digest", pa.string()),
             ("head_digest", pa.string()),
+            ("reward_metric", pa.string()),
+            ("reward_scope", pa.string()),
+            ("terminated", pa.bool_()),
+            ("truncated", pa.bool_()),
+            ("step_rewards", pa.list_(pa.float64())),
         ]
     )
 

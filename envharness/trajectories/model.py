@@ -29,6 +29,7 @@ from __future__ import annotations
 from typing import Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from envharness.records import ErrorInfo
 
@@ -200,6 +201,12 @@ class Termination(_Part, frozen=True, kw_only=True):
     """Complete turns at the end (or so far)."""
 
     @property
+    def terminated(self) -> bool:
+        """Over by the environment's rules (RL's ``terminated``): a trainer may treat the last
+        state as final, with no value beyond it."""
+        return self.cause == "done"
+
+    @property
     def truncated(self) -> bool:
         """Cut short rather than over (RL's ``truncated`` as against ``terminated``)."""
         return self.cause in ("truncated", "turn_limit")
@@ -211,6 +218,11 @@ class RewardChain(_Part, frozen=True, kw_only=True):
     ``cites`` are the seqs of the evidence the score was computed from: the ``outcome`` record
     whose state was scored, and the records the score's findings cite. A chain is *resolved*
     when the score record and every cited record lie inside the trajectory's journal range.
+
+    ``per_participant`` holds each participant's own metrics when the score has them (a
+    zero-sum game's winner and loser), so a dataset row's reward traces to the participant's
+    value in the score record. It is absent, not empty, when the score has none: trajectories
+    of shared scores keep their bytes, and their snapshots their ids.
     """
 
     score_seq: int
@@ -220,6 +232,7 @@ class RewardChain(_Part, frozen=True, kw_only=True):
     passed: bool | None = None
     cites: tuple[int, ...] = ()
     resolved: bool = False
+    per_participant: dict[str, dict[str, float | None]] | UnsetType = UNSET
 
 
 class VerifiedOutcome(_Part, frozen=True, kw_only=True):

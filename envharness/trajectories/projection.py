@@ -14,6 +14,7 @@ from collections.abc import AsyncIterable, Iterable
 from typing import Any
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from envharness.errors import NotFoundError
 from envharness.records import (
@@ -320,6 +321,7 @@ class Projector:
             resolved=bool(latest.payload.version)
             and bool(latest.cites)
             and all(first <= seq <= self._last for seq in latest.cites),
+            per_participant=_copied(latest.payload.per_participant),
         )
         verdicts = {score.payload.passed for score in self._scores} - {None}
         if len(verdicts) > 1:
@@ -340,6 +342,15 @@ class Projector:
             passed=latest.payload.passed,
             reward=reward,
         )
+
+
+def _copied(
+    per_participant: dict[str, dict[str, float | None]] | UnsetType,
+) -> dict[str, dict[str, float | None]] | UnsetType:
+    """A score's per-participant metrics, copied; absent stays absent (not ``{}``)."""
+    if isinstance(per_participant, UnsetType):
+        return UNSET
+    return {participant: dict(metrics) for participant, metrics in per_participant.items()}
 
 
 def project_rows(

@@ -22,7 +22,9 @@ class Trainer(Protocol):
     """Trains on a dataset's rows, e.g. wrapping ``trl.SFTTrainer`` or a reward-weighted loop.
 
     ``rows`` are :class:`DatasetRow` values (``msgspec.to_builtins`` makes them plain dicts;
-    :func:`envharness.trajectories.files.to_hf_dataset` a ``datasets.Dataset``).
+    :func:`envharness.trajectories.files.to_hf_dataset` a ``datasets.Dataset``). Each row's
+    ``reward`` is its participant's; a reinforcement-learning loop also has ``step_rewards``
+    (one per assistant message) and ``terminated`` / ``truncated`` to bootstrap from, or not.
     """
 
     def train(self, rows: Sequence[DatasetRow], dataset: Dataset) -> Any: ...

@@ -474,13 +474,14 @@ async def test_datasets_list_show_export_and_only_an_admin_creates_one(world: Wo
         refused = await client.post("/api/datasets", json={"name": "t", "snapshots": [plain]})
         assert refused.status_code == 422
         assert "training-entitled" in refused.json()["message"]
+        shared = {"snapshots": [snapshot], "shared_reward": True}
         same = await client.post(
-            "/api/datasets", json={"name": dataset, "snapshots": [snapshot], "reward": "total"}
+            "/api/datasets", json={"name": dataset, "reward": "total", **shared}
         )
         assert same.status_code == 201
         assert same.json()["id"] == page.datasets[0].id
         taken = await client.post(
-            "/api/datasets", json={"name": dataset, "snapshots": [snapshot], "reward": "turns"}
+            "/api/datasets", json={"name": dataset, "reward": "turns", **shared}
         )
         assert taken.status_code == 422
         assert "already exists" in taken.json()["message"]
@@ -591,7 +592,9 @@ async def test_the_typed_client_reads_and_writes_through_the_same_endpoints(worl
         receipt = await client.import_lines("tests/client", _import_body("tests/client"))
         assert receipt.stored == 3
         assert (await client.sources("tests/client")).sources[0].records == 3
-        created = await client.create_dataset("from-client", [snapshot], reward="total")
+        created = await client.create_dataset(
+            "from-client", [snapshot], reward="total", shared_reward=True
+        )
         assert created.trajectories == 10
     async with AsyncClient(BASE, world.secrets["alice"], transport=transport) as client:
         with pytest.raises(ServiceError) as refused:

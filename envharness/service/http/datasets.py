@@ -73,7 +73,12 @@ async def create_dataset_endpoint(call: Call[NoParameters]) -> Response:
         await exact_snapshot(call, snapshot_id)
     with trajectory_problems(EnvharnessError):
         dataset = await create_dataset(
-            call.service.store, request.name, request.snapshots, reward=request.reward
+            call.service.store,
+            request.name,
+            request.snapshots,
+            reward=request.reward,
+            participants=request.participants,
+            shared_reward=request.shared_reward,
         )
     return json_response(dataset, status=201)
 

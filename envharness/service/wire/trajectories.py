@@ -179,7 +179,12 @@ class DatasetRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     snapshots: Annotated[list[str], msgspec.Meta(min_length=1, max_length=1000)]
     """Snapshot ids, exact, in order."""
     reward: str | None = None
-    """The score metric used as reward; null: pass/fail, or the only metric."""
+    """The score metric used as reward; null: a participant's only own metric, pass/fail, or
+    the only metric."""
+    participants: Annotated[list[str], msgspec.Meta(min_length=1, max_length=1000)] | None = None
+    """Only these participants' rows; null: every participant's."""
+    shared_reward: bool = False
+    """One shared metric may be the reward of several participants' rows (a cooperative game)."""
 
 
 class SourcePage(msgspec.Struct, frozen=True, kw_only=True):
