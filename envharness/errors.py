@@ -26,6 +26,7 @@ true to the classes::
     ├── ProtocolError               talking to an external agent failed (envharness.protocol)
     │   ├── ProtocolViolationError  it sent what the protocol forbids; bytes kept
     │   ├── AgentReportedError      it answered with an ``error`` message
+    │   ├── EnvironmentReportedError  an environment program answered ``error``
     │   └── ChannelUsageError       the host used a channel out of order (a bug)
     ├── HookFailure                 a hook raised, overran its budget or returned no effect
     │   ├── PatchFailure            a patch's code failed during a call (envharness.optimizer)

@@ -116,7 +116,7 @@ INNER: dict[str, list[tuple[str, ...]]] = {
     "adapters": [
         ("_optional", "_png"),
         ("replay", "spaces"),
-        ("gymnasium", "pettingzoo"),
+        ("gymnasium", "pettingzoo", "process", "textworld"),
     ],
     "api": [
         ("setup", "sessions", "sources"),

@@ -12,7 +12,6 @@ the process is reaped — no zombie and no orphan, whatever the program does.
 
 from __future__ import annotations
 
-import collections
 import shlex
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -39,6 +38,7 @@ from envharness.protocol import (
 )
 from envharness.protocol.process import (
     DEFAULT_INHERITED_ENV,
+    StderrTail,
     agent_command,
     chunks,
     spawn,
@@ -123,8 +123,7 @@ class CommandAgentProcess:
         self.agent = agent
         self.implementation = agent.implementation
         self._channel: AgentChannel | None = None
-        self._stderr_tail: collections.deque[bytes] = collections.deque()
-        self._stderr_tail_size = 0
+        self._stderr_tail = StderrTail(STDERR_TAIL_BYTES)
         self._last_act: _LastAct | None = None
         self._next_turn = 1
         """The turn the next ``act`` belongs to when the session does not say (one after the
@@ -133,7 +132,7 @@ class CommandAgentProcess:
 
     @property
     def stderr_tail(self) -> str:
-        return b"".join(self._stderr_tail).decode("utf-8", "replace")
+        return self._stderr_tail.text
 
     @asynccontextmanager
     async def lifespan(self, context: AgentContext) -> AsyncIterator[None]:
@@ -311,7 +310,7 @@ class CommandAgentProcess:
         pending = b""
         logged = dropped = 0
         async for chunk in chunks(stderr):
-            self._keep_tail(chunk)
+            self._stderr_tail.keep(chunk)
             pending += chunk
             *lines, pending = pending.split(b"\n")
             if len(pending) > _STDERR_LINE_CHARS:  # a newline-less flood: cut it into lines
@@ -329,16 +328,10 @@ class CommandAgentProcess:
         if dropped:
             context.log(f"{dropped} further stderr lines were not recorded", "warning", "stderr")
 
-    def _keep_tail(self, chunk: bytes) -> None:
-        self._stderr_tail.append(chunk)
-        self._stderr_tail_size += len(chunk)
-        while self._stderr_tail_size - len(self._stderr_tail[0]) >= STDERR_TAIL_BYTES:
-            self._stderr_tail_size -= len(self._stderr_tail.popleft())
-
     def _diagnosed(self, exc: BaseException) -> BaseException:
         """Attach the stderr tail, which is often the only explanation a program gives."""
         if isinstance(exc, Exception):
-            exc.stderr_tail = self.stderr_tail[-STDERR_TAIL_BYTES:]  # type: ignore[attr-defined]
+            exc.stderr_tail = self.stderr_tail  # type: ignore[attr-defined]
         return exc
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from random import Random
 from typing import Any, Literal, Protocol, TypeVar, get_origin, runtime_checkable
@@ -27,6 +28,7 @@ __all__ = [
     "FindingSpec",
     "ChecksActions",
     "DecidesWhoActs",
+    "HoldsResources",
     "RendersText",
 ]
 
@@ -176,7 +178,8 @@ class Environment(Protocol[StateT, InputT]):
 
     ``score(state, scenario)`` is optional: define it to have a score report recorded at the
     end of every session. So are ``acting`` (:class:`DecidesWhoActs`), ``check_action``
-    (:class:`ChecksActions`) and ``render_text`` (:class:`RendersText`).
+    (:class:`ChecksActions`), ``render_text`` (:class:`RendersText`) and ``lifespan``
+    (:class:`HoldsResources`).
 
     Any of these methods may be ``async def``: the runtime awaits what it returns, so an
     environment that answers over a pipe or a socket never blocks the event loop.
@@ -241,6 +244,16 @@ class RendersText(Protocol):
         """What ``participant`` sees of ``state`` as text (ANSI colours allowed), or ``None``;
         it must reveal no more than :meth:`Environment.observe` does."""
         ...
+
+
+@runtime_checkable
+class HoldsResources(Protocol):
+    """An environment with something to start before a session's first call and stop after
+    its last (a program it talks to, a live simulator): the runtime holds each session —
+    ``initialize`` or the resumed state through ``score`` — inside ``lifespan()``, and leaves
+    it however the session ends."""
+
+    def lifespan(self) -> AbstractAsyncContextManager[object]: ...
 
 
 def _schema(kind: type[Any]) -> dict[str, Any] | None:

@@ -8,6 +8,7 @@ program runs in its own process group with a minimal environment, and stopping i
 
 from __future__ import annotations
 
+import collections
 import os
 import shlex
 import shutil
@@ -18,17 +19,19 @@ from contextlib import suppress
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
+from typing import Protocol
 
 import anyio
 from anyio.abc import ByteReceiveStream, Process
 
 from envharness.errors import ConfigurationError
-from envharness.protocol.channel import AgentChannel
 from envharness.protocol.errors import ProtocolError
 
 __all__ = [
     "DEFAULT_INHERITED_ENV",
     "AgentCommand",
+    "ShutsDown",
+    "StderrTail",
     "agent_command",
     "chunks",
     "signal_group",
@@ -48,6 +51,13 @@ DEFAULT_INHERITED_ENV: tuple[str, ...] = (
 )
 """Variables a program gets from the host's environment; everything else must be passed, so
 the host's credentials never reach an agent by accident."""
+
+
+class ShutsDown(Protocol):
+    """A channel that can tell its program to exit (an agent's or an environment program's)."""
+
+    async def shutdown(self, reason: str = "") -> None: ...
+
 
 _INTERPRETERS = {".py": "python3", ".js": "node", ".mjs": "node", ".sh": "sh", ".rb": "ruby"}
 
@@ -71,22 +81,26 @@ def agent_command(
     cwd: str | PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     inherit_env: Iterable[str] = DEFAULT_INHERITED_ENV,
+    owner: str = "agent",
 ) -> AgentCommand:
-    """Check a command now, so a typo fails with a clear error before anything starts."""
+    """Check a command now, so a typo fails with a clear error before anything starts;
+    ``owner`` names whose program it is in those errors (an agent, an environment)."""
     if isinstance(argv, str) or not argv:
-        raise ConfigurationError("give the agent's command as a program and its arguments")
+        raise ConfigurationError(f"give the {owner}'s command as a program and its arguments")
     words = tuple(str(word) for word in argv)
     environment = {name: os.environ[name] for name in inherit_env if name in os.environ}
     for name, value in (env or {}).items():
         if not isinstance(name, str) or not isinstance(value, str):
             raise ConfigurationError(
-                f"the agent's env must map strings to strings; {name!r} is {type(value).__name__}"
+                f"the {owner}'s env must map strings to strings; {name!r} is {type(value).__name__}"
             )
         environment[name] = value
     directory = Path(cwd) if cwd is not None else None
     if directory is not None and not directory.is_dir():
-        raise ConfigurationError(f"the agent's working directory {str(directory)!r} does not exist")
-    executable = _resolve(words[0], environment.get("PATH", ""), directory)
+        raise ConfigurationError(
+            f"the {owner}'s working directory {str(directory)!r} does not exist"
+        )
+    executable = _resolve(words[0], environment.get("PATH", ""), directory, owner)
     return AgentCommand(words, executable, directory, environment)
 
 
@@ -108,7 +122,7 @@ async def spawn(command: AgentCommand) -> Process:
 
 async def stop(
     process: Process,
-    channel: AgentChannel,
+    channel: ShutsDown,
     *,
     shutdown_grace: float,
     terminate_grace: float,
@@ -146,24 +160,48 @@ async def chunks(stream: ByteReceiveStream) -> AsyncIterator[bytes]:
             return
 
 
-def _resolve(program: str, path: str, cwd: Path | None) -> str:
+class StderrTail:
+    """The end of a program's stderr, kept for the diagnosis of a failure: at least ``limit``
+    bytes of it (whole chunks), never much more."""
+
+    __slots__ = ("_chunks", "_size", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._chunks: collections.deque[bytes] = collections.deque()
+        self._size = 0
+
+    def keep(self, chunk: bytes) -> None:
+        self._chunks.append(chunk)
+        self._size += len(chunk)
+        while self._size - len(self._chunks[0]) >= self.limit:
+            self._size -= len(self._chunks.popleft())
+
+    @property
+    def text(self) -> str:
+        """The last ``limit`` characters kept, decoded (bad UTF-8 replaced)."""
+        return b"".join(self._chunks).decode("utf-8", "replace")[-self.limit :]
+
+
+def _resolve(program: str, path: str, cwd: Path | None, owner: str) -> str:
     if os.sep in program or (os.altsep is not None and os.altsep in program):
         candidate = Path(program)
         if cwd is not None and not candidate.is_absolute():
             candidate = cwd / candidate
         if not candidate.is_file():
-            raise ConfigurationError(f"agent program {program!r} does not exist ({candidate})")
+            raise ConfigurationError(f"{owner} program {program!r} does not exist ({candidate})")
         if not os.access(candidate, os.X_OK):
             interpreter = _INTERPRETERS.get(candidate.suffix)
             how = f"{interpreter} {shlex.quote(program)}" if interpreter else "its interpreter"
             raise ConfigurationError(
-                f"agent program {program!r} is not executable: chmod +x it, or run it through {how}"
+                f"{owner} program {program!r} is not executable: chmod +x it, or run it "
+                f"through {how}"
             )
         return str(candidate.resolve())
     found = shutil.which(program, path=path)
     if found is None:
         raise ConfigurationError(
-            f"agent program {program!r} was not found on the PATH the agent gets ({path!r}); "
-            "install it, give its full path, or pass PATH in the agent's env"
+            f"{owner} program {program!r} was not found on the PATH the {owner} gets ({path!r}); "
+            f"install it, give its full path, or pass PATH in the {owner}'s env"
         )
     return found

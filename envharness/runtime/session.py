@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
 from random import Random
 from typing import Any
 
@@ -25,7 +26,7 @@ import anyio
 from msgspec import UNSET
 
 from envharness.contracts.agent import AgentCapabilities, AgentContext, LogLevel
-from envharness.contracts.environment import ScoreReport
+from envharness.contracts.environment import Environment, HoldsResources, ScoreReport
 from envharness.contracts.operations import OperationResult, operation_ref
 from envharness.errors import StoreError
 from envharness.records import (
@@ -159,42 +160,12 @@ class SessionRunner:
         else:
             self._record(SessionStatus(status="running", reason="resumed"))
         try:
-            if resumption is None:
-                state = await call_environment(
-                    plan.environment, "initialize", plan.input, Random(plan.seed), plan.roster
-                )
-                segment = SegmentStarted(
-                    segment=self._segment, state=self._keep_state(state), runner=this_process()
-                )
-            else:
-                state = resumption.state
-                segment = SegmentStarted(
-                    segment=self._segment,
-                    cause=resumption.cause,
-                    previous=resumption.previous_segment,
-                    until=resumption.until,
-                    state=self._keep_state(state),
-                    turn=resumption.turn,
-                    runner=this_process(),
-                    changes=resumption.changes,
-                )
-            self._record(segment)
-            if self._hooking is not None and resumption is None:
-                await self._hooking.on_init(state, lambda p: self._observe(state, p))
-            # A caller told the session's id (progress), or an agent process about to start,
-            # may act on the session existing: commit the start first. Otherwise it goes out
-            # with the first turns, in one commit.
-            external = any(found.lifespan for found in self._capabilities.values())
-            await self._flush(durable=self._progress is not None or external)
-            if self._progress is not None:
-                self._progress(plan.session_id, self._turns_completed, plan.turns)
-            async with running(self._capabilities, self._agent_contexts()):
-                if resumption is not None and resumption.agent_states:
-                    await self._restore_agents(resumption.agent_states)
-                state, reason = await self._turns(state)
+            async with _held(plan.environment):
+                state, reason = await self._episode(resumption)
+                if reason != PAUSED_REASON:
+                    await self._score(state)
             if reason == PAUSED_REASON:
                 return await self._finish("paused", reason)
-            await self._score(state)
             return await self._finish("completed", reason)
         except AgentFailure as failure:
             await self._record_violation(failure)
@@ -211,6 +182,45 @@ class SessionRunner:
             if isinstance(exc, Exception) and not isinstance(exc, BaseExceptionGroup):
                 return result  # a bug in envharness, recorded; the caller still gets a result
             raise
+
+    async def _episode(self, resumption: Resumption | None) -> tuple[Any, str | None]:
+        """From the start (or the resumed state) through the last turn: the final state and
+        why the turns stopped early, if they did."""
+        plan = self._plan
+        if resumption is None:
+            state = await call_environment(
+                plan.environment, "initialize", plan.input, Random(plan.seed), plan.roster
+            )
+            segment = SegmentStarted(
+                segment=self._segment, state=self._keep_state(state), runner=this_process()
+            )
+        else:
+            state = resumption.state
+            segment = SegmentStarted(
+                segment=self._segment,
+                cause=resumption.cause,
+                previous=resumption.previous_segment,
+                until=resumption.until,
+                state=self._keep_state(state),
+                turn=resumption.turn,
+                runner=this_process(),
+                changes=resumption.changes,
+            )
+        self._record(segment)
+        if self._hooking is not None and resumption is None:
+            await self._hooking.on_init(state, lambda p: self._observe(state, p))
+        # A caller told the session's id (progress), or an agent process about to start,
+        # may act on the session existing: commit the start first. Otherwise it goes out
+        # with the first turns, in one commit.
+        external = any(found.lifespan for found in self._capabilities.values())
+        await self._flush(durable=self._progress is not None or external)
+        if self._progress is not None:
+            self._progress(plan.session_id, self._turns_completed, plan.turns)
+        async with running(self._capabilities, self._agent_contexts()):
+            if resumption is not None and resumption.agent_states:
+                await self._restore_agents(resumption.agent_states)
+            state, reason = await self._turns(state)
+        return state, reason
 
     async def _observe(self, state: Any, participant: str) -> Any:
         """What ``participant`` sees of ``state``, as JSON (for an ``on_init`` context)."""
@@ -491,3 +501,18 @@ class SessionRunner:
             reason=reason,
             error=error,
         )
+
+
+@asynccontextmanager
+async def _held(environment: Environment[Any, Any]) -> AsyncIterator[None]:
+    """The environment's ``lifespan()`` around the session, when it has one (a program it
+    talks to runs for exactly this long); a lifespan that cannot start fails the session."""
+    async with AsyncExitStack() as stack:
+        if isinstance(environment, HoldsResources):
+            try:
+                await stack.enter_async_context(environment.lifespan())
+            except Exception as exc:
+                raise SessionFailure(
+                    f"environment lifespan() raised {type(exc).__name__}: {exc}", exc
+                ) from exc
+        yield
