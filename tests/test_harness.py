@@ -442,7 +442,10 @@ def test_a_misspelt_input_field_is_named_not_dropped(store_path: Path) -> None:
         ({"name": ""}, "EnvironmentSpec name must be a non-empty string"),
         ({"version": 2}, "EnvironmentSpec version must be a non-empty string"),
         ({"input_type": "SyntheticScenarioInput"}, "input_type must be a type"),
-        ({"turn_order": "random"}, "turn_order must be 'simultaneous', 'sequential' or 'environment'"),
+        (
+            {"turn_order": "random"},
+            "turn_order must be 'simultaneous', 'sequential' or 'environment'",
+        ),
         ({"invalid_actions": "ignore"}, "invalid_actions must be 'fail' or 'block'"),
         ({"roles": ()}, "roles must name at least one role"),
     ],

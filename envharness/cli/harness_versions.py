@@ -16,7 +16,12 @@ import typer
 from envharness.cli.render import printable
 from envharness.cli.state import CliState
 from envharness.optimizer import HarnessPatch
-from envharness.optimizer.versions import diff_versions, harness_version, patch_text
+from envharness.optimizer.versions import (
+    HarnessVersion,
+    diff_versions,
+    harness_version,
+    patch_text,
+)
 from envharness.store import HarnessVersionInfo, OptimizerRunInfo, read_store
 
 __all__ = ["app", "harness_diff", "harness_list", "harness_runs", "harness_show", "patch_lines"]
@@ -98,7 +103,7 @@ def harness_show(
     """Show a version: its evidence (run, rerun experiment, reward, cost) and its code."""
     store = CliState.of(ctx).store
 
-    async def shown() -> Any:
+    async def shown() -> HarnessVersion:
         return await harness_version(await read_store(store), version)
 
     found = anyio.run(shown)

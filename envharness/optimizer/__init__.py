@@ -16,9 +16,11 @@ face and re-exports the public names):
 - the loop, one module per concern:
 
   - ``stats`` — paired comparisons: the paired mean, its bootstrap interval, the sign test;
-  - ``results`` — what a run returns and writes: the result, the report, accepted patches;
+  - ``results`` — what a run returns and writes: the result, the report, and
+    :class:`HarnessVersion`, the one shape of an accepted version;
   - ``measure`` — a rerun's evidence folded into a score per scenario;
-  - ``versions`` — accepted harness versions read back from the store: list, show, diff, load;
+  - ``versions`` — accepted harness versions read back from the store (the one place a
+    :class:`HarnessVersion` is built): list, show, diff, load;
   - ``runlog`` — the run's own chain of evidence, and what a resumed run learns from it;
   - ``history`` — a run read back from its chain for the service and the viewer;
   - ``inputs`` — what a run is given, checked before anything is spent;
@@ -33,6 +35,9 @@ face and re-exports the public names):
   - ``run`` — one run, step by step: baseline, then iterations until done;
   - ``loop`` — :class:`HarnessOptimizer`, the face: checks its inputs, opens the run and sandbox.
 """
+
+import warnings
+from typing import Any
 
 from envharness.optimizer.engineers.contract import (
     Engineer,
@@ -74,7 +79,7 @@ from envharness.optimizer.patches.sandbox import (
 )
 from envharness.optimizer.rerun import PatchMeasurement, Rerun, measure_patch, rerun_patch
 from envharness.optimizer.results import (
-    AcceptedVersion,
+    HarnessVersion,
     IterationReport,
     LedgerEntry,
     MeasurementSummary,
@@ -83,7 +88,6 @@ from envharness.optimizer.results import (
 from envharness.optimizer.stats import PairedComparison, paired_comparison, sign_test
 
 __all__ = [
-    "AcceptedVersion",
     "CodeHook",
     "Engineer",
     "ExecutableHarness",
@@ -91,8 +95,9 @@ __all__ = [
     "FailureExample",
     "FailurePacket",
     "FailureStep",
-    "HarnessPatch",
     "HarnessOptimizer",
+    "HarnessPatch",
+    "HarnessVersion",
     "IterationReport",
     "LedgerEntry",
     "LocalSandbox",
@@ -131,3 +136,17 @@ __all__ = [
     "smoke_contexts",
     "validate_patch",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``AcceptedVersion``, the name :class:`HarnessVersion` had while the store's versions had
+    a shape of their own: still importable, with a warning, until the next minor release."""
+    if name == "AcceptedVersion":
+        warnings.warn(
+            "envharness.optimizer.AcceptedVersion is now HarnessVersion (one shape for a "
+            "version, returned, written and read back); import HarnessVersion instead",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return HarnessVersion
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

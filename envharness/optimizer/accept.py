@@ -1,21 +1,21 @@
 """Accepting a candidate as ``harness-vN``: the record, the patch files, the new state.
 
 The ``optimizer.accepted`` record is committed first (under the next free name, atomically
-with respect to other runs: :meth:`~envharness.optimizer.runlog.RunLog.accept`); then the run
-directory gets ``versions/harness-vN.json`` and ``accepted_patch.json``, and the loop goes on
-on top of the new version. A resumed run finds the record and only redoes the files.
+with respect to other runs: :meth:`~envharness.optimizer.runlog.RunLog.accept`); the version is
+then read back from the store as ``envharness harness show`` reads it, the run directory gets it
+as ``versions/harness-vN.json`` and ``accepted_patch.json``, and the loop goes on on top of it.
+A resumed run finds the record and only redoes the files.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import msgspec
 
 from envharness.optimizer.context import RunContext
 from envharness.optimizer.gate import compare
-from envharness.optimizer.results import AcceptedVersion, carried, summarize, write_json
+from envharness.optimizer.results import summarize, write_json
 from envharness.optimizer.state import Proposed, RunState, Spent
+from envharness.optimizer.versions import harness_version
 from envharness.records import OptimizerAccepted, OptimizerMeasured
 
 __all__ = ["accept"]
@@ -34,12 +34,11 @@ async def accept(
     assert chosen.record.digest is not None
     stacked, digest = chosen.stacked, chosen.record.digest
     result = measured[digest]
-    comparison = compare(run, result, state.reference, digest)
-    parent = state.version
-    score = summarize(result, solved=run.config.solved, version=result.version).mean_reward
     recorded = run.memo.accepted.get(iteration)
     if recorded is None:
-        spent = state.spent
+        comparison = compare(run, result, state.reference, digest)
+        score = summarize(result, solved=run.config.solved, version=result.version).mean_reward
+        parent, spent = state.version, state.spent
 
         def record(name: str) -> OptimizerAccepted:
             return OptimizerAccepted(
@@ -61,10 +60,7 @@ async def accept(
 
         recorded = await run.accept(record)
         run.memo.accepted[iteration] = recorded
-    accepted = AcceptedVersion(
-        **carried(recorded, AcceptedVersion)
-        | {"parent": parent, "score": score, "improved": comparison.improved}
-    )
+    accepted = await harness_version(run.store, recorded.version)
     state.versions.append(accepted)
     state.patch, state.version = stacked, recorded.version
     state.reference = msgspec.structs.replace(result, version=recorded.version)
@@ -74,28 +70,8 @@ async def accept(
         if check.digest == digest and check.role == "regression":
             state.suite = check
     state.spent = Spent()
-    document = _patch_document(run, accepted)
-    write_json(run.directory / "versions" / f"{accepted.version}.json", document)
-    write_json(run.directory / "accepted_patch.json", document)
+    write_json(run.directory / "versions" / f"{accepted.version}.json", accepted)
+    write_json(run.directory / "accepted_patch.json", accepted)
     p_value = accepted.p_value if accepted.p_value is not None else float("nan")
     run.say(f"accepted {accepted.version}: reward {accepted.mean_reward:+.3f}, p={p_value:.3g}")
     return accepted.version
-
-
-def _patch_document(run: RunContext, accepted: AcceptedVersion) -> dict[str, Any]:
-    """``versions/harness-vN.json``: the version's patch with what justified it."""
-    return {
-        "version": accepted.version,
-        "parent": accepted.parent,
-        "run_id": run.run_id,
-        "environment": run.environment_name,
-        "digest": accepted.digest,
-        "patch": accepted.patch,
-        "iteration": accepted.iteration,
-        "candidate": accepted.candidate,
-        "experiment_id": accepted.experiment_id,
-        "mean_reward": accepted.mean_reward,
-        "interval": accepted.interval,
-        "p_value": accepted.p_value,
-        "score": accepted.score,
-    }

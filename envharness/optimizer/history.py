@@ -82,7 +82,12 @@ class IterationRecord(msgspec.Struct, frozen=True, kw_only=True):
 class VersionRecord(msgspec.Struct, frozen=True, kw_only=True):
     """A version as its run justified it: the measurement it was compared with (``before``),
     its own rerun (``after``), its gate checks, and the ledger of the iterations since its
-    parent (the candidates rejected on the way for breaking a solved scenario)."""
+    parent (the candidates rejected on the way for breaking a solved scenario).
+
+    This is a version's evidence, derived by replaying the whole run; the version itself is a
+    :class:`~envharness.optimizer.results.HarnessVersion`, read from its record alone. The few
+    fields they share name which version the evidence is of, so a run lists its versions
+    without reading each one."""
 
     version: str
     parent: str | None

@@ -1,9 +1,13 @@
-"""What an optimizer run returns and writes: the result, the run report and accepted patches.
+"""What an optimizer run returns and writes: the result, the run report and harness versions.
 
 Everything here is a msgspec Struct, so the returned :class:`OptimizationResult` and the files
 under the run directory (``report.json``, ``accepted_patch.json``, ``versions/harness-vN.json``)
 are the same values. Files are written atomically (a temporary file renamed into place), so a
 crash never leaves half a report.
+
+:class:`HarnessVersion` is the one shape of an accepted version: the run returns it, writes it,
+and :mod:`envharness.optimizer.versions` reads it back from the store (``envharness harness
+show --json``, the service's API) — built in one place, from the version's record.
 """
 
 from __future__ import annotations
@@ -16,15 +20,15 @@ from typing import Any
 
 import msgspec
 
+from envharness.optimizer.patches.patch import HarnessPatch
 from envharness.records import CandidateVerdict, OptimizerMeasured
 
 __all__ = [
-    "AcceptedVersion",
+    "HarnessVersion",
     "IterationReport",
     "LedgerEntry",
     "MeasurementSummary",
     "OptimizationResult",
-    "carried",
     "report_lines",
     "summarize",
     "write_bytes",
@@ -52,15 +56,22 @@ class MeasurementSummary(msgspec.Struct, frozen=True, kw_only=True):
     seconds: float = 0.0
 
 
-class AcceptedVersion(msgspec.Struct, frozen=True, kw_only=True):
-    """A harness version, what justified it, and one cost line.
+class HarnessVersion(msgspec.Struct, frozen=True, kw_only=True):
+    """An accepted harness version: what its ``optimizer.accepted`` record says, where that
+    record lies (``run_id``, ``seq``, ``created_at``), the run's ``environment``, and the
+    scenarios it ``improved`` (its verdict's, in the run's ``optimizer.decision``).
 
-    ``mean_reward`` is the mean paired difference over the accepted harness it stacks on, with
-    its ``interval`` and sign-test ``p_value``; ``engineer_tokens``, ``rerun_tokens`` and
-    ``seconds`` are what the iterations since the previous version spent.
+    ``patch`` is the whole stacked patch, so a version needs nothing else to run. ``mean_reward``
+    is the mean paired difference over the accepted harness it stacks on (``parent``), with its
+    ``interval`` and sign-test ``p_value``; ``score`` its own mean over the training scenarios
+    (``None`` in a record written before scores were recorded); ``engineer_tokens``,
+    ``rerun_tokens`` and ``seconds`` are what the iterations since the previous version spent.
     """
 
     version: str
+    run_id: str
+    seq: int
+    created_at: str
     parent: str | None
     digest: str
     patch: dict[str, Any]
@@ -70,11 +81,15 @@ class AcceptedVersion(msgspec.Struct, frozen=True, kw_only=True):
     mean_reward: float
     interval: tuple[float, float] | None
     p_value: float | None
-    score: float
+    score: float | None
+    engineer_tokens: int
+    rerun_tokens: int
+    seconds: float
+    environment: str | None = None
     improved: tuple[str, ...] = ()
-    engineer_tokens: int = 0
-    rerun_tokens: int = 0
-    seconds: float = 0.0
+
+    def harness_patch(self) -> HarnessPatch:
+        return HarnessPatch.from_dict(self.patch)
 
 
 class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
@@ -114,7 +129,7 @@ class OptimizationResult(msgspec.Struct, frozen=True, kw_only=True):
     baseline: MeasurementSummary
     final: MeasurementSummary
     accepted_version: str | None
-    versions: tuple[AcceptedVersion, ...] = ()
+    versions: tuple[HarnessVersion, ...] = ()
     iterations: tuple[IterationReport, ...] = ()
     ledger: tuple[LedgerEntry, ...] = ()
     patch: dict[str, Any] | None = None
@@ -150,14 +165,6 @@ def summarize(
     )
 
 
-def carried(source: msgspec.Struct, target: type[msgspec.Struct]) -> dict[str, Any]:
-    """The fields of ``source`` that ``target`` has too, by name: how a view (an
-    :class:`AcceptedVersion`, a ``HarnessVersion``) is built from the record it shows, in one
-    place — and a field added to the record later does not break the view."""
-    names = set(source.__struct_fields__)
-    return {name: getattr(source, name) for name in target.__struct_fields__ if name in names}
-
-
 def write_json(path: Path, value: Any) -> None:
     """Write ``value`` as indented JSON, atomically."""
     write_bytes(path, msgspec.json.format(msgspec.json.encode(value), indent=2) + b"\n")
@@ -180,6 +187,10 @@ def write_bytes(path: Path, data: bytes) -> None:
 
 def _figure(summary: MeasurementSummary) -> str:
     return f"{summary.passed}/{summary.total} passed (mean {summary.mean_reward:.3f})"
+
+
+def _score(score: float | None) -> str:
+    return f"{score:.3f}" if score is not None else "unrecorded"
 
 
 def _fired(hooks: dict[str, int]) -> str:
@@ -227,7 +238,7 @@ def report_lines(result: OptimizationResult) -> list[str]:
         )
         lines.append(
             f"{version.version} (from {version.parent or 'the unpatched harness'}): reward "
-            f"{version.mean_reward:+.3f}{interval}, score {version.score:.3f}; cost: engineer "
+            f"{version.mean_reward:+.3f}{interval}, score {_score(version.score)}; cost: engineer "
             f"{version.engineer_tokens} tokens, reruns {version.rerun_tokens} tokens, "
             f"{version.seconds:.1f}s"
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from envharness.optimizer.patches.patch import HarnessPatch
-from envharness.optimizer.results import AcceptedVersion, IterationReport, LedgerEntry
+from envharness.optimizer.results import HarnessVersion, IterationReport, LedgerEntry
 from envharness.records import OptimizerMeasured, OptimizerProposal
 
 __all__ = ["Proposed", "RunState", "Spent"]
@@ -49,7 +49,7 @@ class RunState:
     reference: OptimizerMeasured
     held: OptimizerMeasured | None = None
     suite: OptimizerMeasured | None = None
-    versions: list[AcceptedVersion] = field(default_factory=list)
+    versions: list[HarnessVersion] = field(default_factory=list)
     iterations: list[IterationReport] = field(default_factory=list)
     ledger: list[LedgerEntry] = field(default_factory=list)
     spent: Spent = field(default_factory=Spent)

@@ -5,20 +5,21 @@ index); its patch is the whole stacked patch, so loading ``harness-v2`` needs no
 
     version = await harness_version(store, "harness-v2")
     hooks = ExecutableHarness.from_patch(version.harness_patch(), sandbox=SubprocessSandbox())
+
+:func:`harness_version` is the one place a :class:`~envharness.optimizer.results.HarnessVersion`
+is built: the optimizer reads back each version it accepts through it too, so what a run returns
+and writes is what ``envharness harness show`` and the service show.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-from typing import Any
-
-import msgspec
 
 from envharness.errors import NotFoundError
 from envharness.optimizer.patches.patch import HarnessPatch
-from envharness.optimizer.results import carried
-from envharness.records import OptimizerAccepted, OptimizerStarted
+from envharness.optimizer.results import HarnessVersion
+from envharness.records import OptimizerAccepted, OptimizerDecision, OptimizerStarted
 from envharness.store import HarnessVersionInfo, RecordFilter, Store
 
 __all__ = [
@@ -30,32 +31,6 @@ __all__ = [
 ]
 
 _NAME = re.compile(r"harness-v(\d+)")
-
-
-class HarnessVersion(msgspec.Struct, frozen=True, kw_only=True):
-    """One accepted version with its evidence: the run, the rerun experiment, the figures."""
-
-    version: str
-    run_id: str
-    seq: int
-    created_at: str
-    parent: str | None
-    digest: str
-    patch: dict[str, Any]
-    iteration: int
-    candidate: int
-    experiment_id: str | None
-    mean_reward: float
-    interval: tuple[float, float] | None
-    p_value: float | None
-    score: float | None
-    engineer_tokens: int
-    rerun_tokens: int
-    seconds: float
-    environment: str | None = None
-
-    def harness_patch(self) -> HarnessPatch:
-        return HarnessPatch.from_dict(self.patch)
 
 
 async def harness_version(store: Store, name: str) -> HarnessVersion:
@@ -90,16 +65,36 @@ async def _read(store: Store, info: HarnessVersionInfo) -> HarnessVersion:
     if accepted is None:
         raise NotFoundError(f"the record of harness version {info.version} is missing")
     environment = None
-    async for record in store.records(info.run_id, RecordFilter(limit=1)):
-        if isinstance(record.payload, OptimizerStarted):
-            ref = record.payload.config.environment
-            environment = f"{ref.name}@{ref.version}"
+    improved: tuple[str, ...] = ()
+    context = RecordFilter(kinds=("optimizer.started", "optimizer.decision"), until=info.seq)
+    async for record in store.records(info.run_id, context):
+        payload = record.payload
+        if isinstance(payload, OptimizerStarted):
+            environment = f"{payload.config.environment.name}@{payload.config.environment.version}"
+        elif isinstance(payload, OptimizerDecision) and payload.iteration == accepted.iteration:
+            improved = next(
+                (v.improved for v in payload.verdicts if v.candidate == accepted.candidate), ()
+            )
     return HarnessVersion(
-        **carried(accepted, HarnessVersion),
+        version=accepted.version,
         run_id=info.run_id,
         seq=info.seq,
         created_at=info.created_at,
+        parent=accepted.parent,
+        digest=accepted.digest,
+        patch=accepted.patch,
+        iteration=accepted.iteration,
+        candidate=accepted.candidate,
+        experiment_id=accepted.experiment_id,
+        mean_reward=accepted.mean_reward,
+        interval=accepted.interval,
+        p_value=accepted.p_value,
+        score=accepted.score,
+        engineer_tokens=accepted.engineer_tokens,
+        rerun_tokens=accepted.rerun_tokens,
+        seconds=accepted.seconds,
         environment=environment,
+        improved=improved,
     )
 
 

@@ -14,6 +14,7 @@ import anyio
 import msgspec
 import pytest
 
+import envharness.optimizer
 from envharness import AsyncEnvironmentHarness, EnvironmentHarness, EnvironmentSpec, Resolution
 from envharness.contracts.scenario import Scenario
 from envharness.demos.coding_shell import coding_tasks
@@ -24,6 +25,7 @@ from envharness.optimizer import (
     FailurePacket,
     HarnessOptimizer,
     HarnessPatch,
+    HarnessVersion,
     LocalSandbox,
     MiningEngineer,
     OptimizationConfig,
@@ -35,6 +37,7 @@ from envharness.optimizer import (
 )
 from envharness.optimizer.results import report_lines
 from envharness.optimizer.runlog import RunLog
+from envharness.optimizer.versions import harness_version
 from envharness.records import (
     HookCalled,
     OptimizerAccepted,
@@ -109,6 +112,12 @@ async def test_the_selftest_path_learns_the_precondition_in_a_subprocess_sandbox
     # Everything is evidence too, and the store still verifies.
     reader = await read_store(store)
     assert [v.version for v in await reader.harness_versions()] == ["harness-v1"]
+    # One shape: the version returned is the one written and the one the store shows.
+    assert version == await harness_version(reader, "harness-v1")
+    written = (Path(result.directory) / "versions" / "harness-v1.json").read_bytes()
+    assert msgspec.json.decode(written, type=HarnessVersion) == version
+    assert (version.run_id, version.environment) == (result.run_id, "support-desk@1")
+    assert len(version.improved) == 8
     assert (await reader.verify()).ok
     kinds = [record.kind async for record in reader.records(result.run_id)]
     assert kinds[0] == "optimizer.started"
@@ -561,6 +570,10 @@ def test_a_baseline_where_every_session_failed_is_refused_naming_why(tmp_path: P
     assert engineer.packets == [], "the engineer was never asked"
 
 
+async def _version(store: Path, name: str) -> HarnessVersion:
+    return await harness_version(await read_store(store), name)
+
+
 async def _only_run(store: Path) -> Any:
     runs = await (await read_store(store)).optimizer_runs()
     assert len(runs) == 1
@@ -634,6 +647,7 @@ def test_a_crashed_run_resumes_without_measuring_anything_again(tmp_path: Path) 
     assert statuses == ["running", "failed", "running", "completed"]
     accepted = [p for p in chain(store, run_id) if isinstance(p, OptimizerAccepted)]
     assert len(accepted) == 1, "harness-v1 was not accepted twice"
+    assert resumed.versions == (anyio.run(_version, store, "harness-v1"),), "read back again"
     decisions = [p.iteration for p in chain(store, run_id) if isinstance(p, OptimizerDecision)]
     assert decisions == [1, 2, 3]
 
@@ -687,6 +701,14 @@ class PoliteRefundFirstPolicy(RefundFirstPolicy):
     """Other code under the same participant name."""
 
     implementation = "polite@1"
+
+
+def test_the_former_name_of_a_harness_version_still_imports_with_a_warning() -> None:
+    with pytest.warns(DeprecationWarning, match="import HarnessVersion instead"):
+        from envharness.optimizer import AcceptedVersion
+    assert AcceptedVersion is HarnessVersion
+    with pytest.raises(AttributeError, match="no attribute 'Accepted'"):
+        _ = envharness.optimizer.Accepted
 
 
 # -- statistics ------------------------------------------------------------------------------------

@@ -236,8 +236,10 @@ HARNESS_API_ENDPOINTS: tuple[Endpoint, ...] = (
         summary="One harness version: its code hooks, its run, and the evidence behind it",
         description=(
             "What `envharness harness show VERSION --json` prints (`version`: parent, run, "
-            "the rerun experiment that justified it, reward, interval, p-value, score and the "
-            "cost line), its stacked patch as code hooks in the order they run, and "
+            "the rerun experiment that justified it, reward, interval, p-value, score, the "
+            "scenarios it improved and the cost line — the same object the optimizer writes "
+            "as `versions/harness-vN.json`), its stacked patch as code hooks in the order they "
+            "run, and "
             "`evidence`: the measurement it was compared with, its own rerun (with the hooks "
             "that fired), its regression-suite and held-out checks, the scenarios it improved "
             "and the regression ledger of the iterations since its parent."

@@ -2,10 +2,12 @@
 
 Like :mod:`.sessions`, these Structs are the single source of the OpenAPI schemas and what the
 client decodes with. What the optimizer layer already defines travels as it is: a version as
-``envharness harness show --json`` prints it (:class:`~envharness.optimizer.versions.
-HarnessVersion`), its code hooks (:class:`~envharness.optimizer.CodeHook`), and a run read back
-from its chain (:class:`~envharness.optimizer.history.RunHistory`). What is new here is the
-summary a listing needs and a diff's answer.
+``envharness harness show --json`` prints it and the optimizer returns and writes it
+(:class:`~envharness.optimizer.HarnessVersion`), its code hooks
+(:class:`~envharness.optimizer.CodeHook`), and a run read back from its chain
+(:class:`~envharness.optimizer.history.RunHistory`, whose ``VersionRecord`` is a version's
+evidence). What is new here is the summary a listing needs — a version with its before and
+after figures, flat, as a table row wants it — and a diff's answer.
 """
 
 from __future__ import annotations
