@@ -49,6 +49,7 @@ from envharness.adapters.replay import Replay, Replayer
 from envharness.contracts.environment import EnvironmentSpec, Resolution, ScoreReport
 from envharness.contracts.scenario import Scenario
 from envharness.errors import ConfigurationError
+from envharness.hooks import HookView
 
 __all__ = [
     "ADAPTER_VERSION",
@@ -267,6 +268,17 @@ class TextWorldEnvironment:
         result = await self._run(self._replayer.result, state.replay)
         text: str = result["feedback"]
         return text
+
+    def hook_view(self, state: TextWorldState, participant: str) -> HookView:
+        """What harness hooks (and the optimizer's engineers) may read: the score so far, the
+        game's end as predicates, and the commands it accepts now as the admissible actions.
+        ``observe`` has just brought the game to ``state``, so this reads what it holds."""
+        result = self._replayer.result(state.replay)
+        return HookView(
+            state={"score": state.score, "max_score": state.max_score, "moves": state.moves},
+            predicates={"won": state.won, "lost": state.lost},
+            admissible=[{"command": command} for command in result["admissible_commands"]],
+        )
 
     def score(self, state: TextWorldState, scenario: Scenario[Any]) -> ScoreReport:
         return ScoreReport(

@@ -215,3 +215,32 @@ def test_a_missing_textworld_package_names_the_extra(
     monkeypatch.setitem(sys.modules, "textworld", None)
     with pytest.raises(ConfigurationError, match=r'pip install "envharness\[textworld\]"'):
         TextWorldEnvironment(game)
+
+
+async def test_hooks_see_the_admissible_commands_and_the_games_end(
+    store_path: Path, game: Path, walkthrough: list[str]
+) -> None:
+    from envharness import HookContext, Hooks, Rewrite
+
+    seen: list[tuple[Any, Any, Any]] = []
+
+    def steer(ctx: HookContext, notebook: dict[str, Any]) -> Any:
+        seen.append((ctx.state, ctx.predicates, ctx.admissible))
+        if ctx.action not in (ctx.admissible or []):
+            return Rewrite(action={"command": walkthrough[0]}, reason="not a command it accepts")
+        return None
+
+    harness = AsyncEnvironmentHarness(
+        store_path,
+        environment=TextWorldEnvironment(game),
+        agents={"hero": player(walkthrough)},
+        hooks=Hooks("steer@1", on_before_action=steer),
+    )
+    session = await harness.run(START, turns=1)
+    assert session.status == "completed", session.reason
+    state, predicates, admissible = seen[0]
+    assert state == {"score": 0, "max_score": state["max_score"], "moves": 0}
+    assert predicates == {"won": False, "lost": False}
+    assert {"command": walkthrough[0]} in admissible
+    [executed] = payloads(await records_of(harness, session.id), ActionExecuted)
+    assert executed.action == {"command": walkthrough[0]}  # the unknown command was steered
