@@ -78,7 +78,7 @@ INNER: dict[str, list[tuple[str, ...]]] = {
         ("edge",),
         ("loading", "options"),
         ("datasets", "experiments", "harness_versions", "manifest_run", "protocol", "serve"),
-        ("artifacts",),
+        ("artifacts", "check_env"),
         ("sources", "tokens", "trajectories"),
         ("optimize", "snapshots"),
         ("run", "sessions"),
@@ -117,12 +117,20 @@ INNER: dict[str, list[tuple[str, ...]]] = {
         ("_optional", "_png"),
         ("replay", "spaces"),
         ("gymnasium", "pettingzoo", "process", "textworld"),
+        ("registry",),
     ],
     "api": [
         ("setup", "sessions", "sources"),
         ("experiments",),
         ("harness",),
-        ("blocking",),
+        ("blocking", "conformance"),
+    ],
+    "api.conformance": [
+        ("report",),
+        ("compare", "probe"),
+        ("runs",),
+        ("checks",),
+        ("suite",),
     ],
 }
 """The order of each package's own modules (first name below the package), from the base

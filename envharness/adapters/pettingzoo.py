@@ -174,6 +174,12 @@ class PettingZooEnvironment:
         return f"PettingZooEnvironment({self._blueprint.name.removeprefix('pettingzoo:')!r})"
 
     @property
+    def possible_agents(self) -> tuple[str, ...]:
+        """The participants a session must name (PettingZoo's own name for them): what
+        ``check-env`` and other tools seat when no roster is given."""
+        return self._blueprint.agents
+
+    @property
     def replayer(self) -> Replayer[Any]:
         """This copy's replayer (how often it rebuilt its environment: tests, benches)."""
         return self._replayer

@@ -6,14 +6,16 @@ Each module imports only those above it in this list:
    :mod:`.render` (terminal text), :mod:`.edge` (exit statuses, errors, Ctrl-C, progress),
    :mod:`.state` (the root options, handed to commands on the typer context),
    :mod:`.options` (option declarations used alike by several commands), :mod:`.loading`
-   (``module:attribute``, ``NAME=VALUE`` and JSON arguments into objects) and
+   (``module:attribute``, environment references, ``NAME=VALUE`` and JSON arguments into
+   objects) and
    :mod:`.manifest_run` (``run experiment.toml``).
 2. The commands, one typer app per module, each command a top-level function:
    :mod:`.serve`, :mod:`.tokens` (``token``), :mod:`.run` (``quickstart``, ``run``,
    ``resume``), :mod:`.experiments`, :mod:`.trajectories`, :mod:`.snapshots` (``snapshot``,
    and ``export snapshot ID``), :mod:`.sessions` (``sessions``, ``show``, ``verify``,
-   ``export``), :mod:`.datasets` (``dataset``), :mod:`.sources` (``import``, ``sources``),
-   :mod:`.harness_versions` (``harness``), :mod:`.optimize` (``selftest``, ``optimize``) and
+   ``export``), :mod:`.artifacts` (``artifact``), :mod:`.datasets` (``dataset``),
+   :mod:`.sources` (``import``, ``sources``), :mod:`.harness_versions` (``harness``),
+   :mod:`.optimize` (``selftest``, ``optimize``), :mod:`.check_env` (``check-env``) and
    :mod:`.protocol`.
 3. :mod:`.app` — the root app and its options, and where every module's app is added.
 """

@@ -24,6 +24,7 @@ from typer.core import TyperGroup
 from envharness._version import __version__
 from envharness.cli import (
     artifacts,
+    check_env,
     datasets,
     experiments,
     harness_versions,
@@ -71,6 +72,7 @@ app.add_typer(optimize.app)
 app.add_typer(run.app)
 app.add_typer(sessions.app)
 app.add_typer(artifacts.app)
+app.add_typer(check_env.app)
 app.add_typer(protocol.app)  # named "protocol" by its module
 app.add_typer(tokens.app, name="token")
 app.add_typer(experiments.app, name="experiments")

@@ -1,6 +1,7 @@
-"""Turn command-line text into Python objects: ``module:attribute`` references, ``NAME=VALUE``
-pairs, JSON scenario inputs and the harness they describe together — each failure named after
-the option that carried it.
+"""Turn command-line text into Python objects: ``module:attribute`` references, environments
+(also ``gymnasium:ID``, ``pettingzoo:MODULE``, ``textworld:GAME_FILE`` or a program's command
+line, through :mod:`envharness.adapters.registry`), ``NAME=VALUE`` pairs, JSON scenario inputs
+and the harness they describe together — each failure named after the option that carried it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from envharness.adapters.registry import command_environment, has_scheme, load_environment
 from envharness.api.harness import DEFAULT_ACTION_TIMEOUT, AsyncEnvironmentHarness
 from envharness.cli.edge import CliError
 from envharness.contracts.command_agent import CommandAgent
@@ -25,6 +27,7 @@ from envharness.errors import ConfigurationError, EnvharnessError
 
 __all__ = [
     "command_line_harness",
+    "environment_factory",
     "guard_factory",
     "load_agent",
     "load_reference",
@@ -128,6 +131,32 @@ def guard_factory(factory: Any, what: str) -> Any:
     return make
 
 
+def environment_factory(
+    environment: str | None, command: str | None, *, what: str = "ENVIRONMENT"
+) -> Any:
+    """The environment factory named on a command line: ``environment`` (``module:attribute``
+    or an adapter reference such as ``gymnasium:FrozenLake-v1``, named ``what`` in errors) or
+    ``command`` (``--environment-command``), exactly one of them."""
+    if (environment is None) == (command is None):
+        raise CliError(
+            f"give the environment either as {what} (module:attribute, gymnasium:ID, "
+            "pettingzoo:MODULE or textworld:GAME_FILE) or as --environment-command "
+            '"PROGRAM ARGS", ' + ("not both" if environment is not None else "one of them")
+        )
+    if command is not None:
+        return command_environment(command, what="--environment-command")
+    assert environment is not None
+    make_cwd_importable()  # a user's module, or one registering a Gymnasium id, beside them
+    if has_scheme(environment):
+        return load_environment(environment, what=what)
+    if any(character.isspace() for character in environment.strip()):
+        raise CliError(
+            f"{what} {environment!r} looks like a command line: give a program that speaks "
+            f"the environment protocol as --environment-command {shlex.quote(environment)}"
+        )
+    return guard_factory(load_reference(environment, what=what), f"environment {environment!r}")
+
+
 def parse_pair(text: str, *, option: str, example: str) -> tuple[str, str]:
     """Split ``NAME=VALUE``; both sides must be non-empty."""
     name, separator, value = text.partition("=")
@@ -139,18 +168,20 @@ def parse_pair(text: str, *, option: str, example: str) -> tuple[str, str]:
 
 def command_line_harness(
     store: Path,
-    environment: str,
+    environment: str | None,
     agent: Sequence[str],
     role: Sequence[str] | None,
     *,
     what: str = "--environment",
     action_timeout: float = DEFAULT_ACTION_TIMEOUT,
+    environment_command: str | None = None,
 ) -> AsyncEnvironmentHarness:
-    """The harness a command line describes: the environment ``module:attribute`` (named
-    ``what`` in errors), ``--agent NAME=SPEC`` and ``--role NAME=ROLE`` pairs, and
-    ``--action-timeout`` (0 for no limit). Used by ``run``, ``resume`` and ``optimize``."""
-    make_cwd_importable()
-    factory = guard_factory(load_reference(environment, what=what), f"environment {environment!r}")
+    """The harness a command line describes: the environment (a reference named ``what`` in
+    errors, or ``--environment-command``), ``--agent NAME=SPEC`` and ``--role NAME=ROLE``
+    pairs, and ``--action-timeout`` (0 for no limit). Used by ``run``, ``resume`` and
+    ``optimize``."""
+    make_cwd_importable()  # for the agents' modules too
+    factory = environment_factory(environment, environment_command, what=what)
     agents: dict[str, Any] = {}
     for text in agent:
         name, reference = parse_pair(text, option="--agent", example="alice=my_agents:Greedy")

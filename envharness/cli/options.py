@@ -1,9 +1,10 @@
 """Declarations several commands share, made once so that they read and behave alike.
 
 ``--json`` on a listing prints one JSON object per line; ``run`` and ``resume`` take the same
-``--agent``, ``--role`` and ``--action-timeout``, since a resume needs the code that ran;
-``experiments`` and ``token`` are groups that act on their own when given no subcommand; and an
-option limited to a few words says so in one way (:func:`check_choice`).
+``--environment``, ``--environment-command``, ``--agent``, ``--role`` and ``--action-timeout``,
+since a resume needs the code that ran; ``experiments`` and ``token`` are groups that act on
+their own when given no subcommand; and an option limited to a few words says so in one way
+(:func:`check_choice`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,16 @@ import typer
 
 from envharness.cli.edge import CliError
 
-__all__ = ["ActionTimeout", "Agents", "JsonLines", "Roles", "acting_group", "check_choice"]
+__all__ = [
+    "ActionTimeout",
+    "Agents",
+    "EnvironmentCommand",
+    "EnvironmentOption",
+    "JsonLines",
+    "Roles",
+    "acting_group",
+    "check_choice",
+]
 
 JsonLines = Annotated[
     bool, typer.Option("--json", help="One JSON object per line instead of a table.")
@@ -36,6 +46,24 @@ Roles = Annotated[
         "--role",
         metavar="NAME=ROLE",
         help="A participant's role, when the environment has more than one.",
+    ),
+]
+EnvironmentOption = Annotated[
+    str | None,
+    typer.Option(
+        "--environment",
+        metavar="REFERENCE",
+        help="The environment: module:attribute (a class or factory), gymnasium:ID, "
+        "pettingzoo:MODULE (e.g. classic.leduc_holdem_v4) or textworld:GAME_FILE.",
+    ),
+]
+EnvironmentCommand = Annotated[
+    str | None,
+    typer.Option(
+        "--environment-command",
+        metavar="COMMAND",
+        help="The environment as a program in any language speaking the environment protocol "
+        "(protocol/environment.md), e.g. 'node my_env.js'; each session runs its own process.",
     ),
 ]
 ActionTimeout = Annotated[

@@ -1,8 +1,10 @@
 """``envharness quickstart``, ``run`` and ``resume``: the commands that record sessions.
 
-``run`` and ``resume`` take the environment as ``module:attribute`` with ``--agent`` options,
-or an experiment manifest (:mod:`envharness.cli.manifest_run`); the first Ctrl-C stops the work
-and the runtime records it as stopped (exit status 130).
+``run`` and ``resume`` take the environment — ``module:attribute``, an adapter reference
+(``gymnasium:ID``, ``pettingzoo:MODULE``, ``textworld:GAME_FILE``) as the argument or
+``--environment``, or a program as ``--environment-command`` — with ``--agent`` options, or an
+experiment manifest (:mod:`envharness.cli.manifest_run`); the first Ctrl-C stops the work and
+the runtime records it as stopped (exit status 130).
 """
 
 from __future__ import annotations
@@ -16,7 +18,13 @@ from envharness.api.harness import DEFAULT_ACTION_TIMEOUT, MAX_COUNT
 from envharness.cli.edge import EXIT_INTERRUPTED, EXIT_NO, CliError, ProgressLine, interruptible
 from envharness.cli.loading import command_line_harness, make_cwd_importable, parse_input
 from envharness.cli.manifest_run import is_manifest, run_manifest
-from envharness.cli.options import ActionTimeout, Agents, Roles
+from envharness.cli.options import (
+    ActionTimeout,
+    Agents,
+    EnvironmentCommand,
+    EnvironmentOption,
+    Roles,
+)
 from envharness.cli.quickstart import write_quickstart
 from envharness.cli.render import quickstart_lines, run_lines
 from envharness.cli.state import CliState
@@ -55,13 +63,17 @@ def quickstart(
 def run(
     ctx: typer.Context,
     environment: Annotated[
-        str,
+        str | None,
         typer.Argument(
             metavar="ENVIRONMENT",
-            help="The environment class or factory, as module:attribute; or an experiment "
-            "manifest, experiment.toml (docs/manifests.md).",
+            help="The environment: a class or factory as module:attribute, gymnasium:ID, "
+            "pettingzoo:MODULE or textworld:GAME_FILE (or give it as --environment); or an "
+            "experiment manifest, experiment.toml (docs/manifests.md).",
+            show_default=False,
         ),
-    ],
+    ] = None,
+    environment_option: EnvironmentOption = None,
+    environment_command: EnvironmentCommand = None,
     agent: Agents = None,
     turns: Annotated[
         int | None,
@@ -87,13 +99,20 @@ def run(
     Given a manifest (experiment.toml) instead, run the experiment it describes.
     """
     store = CliState.of(ctx).store
-    if is_manifest(environment):
+    if environment is not None and is_manifest(environment):
         run_manifest(ctx, environment, store)
         return
+    reference, what = _environment(environment, environment_option)
     if not agent or turns is None:
         raise CliError("run needs --agent NAME=module:factory|COMMAND and --turns N")
     harness = command_line_harness(
-        store, environment, agent, role, what="ENVIRONMENT", action_timeout=action_timeout
+        store,
+        reference,
+        agent,
+        role,
+        what=what,
+        action_timeout=action_timeout,
+        environment_command=environment_command,
     )
     case = Scenario(id=scenario, input=parse_input(input))
     seen: list[str] = []
@@ -133,13 +152,18 @@ def resume(
         ),
     ],
     environment: Annotated[
-        str,
+        str | None,
         typer.Argument(
             metavar="ENVIRONMENT",
-            help="The same code that ran it: module:attribute with --agent options, or the "
-            "experiment's manifest (experiment.toml).",
+            help="The same code that ran it: the environment (module:attribute, gymnasium:ID, "
+            "pettingzoo:MODULE, textworld:GAME_FILE, or --environment / "
+            "--environment-command) with --agent options, or the experiment's manifest "
+            "(experiment.toml).",
+            show_default=False,
         ),
-    ],
+    ] = None,
+    environment_option: EnvironmentOption = None,
+    environment_command: EnvironmentCommand = None,
     agent: Agents = None,
     role: Roles = None,
     declare_changes: Annotated[
@@ -156,17 +180,27 @@ def resume(
     """Continue an interrupted (crashed), stopped or paused session or experiment after its
     last complete turn. Exit status 0 when everything completed, 1 when not."""
     store = CliState.of(ctx).store
-    if is_manifest(environment):
-        if agent or role:
-            raise CliError("the manifest names the agents; give no --agent or --role with it")
+    if environment is not None and is_manifest(environment):
+        if agent or role or environment_option or environment_command:
+            raise CliError(
+                "the manifest names the environment and the agents; give no --environment, "
+                "--environment-command, --agent or --role with it"
+            )
         make_cwd_importable()
         manifest = load_manifest(environment)
         harness = manifest.async_harness(store, hooks=manifest.load_hooks(store))
-    elif not agent:
+    elif not agent or (environment, environment_option, environment_command) == (None,) * 3:
         raise CliError("resume needs the code that ran it: ENVIRONMENT and --agent, or a manifest")
     else:
+        reference, what = _environment(environment, environment_option)
         harness = command_line_harness(
-            store, environment, agent, role, what="ENVIRONMENT", action_timeout=action_timeout
+            store,
+            reference,
+            agent,
+            role,
+            what=what,
+            action_timeout=action_timeout,
+            environment_command=environment_command,
         )
 
     async def resumed() -> tuple[str, int, int, str | None]:
@@ -186,3 +220,14 @@ def resume(
     typer.echo(f"resumed {which}: {detail or f'{completed} of {total} sessions completed'}")
     if completed != total:
         raise typer.Exit(EXIT_NO)
+
+
+def _environment(argument: str | None, option: str | None) -> tuple[str | None, str]:
+    """The environment reference, given as the argument or as ``--environment`` (not both),
+    and how to name it in errors."""
+    if argument is not None and option is not None:
+        raise CliError(
+            f"the environment is given twice, as ENVIRONMENT {argument!r} and as --environment "
+            f"{option!r}; give it once"
+        )
+    return (option, "--environment") if option is not None else (argument, "ENVIRONMENT")

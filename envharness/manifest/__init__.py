@@ -24,6 +24,11 @@ agents and returns an ordinary experiment handle. The format is ``docs/manifests
     [scenarios]
     file = "scenarios.jsonl"
 
+The environment may also be an adapter — ``environment = "pettingzoo:classic.leduc_holdem_v4"``
+alone, or ``factory = "gymnasium:Taxi-v4"`` with ``options`` — or a program speaking the
+environment protocol (``command = ["node", "my_env.js"]``), through
+:mod:`envharness.adapters.registry`.
+
 ``[experiment]`` may name hooks around every participant: ``hooks = "module:attribute"`` (a
 :class:`~envharness.hooks.HarnessHooks`, or a zero-argument factory of one), or ``harness =
 "harness-v2"``, a version the optimizer accepted into the store the experiment records into.
@@ -36,6 +41,13 @@ first.
 
 from envharness.manifest.document import ManifestError
 from envharness.manifest.loader import load_manifest
-from envharness.manifest.model import PYTHON, Manifest, ManifestAgent
+from envharness.manifest.model import PYTHON, Manifest, ManifestAgent, ManifestProgram
 
-__all__ = ["PYTHON", "Manifest", "ManifestAgent", "ManifestError", "load_manifest"]
+__all__ = [
+    "PYTHON",
+    "Manifest",
+    "ManifestAgent",
+    "ManifestError",
+    "ManifestProgram",
+    "load_manifest",
+]

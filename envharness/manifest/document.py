@@ -49,6 +49,10 @@ class ExperimentTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 class EnvironmentTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     factory: str | None = None
     command: list[str] | str | None = None
+    options: dict[str, Any] = {}
+    env: dict[str, str] = {}
+    inherit_env: list[str] = []
+    cwd: str | None = None
 
 
 class AgentTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -75,12 +79,14 @@ class ScenariosTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 class Document(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     experiment: ExperimentTable
-    environment: EnvironmentTable
+    environment: EnvironmentTable | str
+    """A table, or one reference: ``environment = "gymnasium:Taxi-v4"``."""
     agents: dict[str, AgentTable]
     scenarios: ScenariosTable
 
 
 COMMAND_ONLY = ("implementation", "env", "inherit_env", "cwd")
+ENVIRONMENT_COMMAND_ONLY = ("env", "inherit_env", "cwd")
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from envharness.adapters.registry import has_scheme, parse_environment
 from envharness.api.blocking import EnvironmentHarness
 from envharness.api.harness import (
     AsyncEnvironmentHarness,
@@ -23,6 +24,7 @@ from envharness.contracts.scenario import Scenario
 from envharness.errors import ConfigurationError
 from envharness.manifest.document import (
     COMMAND_ONLY,
+    ENVIRONMENT_COMMAND_ONLY,
     AgentTable,
     Document,
     EnvironmentTable,
@@ -42,7 +44,15 @@ from envharness.manifest.keys import (
     toml_type,
     unknown_key,
 )
-from envharness.manifest.model import HARNESS_KEY, HOOKS_KEY, PYTHON, Manifest, ManifestAgent
+from envharness.manifest.model import (
+    HARNESS_KEY,
+    HOOKS_KEY,
+    PYTHON,
+    Manifest,
+    ManifestAgent,
+    ManifestProgram,
+)
+from envharness.protocol.process import agent_command
 
 _R = TypeVar("_R")
 _S = TypeVar("_S", bound=msgspec.Struct)
@@ -103,8 +113,13 @@ class _Loader:
             )
         for table in Document.__struct_fields__:
             if table not in document:
+                alone = (
+                    ', or environment = "gymnasium:FrozenLake-v1" before the first table'
+                    if table == "environment"
+                    else ""
+                )
                 raise ManifestError(
-                    f"the [{table}] table is missing (see docs/manifests.md)",
+                    f"the [{table}] table is missing{alone} (see docs/manifests.md)",
                     file=self.file,
                     key=table,
                 )
@@ -124,13 +139,13 @@ class _Loader:
             seed=experiment.seed,
             max_concurrency=experiment.max_concurrency,
             action_timeout=experiment.action_timeout or None,
-            environment=environment,
             agents=agents,
             scenarios=found,
             _inputs=inputs,
             _lines=self.lines,
             hooks=experiment.hooks,
             harness_version=experiment.harness,
+            **environment,
         )
 
     def convert(
@@ -176,22 +191,92 @@ class _Loader:
                 "harness list` shows them)",
             )
 
-    def environment(self, value: Any) -> str:
+    def environment(self, value: Any) -> dict[str, Any]:
+        """The environment's fields of :class:`Manifest`: a reference (written alone,
+        ``environment = "gymnasium:Taxi-v4"``, or as ``factory``) with its ``options``, or a
+        program (``command``) with its ``cwd``, ``env`` and ``inherit_env``."""
+        if isinstance(value, str):
+            self.check_environment_reference(value, ("environment",))
+            return {"environment": value.strip(), "environment_key": ("environment",)}
         table = self.convert(value, EnvironmentTable, ("environment",))
-        if table.command is not None:
+        if table.factory is not None and table.command is not None:
             raise self.error(
                 ("environment", "command"),
-                "a command-driven environment is not supported yet; give "
-                'factory = "module:attribute" (a Python environment class or factory)',
+                'give either factory = "..." or command = [...], not both',
             )
+        if table.command is not None:
+            if table.options:
+                raise self.error(
+                    ("environment", "options"),
+                    "options apply to a factory or an adapter; a program takes its settings "
+                    "from its command line (or env)",
+                )
+            program = self.environment_program(table)
+            return {
+                "environment": shlex.join(program.command),
+                "environment_program": program,
+                "environment_key": ("environment", "command"),
+            }
         if table.factory is None:
             raise self.error(
                 ("environment",),
                 'give factory = "module:attribute", e.g. '
-                '"envharness.fixtures:SyntheticEnvironment"',
+                '"envharness.fixtures:SyntheticEnvironment", an adapter such as factory = '
+                '"gymnasium:FrozenLake-v1", or command = ["node", "my_env.js"] for a program',
             )
-        self.check_reference(table.factory, ("environment", "factory"))
-        return table.factory
+        for key in ENVIRONMENT_COMMAND_ONLY:
+            if key in value:
+                raise self.error(
+                    ("environment", key), f"{key} applies to an environment program only"
+                )
+        self.check_environment_reference(table.factory, ("environment", "factory"))
+        return {
+            "environment": table.factory.strip(),
+            "environment_options": table.options,
+            "environment_key": ("environment", "factory"),
+        }
+
+    def check_environment_reference(self, reference: str, path: KeyPath) -> None:
+        if has_scheme(reference):
+            try:
+                parse_environment(reference, what="")
+            except ConfigurationError as exc:
+                raise self.error(path, str(exc)) from None
+            return
+        self.check_reference(reference, path, example="my_package.envs:MyEnvironment")
+
+    def environment_program(self, table: EnvironmentTable) -> ManifestProgram:
+        key: KeyPath = ("environment", "command")
+        argv = self.words(key, table.command)
+        argv = [sys.executable if word == PYTHON else word for word in argv]
+        cwd = self.folder / table.cwd if table.cwd is not None else self.folder
+        if not cwd.is_dir():
+            raise self.error(
+                ("environment", "cwd"),
+                f"the working directory {str(cwd)!r} does not exist (cwd is relative to the "
+                "manifest's folder)",
+            )
+        inherit = (*DEFAULT_INHERITED_ENV, *table.inherit_env)
+        try:
+            agent_command(argv, cwd=cwd, env=table.env, inherit_env=inherit, owner="environment")
+        except ConfigurationError as exc:
+            raise self.error(key, str(exc)) from None
+        return ManifestProgram(tuple(argv), cwd, dict(table.env), inherit)
+
+    def words(self, key: KeyPath, command: list[str] | str | None) -> list[str]:
+        """A command's words: an array as written, a string split as a shell would."""
+        if isinstance(command, str):
+            try:
+                argv = shlex.split(command)
+            except ValueError as exc:
+                raise self.error(key, f"cannot split {command!r} into words: {exc}") from None
+        else:
+            argv = list(command or ())
+        if not argv:
+            raise self.error(
+                key, 'is empty; give the program and its arguments, e.g. ["node", "agent.mjs"]'
+            )
+        return argv
 
     def agents(self, value: Any) -> tuple[ManifestAgent, ...]:
         if not isinstance(value, dict):
@@ -231,17 +316,7 @@ class _Loader:
 
     def command(self, path: KeyPath, table: AgentTable) -> CommandAgent:
         key: KeyPath = (*path, "command")
-        if isinstance(table.command, str):
-            try:
-                argv = shlex.split(table.command)
-            except ValueError as exc:
-                raise self.error(key, f"cannot split {table.command!r} into words: {exc}") from None
-        else:
-            argv = list(table.command or ())
-        if not argv:
-            raise self.error(
-                key, 'is empty; give the program and its arguments, e.g. ["node", "agent.mjs"]'
-            )
+        argv = self.words(key, table.command)
         if not table.implementation:
             raise self.error(
                 (*path, "implementation"),

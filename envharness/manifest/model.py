@@ -3,9 +3,10 @@ environment, the Python agents and the hooks, each failure reported against the 
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
@@ -14,12 +15,13 @@ from typing import Any, TypeVar
 import msgspec
 
 from envharness._portal import call_blocking
+from envharness.adapters.registry import command_environment, has_scheme, load_environment
 from envharness.api.blocking import EnvironmentHarness
 from envharness.api.experiments import AsyncExperiment, Experiment
 from envharness.api.harness import (
     AsyncEnvironmentHarness,
 )
-from envharness.contracts.command_agent import CommandAgent
+from envharness.contracts.command_agent import DEFAULT_INHERITED_ENV, CommandAgent
 from envharness.contracts.environment import EnvironmentSpec
 from envharness.contracts.scenario import Scenario, validate_input
 from envharness.errors import ConfigurationError, EnvharnessError
@@ -61,6 +63,17 @@ class ManifestAgent:
 
 
 @dataclass(frozen=True, slots=True)
+class ManifestProgram:
+    """An environment that is a program speaking the environment protocol: its checked
+    command line (``{python}`` replaced), working directory and variables."""
+
+    command: tuple[str, ...]
+    cwd: Path
+    env: Mapping[str, str] = field(default_factory=dict)
+    inherit_env: tuple[str, ...] = DEFAULT_INHERITED_ENV
+
+
+@dataclass(frozen=True, slots=True)
 class Manifest:
     """A validated experiment manifest. Build the experiment with :meth:`experiment`."""
 
@@ -73,7 +86,9 @@ class Manifest:
     action_timeout: float | None
     """Seconds per action, or ``None`` for no limit (``action_timeout = 0`` in the file)."""
     environment: str
-    """``module:attribute`` of the environment class or factory."""
+    """The environment: ``module:attribute`` of its class or factory, an adapter reference
+    (``gymnasium:Taxi-v4``, ``pettingzoo:classic.leduc_holdem_v4``, ``textworld:game.z8``),
+    or for a program (:attr:`environment_program`) its command line."""
     agents: tuple[ManifestAgent, ...]
     scenarios: tuple[Scenario[Any], ...]
     _inputs: Places = field(repr=False)
@@ -83,6 +98,13 @@ class Manifest:
     harness_version: str | None = None
     """An accepted harness version (``harness-v2``), read from the store the experiment
     records into and run in a :class:`~envharness.optimizer.LocalSandbox`."""
+    environment_program: ManifestProgram | None = None
+    """The environment's program, when it is one (``[environment] command = ...``)."""
+    environment_options: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments for the environment's adapter or factory (``[environment]
+    options``), e.g. ``max_episode_steps`` for Gymnasium."""
+    environment_key: KeyPath = ("environment", "factory")
+    """Where the environment is written, for errors about it."""
 
     @property
     def folder(self) -> Path:
@@ -200,7 +222,7 @@ class Manifest:
     def _check_environment(self, learned_on: str | None) -> None:
         """A stored version runs only on the environment it was learned on (by name): version
         names count across the store, so a wrong number can name another environment's."""
-        spec = getattr(self._load(self.environment, ("environment", "factory")), "spec", None)
+        spec = getattr(self._environment_factory(), "spec", None)
         if learned_on is None or not isinstance(spec, EnvironmentSpec):
             return
         if learned_on.rpartition("@")[0] != spec.name:
@@ -211,8 +233,37 @@ class Manifest:
                 f"{spec.name!r} (`envharness --store STORE harness list` shows each one's)",
             )
 
+    def _environment_factory(self) -> Any:
+        """The environment factory: imported, an adapter, or a program's (started once to
+        read its spec); each failure reported against the line that names it."""
+        key = self.environment_key
+        program = self.environment_program
+        try:
+            if program is not None:
+                return command_environment(
+                    program.command,
+                    cwd=program.cwd,
+                    options={"env": dict(program.env), "inherit_env": program.inherit_env},
+                    what="the environment program",
+                )
+            if has_scheme(self.environment):
+                return load_environment(
+                    self.environment,
+                    options=self.environment_options,
+                    base=self.folder,
+                    what="",
+                )
+        except ManifestError:
+            raise
+        except ConfigurationError as exc:
+            raise self._error(key, str(exc)) from exc
+        factory = self._load(self.environment, key)
+        if self.environment_options:
+            return functools.partial(factory, **self.environment_options)
+        return factory
+
     def _parts(self) -> tuple[Any, dict[str, Any], dict[str, str]]:
-        environment = self._load(self.environment, ("environment", "factory"))
+        environment = self._environment_factory()
         spec = getattr(environment, "spec", None)
         if isinstance(spec, EnvironmentSpec):  # a class attribute: check inputs without one
             for scenario in self.scenarios:
