@@ -125,7 +125,12 @@ def optimize(
     ctx: typer.Context,
     environment: Annotated[
         str,
-        typer.Option("--environment", metavar="module:attribute", help="The environment factory."),
+        typer.Option(
+            "--environment",
+            metavar="REF",
+            help="The environment: module:attribute, gymnasium:ID, pettingzoo:module.path or "
+            "textworld:PATH.",
+        ),
     ],
     agent: Annotated[
         list[str],
