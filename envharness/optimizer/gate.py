@@ -18,6 +18,7 @@ import msgspec
 
 from envharness.contracts.scenario import Scenario
 from envharness.optimizer.context import MeasuredRole, RunContext
+from envharness.optimizer.measure import crashed
 from envharness.optimizer.rerun import candidate_version
 from envharness.optimizer.results import LedgerEntry
 from envharness.optimizer.state import Proposed, RunState
@@ -41,7 +42,8 @@ def compare(
     run: RunContext, result: OptimizerMeasured, reference: OptimizerMeasured, key: str
 ) -> PairedComparison:
     """``result`` - ``reference`` per scenario, with the run's seeded bootstrap and sign test
-    (the bootstrap's seed is keyed by the run, the reference and ``key``: reproducible)."""
+    (the bootstrap's seed is keyed by the run, the reference and ``key``: reproducible). With a
+    metric, a scenario where the patch's code failed gains nothing (:func:`crashed`)."""
     return paired_comparison(
         result.values,
         reference.values,
@@ -49,6 +51,7 @@ def compare(
         key=f"{run.run_id}:{reference.digest}:{key}",
         confidence=run.config.confidence,
         resamples=run.config.resamples,
+        failed=crashed(result.failures, run.config.metric),
     )
 
 

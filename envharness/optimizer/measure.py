@@ -16,7 +16,7 @@ blame for a bad session is read from the evidence, never guessed:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
@@ -24,7 +24,14 @@ import msgspec
 from envharness.optimizer.engineers.evidence import SessionTrace
 from envharness.records import ErrorInfo, HookCalled, OptimizerMeasured
 
-__all__ = ["INFRASTRUCTURE_ERRORS", "Measurement", "fold_traces", "is_patch_failure", "subset"]
+__all__ = [
+    "INFRASTRUCTURE_ERRORS",
+    "Measurement",
+    "crashed",
+    "fold_traces",
+    "is_patch_failure",
+    "subset",
+]
 
 INFRASTRUCTURE_ERRORS = frozenset({"SandboxInfrastructureError"})
 """Error types of a ``hook`` record that the patch cannot have caused."""
@@ -32,6 +39,18 @@ INFRASTRUCTURE_ERRORS = frozenset({"SandboxInfrastructureError"})
 
 def is_patch_failure(hook: HookCalled) -> bool:
     return hook.error is not None and hook.error.type not in INFRASTRUCTURE_ERRORS
+
+
+def crashed(failures: Mapping[str, str], metric: str | None) -> frozenset[str]:
+    """The scenarios that may gain nothing over the reference, because the patch's own code
+    failed there (a measurement's ``failures``) — when optimizing a ``metric``.
+
+    A failed session's value is 0. Scoring pass/fail, 0 is the floor and that is enough; a
+    metric can be negative (an episode's return), where 0 would turn a crash into a gain.
+    """
+    if metric is None:
+        return frozenset()
+    return frozenset(scenario for scenario, why in failures.items() if why == "patch")
 
 
 @dataclass(slots=True)

@@ -29,7 +29,7 @@ from envharness.optimizer.config import OptimizationConfig
 from envharness.optimizer.engineers.evidence import experiment_traces
 from envharness.optimizer.engineers.packets import forbidden_terms_of
 from envharness.optimizer.host import HarnessHost
-from envharness.optimizer.measure import Measurement, fold_traces
+from envharness.optimizer.measure import Measurement, crashed, fold_traces
 from envharness.optimizer.patches.executable import ExecutableHarness
 from envharness.optimizer.patches.patch import HarnessPatch
 from envharness.optimizer.patches.sandbox import Sandbox
@@ -183,5 +183,6 @@ async def measure_patch(
             key=f"measure:{reference.digest()}:{patch.digest()}",
             confidence=config.confidence,
             resamples=config.resamples,
+            failed=crashed(after.measurement.failures, config.metric),
         )
     return PatchMeasurement(reference=before, patched=after, comparison=comparison)

@@ -200,6 +200,7 @@ async def _packet(run: RunContext, state: RunState) -> FailurePacket:
         [t for t in traces if t.scenario_id in wanted],
         run.environment,
         metric=run.config.metric,
+        solved=run.config.solved,
         current_patch=state.patch.to_dict() if state.patch.hooks else None,
     )
 

@@ -8,12 +8,17 @@ candidate is no better", improvements and worsenings are equally likely, so the 
 least the observed improvements among the non-tied scenarios is a binomial tail. The sign test
 assumes nothing about the size of differences (pass/fail rewards are ±1 or 0) and is exact for
 small suites — which is also its honest limit: with 4 scenarios all improving, p = 1/16 > 0.05.
+
+A scenario in ``failed`` (the candidate's own hook code failed there) never counts as better
+than the reference: its difference is at most 0. The optimizer passes it when optimizing a
+metric, which can be negative (an episode's return), where a failed session's value of 0 would
+otherwise be a gain (:func:`envharness.optimizer.measure.crashed`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import msgspec
 
@@ -52,12 +57,15 @@ def paired_comparison(
     key: str,
     confidence: float,
     resamples: int,
+    failed: Collection[str] = (),
 ) -> PairedComparison:
-    """Compare over the scenarios both measured; a missing candidate value counts as 0."""
+    """Compare over the scenarios both measured; a missing candidate value counts as 0, and a
+    scenario in ``failed`` (the candidate's hook code failed there) gains nothing."""
     differences: dict[str, float] = {}
     for scenario, before in reference.items():
         after = candidate.get(scenario)
-        differences[scenario] = float(after or 0.0) - float(before or 0.0)
+        difference = float(after or 0.0) - float(before or 0.0)
+        differences[scenario] = min(difference, 0.0) if scenario in failed else difference
     values = list(differences.values())
     improved = tuple(s for s, d in differences.items() if d > 0)
     worsened = tuple(s for s, d in differences.items() if d < 0)

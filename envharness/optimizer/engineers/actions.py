@@ -4,7 +4,9 @@ Agents' actions are JSON objects whose shape only the environment knows. To clus
 and to mine rules, the optimizer needs a short name for an action (``issue_refund``, ``rm``). It
 finds the *discriminating field* from the actions themselves: the string field present in most
 actions, with the fewest distinct values above one (a ``tool`` or ``command`` field rather
-than an ``order_id``). A free-text value (``rm -rf /tmp``) is named by its first word.
+than an ``order_id``). A free-text value (``rm -rf /tmp``) is named by its first word. Actions
+with no string field at all (a Gymnasium ``Discrete`` move, ``{"action": 4}``) are told apart
+by an integer field, chosen the same way.
 """
 
 from __future__ import annotations
@@ -18,18 +20,31 @@ __all__ = ["action_key", "action_label", "discriminating_field", "distinct", "fi
 
 
 def discriminating_field(actions: Iterable[Any]) -> str | None:
-    """The field that best tells ``actions`` apart, or ``None`` when they are not objects."""
+    """The field that best tells ``actions`` apart, or ``None`` when they are not objects.
+
+    A string field wins over any integer field, so actions that carry a name keep it; an
+    integer field names them only when none has a string field."""
     counts: dict[str, int] = {}
     values: dict[str, set[str]] = {}
+    numbers: dict[str, int] = {}
+    numbered: dict[str, set[int]] = {}
     total = 0
     for action in actions:
         if not isinstance(action, dict):
             continue
         total += 1
         for key, value in action.items():
-            if isinstance(value, str) and isinstance(key, str):
+            if not isinstance(key, str):
+                continue
+            if isinstance(value, str):
                 counts[key] = counts.get(key, 0) + 1
                 values.setdefault(key, set()).add(first_word(value))
+            elif isinstance(value, int) and not isinstance(value, bool):
+                numbers[key] = numbers.get(key, 0) + 1
+                numbered.setdefault(key, set()).add(value)
+    if not counts:
+        counts = numbers
+        values = {key: {str(number) for number in seen} for key, seen in numbered.items()}
     if not counts:
         return None
 

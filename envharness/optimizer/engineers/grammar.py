@@ -270,6 +270,9 @@ def grammar_atoms(packet: FailurePacket) -> Grammar:
             kind = "field" if word == value else "prefix"
             atom = Atom(kind, name_field or "", value if kind == "field" else word)
             action_atoms.setdefault(atom.key, atom)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            atom = Atom("field", name_field or "", value)
+            action_atoms.setdefault(atom.key, atom)
         for name, flag in step.state.items():
             if isinstance(flag, str | int | float | bool):
                 atom = Atom("state", name, flag)

@@ -5,7 +5,10 @@ participant attempted, what became of it); for each step the *hook view* is rebu
 hook would have seen it — the state recorded before the step is loaded from its blob by digest
 and passed to the environment's optional ``hook_view(state, participant)``. Failed sessions are
 clustered by signature (the sequence of action names and how they ended), and passing sessions
-are kept as contrasts. The packet also names every state and predicate key hooks can read (an
+are kept as contrasts. A session passed when its score said so; when the score says nothing
+(an adapted Gymnasium environment reports a return, not a verdict) and the run optimizes a
+``metric``, when that metric reached ``solved`` — the same line the run's report counts
+scenarios as passed at. The packet also names every state and predicate key hooks can read (an
 engineer cannot write ``state["verified"]`` if it never saw that key) and the environment's
 ``hook_forbidden_terms`` — strings patch code must not contain (answer leakage).
 """
@@ -78,10 +81,12 @@ async def build_packet(
     environment: Environment[Any, Any],
     *,
     metric: str | None = None,
+    solved: float | None = None,
     current_patch: dict[str, Any] | None = None,
     limits: PacketLimits = PacketLimits(),
 ) -> FailurePacket:
-    """The packet for one measurement (its sessions' ``traces``)."""
+    """The packet for one measurement (its sessions' ``traces``); ``solved`` is the ``metric``
+    value at which a session whose score gave no ``passed`` counts as passing."""
     views = _Views(store, environment)
     field = discriminating_field(step.action for trace in traces for step in trace.steps)
     failing: list[tuple[SessionTrace, FailureExample]] = []
@@ -90,7 +95,7 @@ async def build_packet(
     predicate_keys: set[str] = set()
     actions: list[Any] = []
     for trace in traces:
-        example = await _example(trace, views, metric, limits)
+        example = await _example(trace, views, metric, solved, limits)
         for step in example.steps:
             state_keys.update(step.state)
             predicate_keys.update(step.predicates)
@@ -141,7 +146,11 @@ class _Views:
 
 
 async def _example(
-    trace: SessionTrace, views: _Views, metric: str | None, limits: PacketLimits
+    trace: SessionTrace,
+    views: _Views,
+    metric: str | None,
+    solved: float | None,
+    limits: PacketLimits,
 ) -> FailureExample:
     steps = trace.steps
     if len(steps) > limits.steps:
@@ -153,7 +162,7 @@ async def _example(
         view = await views.view(step.state, step.participant)
         task = task or view.task
         shown.append(_failure_step(step, view))
-    passed = bool(trace.passed) and trace.status == "completed"
+    passed = _passed(trace, metric, solved)
     return FailureExample(
         session_id=trace.session_id,
         scenario_id=trace.scenario_id,
@@ -163,6 +172,14 @@ async def _example(
         reward=trace.value(metric),
         steps=tuple(shown),
     )
+
+
+def _passed(trace: SessionTrace, metric: str | None, solved: float | None) -> bool:
+    if trace.status != "completed":
+        return False
+    if trace.passed is not None or metric is None or solved is None:
+        return bool(trace.passed)
+    return trace.value(metric) >= solved
 
 
 def _failure_step(step: RawStep, view: HookView) -> FailureStep:
