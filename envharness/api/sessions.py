@@ -17,6 +17,7 @@ from envharness._portal import call_blocking
 from envharness.errors import ConfigurationError
 from envharness.records import ErrorInfo, Status
 from envharness.runtime import ProgressCallback, SessionPlan, SessionResult
+from envharness.runtime.plan import EpisodeEnd
 from envharness.runtime.template import SessionPauses, SessionTemplate
 from envharness.store import Store, read_store
 from envharness.trajectories import Entitlement, Snapshot, Trajectory, freeze, project
@@ -37,11 +38,25 @@ class Session:
     store: Path
     reason: str | None = None
     error: ErrorInfo | None = field(default=None, repr=False)
+    ended_by: EpisodeEnd | None = None
+    """For a completed session: ``done``, ``truncated`` (the environment cut the episode
+    short) or ``turn_limit`` (its ``turns`` ran out)."""
+
+    @property
+    def truncated(self) -> bool:
+        """Cut short rather than over (RL's ``truncated`` as against ``terminated``)."""
+        return self.ended_by in ("truncated", "turn_limit")
 
     @classmethod
     def of(cls, result: SessionResult, store: Path) -> Session:
         return cls(
-            result.id, result.status, result.turns_completed, store, result.reason, result.error
+            result.id,
+            result.status,
+            result.turns_completed,
+            store,
+            result.reason,
+            result.error,
+            result.ended_by,
         )
 
     def trajectory(self) -> Trajectory:

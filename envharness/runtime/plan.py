@@ -22,6 +22,7 @@ from envharness.runtime.hooking import DEFAULT_HOOK_BUDGET, DEFAULT_MAX_BLOCKS
 
 __all__ = [
     "PAUSED_REASON",
+    "EpisodeEnd",
     "PauseRequest",
     "ProgressCallback",
     "Resumption",
@@ -118,6 +119,12 @@ class SessionPlan:
         )
 
 
+EpisodeEnd = Literal["done", "truncated", "turn_limit"]
+"""How a completed session's episode ended: the environment said it was over (``done``) or cut
+it short (``truncated``, a time limit), or the session's ``turns`` ran out (``turn_limit``, also
+a truncation) — the trajectory's termination cause, known as the session ends."""
+
+
 @dataclass(frozen=True, slots=True)
 class SessionResult:
     """How a run ended. ``reason`` and ``error`` say why when it did not complete."""
@@ -127,6 +134,8 @@ class SessionResult:
     turns_completed: int
     reason: str | None = None
     error: ErrorInfo | None = field(default=None, repr=False)
+    ended_by: EpisodeEnd | None = None
+    """For a completed session, how its episode ended (see :data:`EpisodeEnd`)."""
 
 
 @dataclass(frozen=True, slots=True)

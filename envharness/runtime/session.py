@@ -59,6 +59,7 @@ from envharness.runtime.hooking import HookRunner
 from envharness.runtime.participants import AgentFailure, running
 from envharness.runtime.plan import (
     PAUSED_REASON,
+    EpisodeEnd,
     PauseRequest,
     ProgressCallback,
     Resumption,
@@ -96,6 +97,7 @@ class SessionRunner:
         self._resumption = resumption
         self._outcome_seqs: dict[int, list[int]] = {}
         self._turns_completed = 0
+        self._ended_by: EpisodeEnd | None = None
         self._segment = 0
         if resumption is None:
             chain = SessionChain(plan.session_id)
@@ -257,8 +259,11 @@ class SessionRunner:
                 self._progress(plan.session_id, turn, plan.turns)
             if done:
                 if self._player.truncated:
+                    self._ended_by = "truncated"
                     return state, f"the environment truncated the episode at turn {turn}"
+                self._ended_by = "done"
                 return state, f"the environment reported done at turn {turn}"
+        self._ended_by = "turn_limit"
         return state, None
 
     def _record_state_change(self, turn: int, state: Any) -> None:
@@ -500,6 +505,7 @@ class SessionRunner:
             turns_completed=self._turns_completed,
             reason=reason,
             error=error,
+            ended_by=self._ended_by if status == "completed" else None,
         )
 
 

@@ -150,6 +150,8 @@ async def test_only_the_player_to_move_is_observed_and_asked(store_path: Path) -
     session, records = await play(store_path, {"alice": TakeOne, "bob": TakeOne}, StonesInput())
     assert session.status == "completed"
     assert session.turns_completed == 5
+    assert session.ended_by == "done"
+    assert not session.truncated
     asked = [(r.turn, r.participant) for r in records if r.kind == "action.attempted"]
     assert asked == [(1, "alice"), (2, "bob"), (3, "alice"), (4, "bob"), (5, "alice")]
     seen = [(r.turn, r.participant) for r in of(records, Observation)]
@@ -197,6 +199,8 @@ async def test_a_truncated_episode_is_not_a_finished_one(store_path: Path) -> No
     )
     assert session.status == "completed"
     assert session.turns_completed == 3
+    assert session.ended_by == "truncated"
+    assert session.truncated
     last = of(records, Outcome)[-1].payload
     assert last.truncated is True
     assert last.done is False
@@ -212,6 +216,8 @@ async def test_running_out_of_turns_is_a_truncation_too(store_path: Path) -> Non
     session, _ = await play(
         store_path, {"alice": TakeOne, "bob": TakeOne}, StonesInput(stones=9), turns=2
     )
+    assert session.ended_by == "turn_limit"
+    assert session.truncated
     harness = AsyncEnvironmentHarness(store_path, environment=Stones, agents={"alice": TakeOne})
     trajectory = await harness.trajectory(session.id)
     assert trajectory.termination.cause == "turn_limit"
