@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from typing import Any
 
 __all__ = ["PLAIN", "Colour", "Style", "nearest_basic", "runs", "strip"]
 
@@ -155,6 +156,22 @@ def _apply(style: Style, params: str) -> Style:
     return style
 
 
+_SWITCHES: dict[int, dict[str, Any]] = {
+    1: {"bold": True},
+    2: {"dim": True},
+    3: {"italic": True},
+    4: {"underline": True},
+    7: {"inverse": True},
+    22: {"bold": False, "dim": False},
+    23: {"italic": False},
+    24: {"underline": False},
+    27: {"inverse": False},
+    39: {"fg": None},
+    49: {"bg": None},
+}
+"""The SGR codes that switch one attribute on or off (blink, conceal, fonts...: not drawn)."""
+
+
 def _simple(style: Style, number: int) -> Style:
     if number == 0:
         return PLAIN
@@ -166,29 +183,8 @@ def _simple(style: Style, number: int) -> Style:
         return replace(style, fg=number - 90 + 8)
     if 100 <= number <= 107:
         return replace(style, bg=number - 100 + 8)
-    if number == 1:
-        return replace(style, bold=True)
-    if number == 2:
-        return replace(style, dim=True)
-    if number == 3:
-        return replace(style, italic=True)
-    if number == 4:
-        return replace(style, underline=True)
-    if number == 7:
-        return replace(style, inverse=True)
-    if number == 22:
-        return replace(style, bold=False, dim=False)
-    if number == 23:
-        return replace(style, italic=False)
-    if number == 24:
-        return replace(style, underline=False)
-    if number == 27:
-        return replace(style, inverse=False)
-    if number == 39:
-        return replace(style, fg=None)
-    if number == 49:
-        return replace(style, bg=None)
-    return style  # blink, conceal, fonts...: not drawn
+    switch = _SWITCHES.get(number)
+    return style if switch is None else replace(style, **switch)
 
 
 def _colour(style: Style, which: str, colour: Colour) -> Style:

@@ -76,7 +76,7 @@ INNER: dict[str, list[tuple[str, ...]]] = {
         ("quickstart", "state"),
         ("render",),
         ("edge",),
-        ("loading", "options"),
+        ("loading", "options", "verdicts"),
         ("datasets", "experiments", "harness_versions", "manifest_run", "protocol", "serve"),
         ("artifacts", "check_env"),
         ("sources", "tokens", "trajectories"),
@@ -116,6 +116,7 @@ INNER: dict[str, list[tuple[str, ...]]] = {
     "adapters": [
         ("_optional", "_png"),
         ("replay", "spaces"),
+        ("_copies",),
         ("gymnasium", "pettingzoo", "process", "textworld"),
         ("registry",),
     ],

@@ -11,6 +11,8 @@ In layer order (``tests/test_layers.py``):
   seed and moves, replayed on resume, branch and restore, with the replay's determinism
   checked); :mod:`.spaces` — Gymnasium spaces as JSON values and JSON Schema, and actions
   checked against them; :mod:`._png` — frames as PNG files without an imaging library;
+- :mod:`._copies` — an adapter object that gives each session a copy with its own live
+  instance and replayer;
 - :mod:`.gymnasium` — :class:`~envharness.adapters.gymnasium.GymnasiumEnvironment`;
   :mod:`.pettingzoo` — :class:`~envharness.adapters.pettingzoo.PettingZooEnvironment`.
 """

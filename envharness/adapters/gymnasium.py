@@ -55,18 +55,21 @@ import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from random import Random
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import msgspec
 
+from envharness.adapters._copies import PerSessionCopy, check_invalid_actions
 from envharness.adapters._optional import require
 from envharness.adapters._png import png
-from envharness.adapters.replay import Replay, Replayer
+from envharness.adapters.replay import Replay
 from envharness.adapters.spaces import (
+    action_type,
     check_action_space,
     discrete_values,
     from_json,
     json_schema,
+    move_of,
     problem,
     to_json,
     to_json_subset,
@@ -112,7 +115,7 @@ class _Blueprint:
     spec: EnvironmentSpec
 
 
-class GymnasiumEnvironment:
+class GymnasiumEnvironment(PerSessionCopy[_Blueprint]):
     """A Gymnasium environment (an id, an instance or a factory) as an envharness environment.
 
     ``env``: a registered id (``"Taxi-v4"``, ``"module:Id"`` to import its module first), a
@@ -123,8 +126,6 @@ class GymnasiumEnvironment:
     ``frames_every`` records an ``rgb_array`` frame every N steps; ``make_kwargs`` go to
     ``gymnasium.make`` (an id only).
     """
-
-    spec: EnvironmentSpec
 
     def __init__(
         self,
@@ -150,37 +151,8 @@ class GymnasiumEnvironment:
             raise ConfigurationError(
                 f"max_episode_steps must be a positive integer or None, not {max_episode_steps!r}"
             )
-        if invalid_actions not in ("block", "fail"):
-            raise ConfigurationError(
-                f"invalid_actions must be 'block' or 'fail', not {invalid_actions!r}"
-            )
-        self._blueprint = _blueprint(
-            env, max_episode_steps, invalid_actions, frames_every, make_kwargs
-        )
-        self.spec = self._blueprint.spec
-        self._env: Any = None
-        self._replayer: Replayer[Any] = self._new_replayer()
-
-    @classmethod
-    def _copy_of(cls, blueprint: _Blueprint) -> GymnasiumEnvironment:
-        fresh = cls.__new__(cls)
-        fresh._blueprint = blueprint
-        fresh.spec = blueprint.spec
-        fresh._env = None
-        fresh._replayer = fresh._new_replayer()
-        return fresh
-
-    def __call__(self) -> GymnasiumEnvironment:
-        """A fresh copy with its own live environment: the harness makes one per session."""
-        return self._copy_of(self._blueprint)
-
-    def __repr__(self) -> str:
-        return f"GymnasiumEnvironment({self._blueprint.name.removeprefix('gymnasium:')!r})"
-
-    @property
-    def replayer(self) -> Replayer[Any]:
-        """This copy's replayer (how often it rebuilt its environment: tests, benches)."""
-        return self._replayer
+        check_invalid_actions(invalid_actions)
+        self._bind(_blueprint(env, max_episode_steps, invalid_actions, frames_every, make_kwargs))
 
     # -- the environment contract --------------------------------------------------------------
 
@@ -213,7 +185,7 @@ class GymnasiumEnvironment:
         return text if isinstance(text, str) else None
 
     def check_action(self, state: GymnasiumState, participant: str, action: Any) -> str | None:
-        return problem(self._blueprint.action_space, _move(action))
+        return problem(self._blueprint.action_space, move_of(action))
 
     def resolve(self, state: GymnasiumState, actions: Mapping[str, Any]) -> Resolution:
         if state.terminated or state.truncated:
@@ -225,7 +197,7 @@ class GymnasiumEnvironment:
                 state=msgspec.structs.replace(state, replay=self._replayer.skip(state.replay))
             )
         [(participant, action)] = actions.items()
-        move = _move(action)
+        move = move_of(action)
         illegal = problem(self._blueprint.action_space, move)
         if illegal is not None:  # not vetted by check_action (a hook's rewrite, a direct call)
             raise ValueError(f"{participant}'s {illegal}")
@@ -256,15 +228,6 @@ class GymnasiumEnvironment:
             artifacts=self._frames(after),
         )
 
-    def intervene(self, state: GymnasiumState, intervention: Mapping[str, Any]) -> GymnasiumState:
-        if intervention:
-            raise ConfigurationError(
-                f"{self._blueprint.name} takes no interventions (got {intervention!r}): its "
-                "state is a seed and the moves made, with nothing to change from outside; "
-                "branch with intervention={} and let other agents or hooks play the branch"
-            )
-        return state
-
     def hook_view(self, state: GymnasiumState, participant: str) -> HookView:
         """What harness hooks (and the optimizer's engineers) may read: the episode so far, the
         action mask with a predicate per action (``action_3_allowed``), and for a small
@@ -290,20 +253,20 @@ class GymnasiumEnvironment:
 
     # -- the live environment ------------------------------------------------------------------
 
-    def _new_replayer(self) -> Replayer[Any]:
-        return Replayer(self._blueprint.name, self._reset, self._step, checked=_checked)
-
     def _reset(self, seed: int, options: Any) -> tuple[Any, dict[str, Any]]:
-        if self._env is None:
-            self._env = self._blueprint.make()
-        observation, info = self._env.reset(seed=seed, options=options)
-        return self._env, _result(observation, 0.0, False, False, info)
+        env = self._live_env()
+        observation, info = env.reset(seed=seed, options=options)
+        return env, _result(observation, 0.0, False, False, info)
 
     def _step(self, env: Any, move: Any) -> dict[str, Any]:
         observation, reward, terminated, truncated, info = env.step(
             from_json(self._blueprint.action_space, move)
         )
         return _result(observation, reward, terminated, truncated, info)
+
+    def _checked(self, result: dict[str, Any]) -> Any:
+        """What the replay's checks cover: all but ``info`` (a wrapper may time the step there)."""
+        return [result["observation"], result["reward"], result["terminated"], result["truncated"]]
 
     def _frames(self, state: GymnasiumState) -> dict[str, bytes]:
         every = self._blueprint.frames_every
@@ -313,13 +276,6 @@ class GymnasiumEnvironment:
         if frame is None:
             return {}
         return {f"frame-{state.steps:06d}.png": png(frame)}
-
-
-def _move(action: Any) -> Any:
-    """The JSON value an agent's ``{"action": ...}`` carries (typed or a plain dict)."""
-    if isinstance(action, Mapping):
-        return action.get("action")
-    return getattr(action, "action", None)
 
 
 def _result(
@@ -332,11 +288,6 @@ def _result(
         "truncated": bool(truncated),
         "info": to_json_subset(info) if isinstance(info, Mapping) else {},
     }
-
-
-def _checked(result: dict[str, Any]) -> Any:
-    """What the replay's checks cover: all but ``info`` (a wrapper may time the step there)."""
-    return [result["observation"], result["reward"], result["terminated"], result["truncated"]]
 
 
 # -- making the blueprint ------------------------------------------------------------------------
@@ -379,18 +330,11 @@ def _blueprint(
         version = _version(gym, identity, action_space, frames_every, render_mode or mode)
     finally:
         probe.close()
-    action_type = msgspec.defstruct(
-        "GymnasiumAction",
-        [("action", Annotated[Any, msgspec.Meta(extra_json_schema=schema)])],
-        module=__name__,
-        frozen=True,
-        forbid_unknown_fields=True,
-    )
     spec = EnvironmentSpec(
         name=name,
         version=version,
         input_type=GymnasiumInput,
-        action_type=action_type,
+        action_type=action_type("GymnasiumAction", schema, module=__name__),
         roles=("agent",),
         turn_order="simultaneous",
         invalid_actions=invalid_actions,

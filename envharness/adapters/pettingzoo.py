@@ -63,17 +63,20 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from random import Random
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import msgspec
 
+from envharness.adapters._copies import PerSessionCopy, check_invalid_actions
 from envharness.adapters._optional import require
-from envharness.adapters.replay import Replay, Replayer
+from envharness.adapters.replay import Replay
 from envharness.adapters.spaces import (
+    action_type,
     check_action_space,
     discrete_values,
     from_json,
     json_schema,
+    move_of,
     problem,
     to_json,
     to_json_subset,
@@ -124,7 +127,7 @@ class _Blueprint:
     spec: EnvironmentSpec
 
 
-class PettingZooEnvironment:
+class PettingZooEnvironment(PerSessionCopy[_Blueprint]):
     """A PettingZoo environment (a module path, an instance or a factory) as an envharness
     environment.
 
@@ -134,8 +137,6 @@ class PettingZooEnvironment:
     default) or ``"parallel"`` (``parallel_env()``) from a module; ``env_kwargs`` go to that
     function. ``invalid_actions`` says what an illegal action does (module docstring).
     """
-
-    spec: EnvironmentSpec
 
     def __init__(
         self,
@@ -148,41 +149,14 @@ class PettingZooEnvironment:
     ) -> None:
         if api not in (None, "aec", "parallel"):
             raise ConfigurationError(f"api must be 'aec' or 'parallel', not {api!r}")
-        if invalid_actions not in ("block", "fail"):
-            raise ConfigurationError(
-                f"invalid_actions must be 'block' or 'fail', not {invalid_actions!r}"
-            )
-        self._blueprint = _blueprint(env, api, invalid_actions, env_kwargs)
-        self.spec = self._blueprint.spec
-        self._env: Any = None
-        self._replayer: Replayer[Any] = self._new_replayer()
-
-    @classmethod
-    def _copy_of(cls, blueprint: _Blueprint) -> PettingZooEnvironment:
-        fresh = cls.__new__(cls)
-        fresh._blueprint = blueprint
-        fresh.spec = blueprint.spec
-        fresh._env = None
-        fresh._replayer = fresh._new_replayer()
-        return fresh
-
-    def __call__(self) -> PettingZooEnvironment:
-        """A fresh copy with its own live environment: the harness makes one per session."""
-        return self._copy_of(self._blueprint)
-
-    def __repr__(self) -> str:
-        return f"PettingZooEnvironment({self._blueprint.name.removeprefix('pettingzoo:')!r})"
+        check_invalid_actions(invalid_actions)
+        self._bind(_blueprint(env, api, invalid_actions, env_kwargs))
 
     @property
     def possible_agents(self) -> tuple[str, ...]:
         """The participants a session must name (PettingZoo's own name for them): what
         ``check-env`` and other tools seat when no roster is given."""
         return self._blueprint.agents
-
-    @property
-    def replayer(self) -> Replayer[Any]:
-        """This copy's replayer (how often it rebuilt its environment: tests, benches)."""
-        return self._replayer
 
     # -- the environment contract --------------------------------------------------------------
 
@@ -226,7 +200,7 @@ class PettingZooEnvironment:
 
     def check_action(self, state: PettingZooState, participant: str, action: Any) -> str | None:
         space = self._blueprint.action_spaces[participant]
-        move = _move(action)
+        move = move_of(action)
         found = problem(space, move)
         if found is not None:
             return found
@@ -243,7 +217,7 @@ class PettingZooEnvironment:
             # A continued session whose episode had ended: nothing moves; it ends again.
             again = msgspec.structs.replace(state, replay=self._replayer.skip(state.replay))
             return Resolution(state=again, done=not state.truncated, truncated=state.truncated)
-        moves = {name: _move(action) for name, action in actions.items()}
+        moves = {name: move_of(action) for name, action in actions.items()}
         missing = [name for name in state.acting if name not in moves]
         if not moves or missing:
             # A blocked action: nothing moves (PettingZoo steps all live agents at once).
@@ -298,15 +272,6 @@ class PettingZooEnvironment:
             rewards=told,
         )
 
-    def intervene(self, state: PettingZooState, intervention: Mapping[str, Any]) -> PettingZooState:
-        if intervention:
-            raise ConfigurationError(
-                f"{self._blueprint.name} takes no interventions (got {intervention!r}): its "
-                "state is a seed and the moves made, with nothing to change from outside; "
-                "branch with intervention={} and let other agents or hooks play the branch"
-            )
-        return state
-
     def hook_view(self, state: PettingZooState, participant: str) -> HookView:
         """What harness hooks (and the optimizer's engineers) may read, from this participant's
         own observation only: whose turn it is (``my_turn``), its mask with a predicate per
@@ -339,13 +304,8 @@ class PettingZooEnvironment:
 
     # -- the live environment ------------------------------------------------------------------
 
-    def _new_replayer(self) -> Replayer[Any]:
-        return Replayer(self._blueprint.name, self._reset, self._step, checked=_checked)
-
     def _reset(self, seed: int, options: Any) -> tuple[Any, dict[str, Any]]:
-        if self._env is None:
-            self._env = self._blueprint.make()
-        env = self._env
+        env = self._live_env()
         if self._blueprint.parallel:
             observations, infos = env.reset(seed=seed, options=options)
             return env, self._parallel_result(env, observations, {}, {}, {}, infos)
@@ -368,6 +328,10 @@ class PettingZooEnvironment:
         truncations = {name: bool(value) for name, value in env.truncations.items()}
         _step_out_the_dead(env)
         return _aec_result(env, rewards, terminations, truncations)
+
+    def _checked(self, result: dict[str, Any]) -> Any:
+        """What the replay's checks cover: all but ``infos`` (which may hold timings)."""
+        return {key: value for key, value in result.items() if key != "infos"}
 
     def _parallel_result(
         self,
@@ -418,11 +382,6 @@ def _aec_result(
     }
 
 
-def _checked(result: dict[str, Any]) -> Any:
-    """What the replay's checks cover: all but ``infos`` (which may hold timings)."""
-    return {key: value for key, value in result.items() if key != "infos"}
-
-
 def _shown(seen: Any, info: dict[str, Any], space: Any) -> dict[str, Any]:
     """One agent's observation as it goes out: the mask lifted to the top, with the legal
     actions it allows spelt out for a ``Discrete`` space."""
@@ -441,12 +400,6 @@ def _shown(seen: Any, info: dict[str, Any], space: Any) -> dict[str, Any]:
             shown["legal_actions"] = [int(start) + i for i, on in enumerate(mask) if on]
     shown["info"] = info
     return shown
-
-
-def _move(action: Any) -> Any:
-    if isinstance(action, Mapping):
-        return action.get("action")
-    return getattr(action, "action", None)
 
 
 # -- making the blueprint ------------------------------------------------------------------------
@@ -495,20 +448,13 @@ def _blueprint(
         schemas.setdefault(repr(space), json_schema(space))
     distinct = list(schemas.values())
     schema = distinct[0] if len(distinct) == 1 else {"anyOf": distinct}
-    action_type = msgspec.defstruct(
-        "PettingZooAction",
-        [("action", Annotated[Any, msgspec.Meta(extra_json_schema=schema)])],
-        module=__name__,
-        frozen=True,
-        forbid_unknown_fields=True,
-    )
     made_of = f"{identity}|{parallel}|{sorted((a, repr(s)) for a, s in action_spaces.items())}"
     digest = hashlib.sha256(made_of.encode()).hexdigest()[:12]
     spec = EnvironmentSpec(
         name=name,
         version=f"adapter {ADAPTER_VERSION}; pettingzoo {pettingzoo.__version__}; env {digest}",
         input_type=PettingZooInput,
-        action_type=action_type,
+        action_type=action_type("PettingZooAction", schema, module=__name__),
         roles=(ROLE,),
         turn_order="environment",
         invalid_actions=invalid_actions,

@@ -122,13 +122,15 @@ def load_environment(
     if parsed is None:
         parsed = parse_environment(str(reference), what=what)
     keywords = dict(options or {})
-    if parsed.kind == "gymnasium":
-        return _gymnasium(parsed, keywords, what)
-    if parsed.kind == "pettingzoo":
-        return _pettingzoo(parsed, keywords, what)
+    if parsed.kind == "python":
+        return _python(parsed, keywords, what)
+    named = _named(what, str(parsed))
+    require(parsed.kind, parsed.kind, needed_by=named)
+    target = parsed.target
     if parsed.kind == "textworld":
-        return _textworld(parsed, keywords, Path(base) if base is not None else None, what)
-    return _python(parsed, keywords, what)
+        target = _game_file(target, Path(base) if base is not None else None, named)
+    adapter = _adapter_class(parsed.kind)
+    return _adapter(named, lambda: adapter(target, **keywords))
 
 
 def command_environment(
@@ -182,32 +184,25 @@ def _adapter(what: str, make: Callable[[], Callable[[], Any]]) -> Callable[[], A
         raise ConfigurationError(f"{what}: {exc} (check the options given for it)") from exc
 
 
-def _gymnasium(
-    parsed: EnvironmentReference, options: dict[str, Any], what: str
-) -> Callable[[], Any]:
-    named = _named(what, str(parsed))
-    require("gymnasium", "gymnasium", needed_by=named)
-    from envharness.adapters.gymnasium import GymnasiumEnvironment
+def _adapter_class(scheme: str) -> Callable[..., Callable[[], Any]]:
+    """The adapter for a scheme, imported only now (its package was checked first)."""
+    if scheme == "gymnasium":
+        from envharness.adapters.gymnasium import GymnasiumEnvironment
 
-    return _adapter(named, lambda: GymnasiumEnvironment(parsed.target, **options))
+        return GymnasiumEnvironment
+    if scheme == "pettingzoo":
+        from envharness.adapters.pettingzoo import PettingZooEnvironment
 
+        return PettingZooEnvironment
+    from envharness.adapters.textworld import TextWorldEnvironment
 
-def _pettingzoo(
-    parsed: EnvironmentReference, options: dict[str, Any], what: str
-) -> Callable[[], Any]:
-    named = _named(what, str(parsed))
-    require("pettingzoo", "pettingzoo", needed_by=named)
-    from envharness.adapters.pettingzoo import PettingZooEnvironment
-
-    return _adapter(named, lambda: PettingZooEnvironment(parsed.target, **options))
+    return TextWorldEnvironment
 
 
-def _textworld(
-    parsed: EnvironmentReference, options: dict[str, Any], base: Path | None, what: str
-) -> Callable[[], Any]:
-    named = _named(what, str(parsed))
-    require("textworld", "textworld", needed_by=named)
-    path = Path(parsed.target).expanduser()
+def _game_file(target: str, base: Path | None, named: str) -> str:
+    """A TextWorld game's path, relative to ``base`` (a manifest's folder) or the current
+    directory, checked now."""
+    path = Path(target).expanduser()
     if not path.is_absolute():
         path = (base if base is not None else Path.cwd()) / path
     if not path.is_file():
@@ -216,9 +211,7 @@ def _textworld(
             f"{named}: no game file at {str(path)!r}{where}; make one with tw-make (e.g. "
             "tw-make tw-simple --output games/simple.z8)"
         )
-    from envharness.adapters.textworld import TextWorldEnvironment
-
-    return _adapter(named, lambda: TextWorldEnvironment(str(path), **options))
+    return str(path)
 
 
 def _python(parsed: EnvironmentReference, options: dict[str, Any], what: str) -> Callable[[], Any]:

@@ -45,7 +45,8 @@ same):
    ``Replay`` keeps one entry per turn and a mismatch can name the turn. Every other method
    that needs the live instance calls :meth:`Replayer.live`, or :meth:`Replayer.result` for
    what the latest step produced.
-4. Give each adapter instance its own ``Replayer``: the harness makes one per session.
+4. Give each adapter instance its own ``Replayer``: the harness makes one per session
+   (:class:`~envharness.adapters._copies.PerSessionCopy` does it, given ``_reset`` and ``_step``).
 """
 
 from __future__ import annotations

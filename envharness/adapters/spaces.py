@@ -23,7 +23,7 @@ import math
 import re
 from collections.abc import Mapping
 from types import ModuleType
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -32,10 +32,12 @@ from envharness.errors import ConfigurationError
 
 __all__ = [
     "SUPPORTED",
+    "action_type",
     "check_action_space",
     "discrete_values",
     "from_json",
     "json_schema",
+    "move_of",
     "problem",
     "to_json",
     "to_json_subset",
@@ -147,6 +149,25 @@ def _unsupported(space: Any, what: str) -> ConfigurationError:
 def json_schema(space: Any) -> dict[str, Any]:
     """The JSON Schema of ``space``'s values as JSON, described by the space's own name."""
     return {**_schema(space), "description": repr(space)}
+
+
+def action_type(name: str, schema: dict[str, Any], *, module: str) -> type[msgspec.Struct]:
+    """The ``{"action": <value>}`` Struct agents answer in, carrying ``schema`` (the action
+    space's) so that the recorded spec tells agents what is legal."""
+    return msgspec.defstruct(
+        name,
+        [("action", Annotated[Any, msgspec.Meta(extra_json_schema=schema)])],
+        module=module,
+        frozen=True,
+        forbid_unknown_fields=True,
+    )
+
+
+def move_of(action: Any) -> Any:
+    """The JSON value an agent's ``{"action": ...}`` carries (typed or a plain dict)."""
+    if isinstance(action, Mapping):
+        return action.get("action")
+    return getattr(action, "action", None)
 
 
 def _schema(space: Any) -> dict[str, Any]:

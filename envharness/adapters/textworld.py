@@ -44,8 +44,9 @@ from typing import Any, Literal, TypeVar
 import anyio
 import msgspec
 
+from envharness.adapters._copies import PerSessionCopy
 from envharness.adapters._optional import require
-from envharness.adapters.replay import Replay, Replayer
+from envharness.adapters.replay import Replay
 from envharness.contracts.environment import EnvironmentSpec, Resolution, ScoreReport
 from envharness.contracts.scenario import Scenario
 from envharness.errors import ConfigurationError
@@ -112,8 +113,25 @@ class _Blueprint:
     max_moves: int | None
     spec: EnvironmentSpec
 
+    def make(self) -> Any:
+        """Start the game (which takes most of a second: in a worker thread)."""
+        textworld = require("textworld", "textworld", needed_by="TextWorldEnvironment")
+        infos = textworld.EnvInfos(
+            feedback=True,
+            description=True,
+            inventory=True,
+            objective=True,
+            admissible_commands=True,
+            score=True,
+            max_score=True,
+            moves=True,
+            won=True,
+            lost=True,
+        )
+        return textworld.start(str(self.path), request_infos=infos)
 
-class TextWorldEnvironment:
+
+class TextWorldEnvironment(PerSessionCopy[_Blueprint]):
     """A TextWorld game file as an envharness environment (see the module docstring).
 
     ``path_to_game_file``: a game made by ``tw-make``. ``check_commands``: block (or fail on)
@@ -165,26 +183,11 @@ class TextWorldEnvironment:
         self._bind(_Blueprint(path.resolve(), bool(check_commands), max_moves, spec))
 
     def _bind(self, blueprint: _Blueprint) -> None:
-        self._blueprint = blueprint
-        self.spec = blueprint.spec
-        self._game: Any = None
-        """The live TextWorld environment, once started."""
-        self._replayer: Replayer[Any] = Replayer(blueprint.spec.name, self._reset, _step)
+        super()._bind(blueprint)
         self._lock = anyio.Lock()
-
-    def __call__(self) -> TextWorldEnvironment:
-        """A fresh copy for one session: same game, no game started yet."""
-        fresh = type(self).__new__(type(self))
-        fresh._bind(self._blueprint)
-        return fresh
 
     def __repr__(self) -> str:
         return f"TextWorldEnvironment({str(self._blueprint.path)!r})"
-
-    @property
-    def replayer(self) -> Replayer[Any]:
-        """Keeps the live game at the recorded commands (tests and benches read its counts)."""
-        return self._replayer
 
     @asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:
@@ -192,8 +195,8 @@ class TextWorldEnvironment:
         try:
             yield
         finally:
-            game, self._game = self._game, None
-            self._replayer = Replayer(self.spec.name, self._reset, _step)
+            game, self._env = self._env, None
+            self._replayer = self._new_replayer()
             if game is not None:
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(game.close)
@@ -302,27 +305,12 @@ class TextWorldEnvironment:
     def _reset(self, seed: int, setup: Any) -> tuple[Any, dict[str, Any]]:
         """Start the game (once per copy) or restart it; ``seed`` changes nothing in a game
         made by tw-make, which plays the same every time (it is recorded all the same)."""
-        if self._game is None:
-            textworld = require("textworld", "textworld", needed_by="TextWorldEnvironment")
-            infos = textworld.EnvInfos(
-                feedback=True,
-                description=True,
-                inventory=True,
-                objective=True,
-                admissible_commands=True,
-                score=True,
-                max_score=True,
-                moves=True,
-                won=True,
-                lost=True,
-            )
-            self._game = textworld.start(str(self._blueprint.path), request_infos=infos)
-        return self._game, _result(self._game.reset())
+        game = self._live_env()
+        return game, _result(game.reset())
 
-
-def _step(game: Any, command: str) -> dict[str, Any]:
-    state, _, _ = game.step(command)
-    return _result(state)
+    def _step(self, game: Any, command: str) -> dict[str, Any]:
+        state, _, _ = game.step(command)
+        return _result(state)
 
 
 def _result(state: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ Each module imports only those above it in this list:
    :mod:`.state` (the root options, handed to commands on the typer context),
    :mod:`.options` (option declarations used alike by several commands), :mod:`.loading`
    (``module:attribute``, environment references, ``NAME=VALUE`` and JSON arguments into
-   objects) and
+   objects), :mod:`.verdicts` (a conformance kit's results as they come) and
    :mod:`.manifest_run` (``run experiment.toml``).
 2. The commands, one typer app per module, each command a top-level function:
    :mod:`.serve`, :mod:`.tokens` (``token``), :mod:`.run` (``quickstart``, ``run``,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import shlex
 from typing import Annotated
 
-import anyio
 import typer
 
 from envharness.api.conformance import (
@@ -23,16 +22,16 @@ from envharness.api.conformance import (
     check_environment,
 )
 from envharness.api.harness import MAX_COUNT
-from envharness.cli.edge import EXIT_INTERRUPTED, EXIT_NO, CliError, interruptible
+from envharness.cli.edge import EXIT_NO, CliError
 from envharness.cli.loading import environment_factory, parse_input
 from envharness.cli.render import printable
+from envharness.cli.verdicts import run_kit, tally, verdict_lines
 
 __all__ = ["app", "check_env"]
 
 app = typer.Typer()
 """No name: :mod:`envharness.cli.app` adds ``check-env`` to the root."""
 
-_LABELS = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP"}
 _WIDTH = max(len(name) for name in CHECKS)
 
 
@@ -90,28 +89,19 @@ def check_env(
     factory = environment_factory(environment, command, what="ENVIRONMENT")
     shown = f"--command {shlex.quote(command)}" if command is not None else str(environment)
     roster = dict(_participant(text) for text in participant or ())
-    header = [f"checking {printable(shown)}"]
-
-    def show(result: CheckResult) -> None:
-        while header:
-            typer.echo(header.pop())
-        _show(result)
-
-    report = anyio.run(
-        lambda: interruptible(
-            lambda: check_environment(
-                factory,
-                input=parse_input(input),
-                turns=turns,
-                seed=seed,
-                participants=roster or None,
-                on_result=show,
-            )
-        )
+    report = run_kit(
+        f"checking {printable(shown)}",
+        lambda show: check_environment(
+            factory,
+            input=parse_input(input),
+            turns=turns,
+            seed=seed,
+            participants=roster or None,
+            on_result=show,
+        ),
+        _show,
+        interrupted="the check was stopped",
     )
-    if report is None:
-        typer.echo("interrupted: the check was stopped", err=True)
-        raise typer.Exit(EXIT_INTERRUPTED)
     for line in _ending(report):
         typer.echo(line)
     if not report.ok:
@@ -119,9 +109,9 @@ def check_env(
 
 
 def _show(result: CheckResult) -> None:
-    typer.echo(f"{_LABELS[result.status]}  {result.name:<{_WIDTH}}  {printable(result.detail)}")
-    if result.fix:
-        typer.echo(f"      {'':<{_WIDTH}}  fix: {printable(result.fix)}")
+    fix = (f"fix: {printable(result.fix)}",) if result.fix else ()
+    for line in verdict_lines(result.status, result.name, _WIDTH, result.detail, *fix):
+        typer.echo(line)
 
 
 def _ending(report: ConformanceReport) -> list[str]:
@@ -131,10 +121,7 @@ def _ending(report: ConformanceReport) -> list[str]:
             f"{timing.method} {timing.mean_us:,.0f} us x{timing.calls}" for timing in report.timings
         )
         lines.append(f"mean time per call: {spent}")
-    summary = f"{report.environment}: {report.passed} passed, {report.failed} failed"
-    if report.skipped:
-        summary += f", {report.skipped} skipped"
-    lines.append(printable(summary))
+    lines.append(printable(f"{report.environment}: {tally(report)}"))
     return lines
 
 

@@ -16,12 +16,12 @@ import shlex
 from pathlib import Path
 from typing import Annotated
 
-import anyio
 import typer
 
-from envharness.cli.edge import EXIT_INTERRUPTED, EXIT_NO, CliError, interruptible
+from envharness.cli.edge import EXIT_NO, CliError
 from envharness.cli.options import check_choice
 from envharness.cli.render import printable
+from envharness.cli.verdicts import run_kit, tally, verdict_lines
 from envharness.protocol import render_schemas
 from envharness.protocol.conformance import (
     CASES,
@@ -29,14 +29,12 @@ from envharness.protocol.conformance import (
     DEFAULT_SHUTDOWN_GRACE,
     DEFAULT_TERMINATE_GRACE,
     CaseResult,
-    ConformanceReport,
     ConformanceSettings,
     check_agent,
 )
 
 __all__ = ["app", "protocol_check", "protocol_schema"]
 
-_LABELS = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP"}
 _NAME_WIDTH = max(len(case.name) for case in CASES)
 _STDERR_LINES = 6
 _DIRECTIONS = ("host-to-agent", "agent-to-host")
@@ -118,25 +116,15 @@ def protocol_check(
     )
     variables = dict(_variable(text) for text in env or ())
     command = [program, *(args or ())]
-    header = [f"checking {printable(shlex.join(command))}"]
-
-    def show(result: CaseResult) -> None:
-        # The header waits for the first result: a program that cannot start prints only why.
-        while header:
-            typer.echo(header.pop())
-        _show(result)
-
-    report = anyio.run(
-        lambda: interruptible(
-            lambda: check_agent(
-                command, cwd=cwd, env=variables, settings=settings, cases=case, on_result=show
-            )
-        )
+    report = run_kit(
+        f"checking {printable(shlex.join(command))}",
+        lambda show: check_agent(
+            command, cwd=cwd, env=variables, settings=settings, cases=case, on_result=show
+        ),
+        _show,
+        interrupted="every agent process was stopped",
     )
-    if report is None:
-        typer.echo("interrupted: every agent process was stopped", err=True)
-        raise typer.Exit(EXIT_INTERRUPTED)
-    typer.echo(_summary(report))
+    typer.echo(tally(report))
     if not report.ok:
         raise typer.Exit(EXIT_NO)
 
@@ -155,20 +143,12 @@ def protocol_schema(
 
 def _show(result: CaseResult) -> None:
     """One line per case as it finishes; a failure also shows the end of the agent's stderr."""
-    label = _LABELS[result.status]
-    typer.echo(f"{label}  {result.name:<{_NAME_WIDTH}}  {printable(result.detail)}")
+    more: list[str] = []
     if result.stderr:
-        lines = result.stderr.splitlines()[-_STDERR_LINES:]
-        typer.echo(f"      {'':<{_NAME_WIDTH}}  the agent's stderr ended with:")
-        for line in lines:
-            typer.echo(f"      {'':<{_NAME_WIDTH}}  | {printable(line)}")
-
-
-def _summary(report: ConformanceReport) -> str:
-    text = f"{report.passed} passed, {report.failed} failed"
-    if report.skipped:
-        text += f", {report.skipped} skipped"
-    return text
+        more.append("the agent's stderr ended with:")
+        more.extend(f"| {printable(line)}" for line in result.stderr.splitlines()[-_STDERR_LINES:])
+    for line in verdict_lines(result.status, result.name, _NAME_WIDTH, result.detail, *more):
+        typer.echo(line)
 
 
 def _variable(text: str) -> tuple[str, str]:

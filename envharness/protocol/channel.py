@@ -23,8 +23,7 @@ Two choices keep it safe with untrusted programs:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -32,6 +31,7 @@ import anyio
 from anyio import CancelScope
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
+from envharness.protocol._calls import CallDiscipline
 from envharness.protocol.errors import (
     AgentReportedError,
     ChannelUsageError,
@@ -63,7 +63,6 @@ __all__ = ["DIRECT_SEND_BYTES", "AgentChannel", "LogCallback"]
 LogCallback = Callable[[LogMessage], None]
 """Receives every ``log`` message, in order, as it is read (the runtime records them)."""
 
-_Phase = Literal["new", "open", "closed"]
 _Then = Literal["wait", "cancel", "close"]
 
 DIRECT_SEND_BYTES = 4096
@@ -100,9 +99,7 @@ class AgentChannel:
         self._chunk_size = chunk_size
         self._reader: MessageReader[AgentMessage] | None = None
         self._limits = Limits()
-        self._phase: _Phase = "new"
-        self._busy = False
-        self._broken: str | None = None
+        self._calls = CallDiscipline(AgentReportedError, "the agent reported an error")
         self._input_closed = False
         self._acted = False
         self._next_id = 0
@@ -134,13 +131,13 @@ class AgentChannel:
     @property
     def broken(self) -> str | None:
         """Why the channel can no longer be used, or ``None`` while it can."""
-        return self._broken
+        return self._calls.broken
 
     # -- the calls -----------------------------------------------------------------------------
 
     async def handshake(self, hello: Hello) -> Ready:
         """Send ``hello`` and wait for ``ready`` with one of the offered protocol versions."""
-        with self._call("handshake", "new"):
+        with self._calls.call("handshake", "new"):
             self._limits = hello.limits
             self._reader = MessageReader(
                 self._receive,
@@ -160,14 +157,14 @@ class AgentChannel:
                 )
             self._ready = ready
             self._capabilities = frozenset(hello.capabilities) & frozenset(ready.capabilities)
-            self._phase = "open"
+            self._calls.phase = "open"
         return ready
 
     async def act(
         self, turn: int, observation: Any, actions: Sequence[Any] | None = None
     ) -> Action:
         """Ask for a decision; the answer is the ``action`` whose id matches this request."""
-        with self._call("act", "open"):
+        with self._calls.call("act", "open"):
             act_id = self._new_id()
             message = Act(
                 id=act_id,
@@ -182,13 +179,13 @@ class AgentChannel:
 
     async def feedback(self, feedback: Feedback) -> None:
         """Tell the agent what became of its action; nothing is answered."""
-        with self._call("feedback", "open"):
+        with self._calls.call("feedback", "open"):
             await self._exchange(self._writer.encode(feedback), None, then="cancel")
 
     async def snapshot(self) -> Any:
         """The agent's state now, for a checkpoint (capability ``snapshot``)."""
         self._require("snapshot")
-        with self._call("snapshot", "open"):
+        with self._calls.call("snapshot", "open"):
             snapshot_id = self._new_id()
             state, _ = await self._request(
                 Snapshot(id=snapshot_id), _Awaited(State, snapshot_id, f"snapshot {snapshot_id!r}")
@@ -201,7 +198,7 @@ class AgentChannel:
         self._require("snapshot")
         if self._acted:
             raise ChannelUsageError("restore is only allowed before the first act")
-        with self._call("restore", "open"):
+        with self._calls.call("restore", "open"):
             restore_id = self._new_id()
             await self._request(
                 Restore(id=restore_id, state=state),
@@ -215,49 +212,16 @@ class AgentChannel:
         closes, because what follows a broken stream is not worth reading. Wrap it in
         ``anyio.move_on_after(limits.shutdown_grace)`` and terminate the process afterwards.
         """
-        if self._busy:
-            raise ChannelUsageError("shutdown while another call is in progress")
-        if self._phase == "closed":
-            return
-        healthy = self._phase == "open" and self._broken is None
-        self._phase = "closed"
-        self._busy = True
-        try:
+        with self._calls.closing() as healthy:
+            if healthy is None:
+                return
             line = self._writer.encode(Shutdown(reason=reason))
             if healthy:
                 await self._exchange(line, None, then="close")
             elif not self._input_closed:
                 await self._send(line, then="close")
-        except BaseException as exc:
-            self._broken = self._broken or _describe(exc)
-            raise
-        finally:
-            self._busy = False
 
     # -- the discipline ------------------------------------------------------------------------
-
-    @contextmanager
-    def _call(self, call: str, phase: _Phase) -> Iterator[None]:
-        """Run one call: refuse overlap and misuse; any failure leaves the channel broken."""
-        if self._busy:
-            raise ChannelUsageError(
-                f"{call} while another call is in progress; calls must not overlap"
-            )
-        if self._broken is not None:
-            raise ChannelUsageError(f"{call} on a broken channel ({self._broken}); shut it down")
-        if self._phase != phase:
-            needs = "before the handshake" if phase == "new" else "after a successful handshake"
-            raise ChannelUsageError(
-                f"{call} is only allowed {needs} (the channel is {self._phase})"
-            )
-        self._busy = True
-        try:
-            yield
-        except BaseException as exc:
-            self._broken = self._broken or _describe(exc)
-            raise
-        finally:
-            self._busy = False
 
     def _require(self, capability: str) -> None:
         if capability not in self._capabilities:
@@ -405,13 +369,3 @@ def _waiting(awaited: _Awaited | None) -> str:
 def _answer_name(awaited: _Awaited) -> str:
     tag: str = awaited.kind.__struct_config__.tag  # type: ignore[assignment]
     return tag
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, ProtocolViolationError):
-        return f"protocol violation {exc.code}"
-    if isinstance(exc, AgentReportedError):
-        return "the agent reported an error"
-    if isinstance(exc, anyio.get_cancelled_exc_class()):
-        return "a call was cancelled or timed out midway"
-    return f"a call failed with {type(exc).__name__}"

@@ -15,14 +15,14 @@ fails or is cancelled leaves the channel broken, after which only ``shutdown`` i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 import msgspec
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
+from envharness.protocol._calls import CallDiscipline
 from envharness.protocol.channel import DIRECT_SEND_BYTES
 from envharness.protocol.environment_messages import (
     EnvironmentReportedError,
@@ -75,10 +75,11 @@ class EnvironmentChannel:
         self._limits = limits
         self._on_log = on_log
         self._buffer = bytearray(256)
-        self._opened = False
-        self._closed = False
-        self._busy = False
-        self._broken: str | None = None
+        self._calls = CallDiscipline(
+            EnvironmentReportedError,
+            "the environment program reported an error",
+            survives=_answered,
+        )
         self._input_closed = False
         self._next_id = 0
         self._answered: set[str] = set()
@@ -88,7 +89,7 @@ class EnvironmentChannel:
     @property
     def broken(self) -> str | None:
         """Why the channel can no longer be used, or ``None`` while it can."""
-        return self._broken
+        return self._calls.broken
 
     def new_id(self) -> str:
         """A request id no earlier request of this channel used."""
@@ -97,7 +98,7 @@ class EnvironmentChannel:
 
     async def handshake(self, hello: ProgramHello) -> ProgramReady:
         """Send ``hello`` and wait for ``ready`` naming one of the offered versions."""
-        with self._call("handshake", opened=False):
+        with self._calls.call("handshake", "new"):
             message, line = await self._exchange(self._encode(hello), "ready", None, "hello")
             assert isinstance(message, ProgramReady)
             if message.protocol not in hello.protocols:
@@ -109,13 +110,13 @@ class EnvironmentChannel:
                     line,
                 )
             self.ready = message
-            self._opened = True
+            self._calls.phase = "open"
         return message
 
     async def call(self, request: HostRequest) -> tuple[Any, bytes]:
         """Send ``request``; its result's ``value`` and the line it came in."""
         request_id = request.id
-        with self._call(_tag(request), opened=True):
+        with self._calls.call(_tag(request), "open"):
             if request_id in self._answered:
                 raise ChannelUsageError(f"request id {request_id!r} was used before")
             what = f"{_tag(request)} {request_id!r}"
@@ -127,49 +128,16 @@ class EnvironmentChannel:
     async def shutdown(self, reason: str = "") -> None:
         """Send ``shutdown``, close the program's input, and read its output to the end (its
         last logs). Bounded only by the program: call it under ``anyio.move_on_after``."""
-        if self._busy:
-            raise ChannelUsageError("shutdown while another call is in progress")
-        if self._closed:
-            return
-        healthy = self._opened and self._broken is None
-        self._closed = True
-        self._busy = True
-        line = self._encode(ProgramShutdown(reason=reason))
-        try:
+        with self._calls.closing() as healthy:
+            if healthy is None:
+                return
+            line = self._encode(ProgramShutdown(reason=reason))
             if not self._input_closed:
                 await self._send(line, close=True)
             if healthy:
                 await self._read(None, None, "shutdown")
-        except BaseException as exc:
-            self._broken = self._broken or _describe(exc)
-            raise
-        finally:
-            self._busy = False
 
     # -- the discipline ------------------------------------------------------------------------
-
-    @contextmanager
-    def _call(self, call: str, *, opened: bool) -> Iterator[None]:
-        if self._busy:
-            raise ChannelUsageError(f"{call} while another call is in progress")
-        if self._broken is not None:
-            raise ChannelUsageError(f"{call} on a broken channel ({self._broken})")
-        if self._closed or self._opened != opened:
-            state = "closed" if self._closed else "open" if self._opened else "new"
-            needs = "after a successful handshake" if opened else "before the handshake"
-            raise ChannelUsageError(f"{call} is only allowed {needs} (the channel is {state})")
-        self._busy = True
-        try:
-            yield
-        except EnvironmentReportedError as exc:
-            if not exc.answered:  # the program gave up: nothing more will be answered
-                self._broken = self._broken or _describe(exc)
-            raise
-        except BaseException as exc:
-            self._broken = self._broken or _describe(exc)
-            raise
-        finally:
-            self._busy = False
 
     def _encode(self, message: msgspec.Struct) -> bytes:
         """The line for ``message``; ``TypeError``/``EncodeError`` for a value with no JSON."""
@@ -204,7 +172,7 @@ class EnvironmentChannel:
         if not sent.is_set():
             # Answered before reading all of it: the rest of the line would be read as the
             # next request. This answer stands; nothing more can be asked.
-            self._broken = f"the program answered {request} before reading all of it"
+            self._calls.broken = f"the program answered {request} before reading all of it"
         assert found is not None
         return found
 
@@ -305,11 +273,7 @@ class EnvironmentChannel:
         )
 
 
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, ProtocolViolationError):
-        return f"protocol violation {exc.code}"
-    if isinstance(exc, EnvironmentReportedError):
-        return "the environment program reported an error"
-    if isinstance(exc, anyio.get_cancelled_exc_class()):
-        return "a call was cancelled or timed out midway"
-    return f"a call failed with {type(exc).__name__}"
+def _answered(exc: BaseException) -> bool:
+    """An ``error`` that answered its request keeps the channel in step; one without an id
+    means the program gave up, and nothing more will be answered."""
+    return isinstance(exc, EnvironmentReportedError) and exc.answered

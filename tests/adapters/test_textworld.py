@@ -174,7 +174,7 @@ async def test_a_state_the_game_does_not_reproduce_is_refused(
         assert await played.check_action(state, "hero", command) is None
         state = (await played.resolve(state, {"hero": command})).state
         assert played.replayer.rebuilt == 0
-    assert played._game is None  # closed with its lifespan
+    assert played._env is None  # closed with its lifespan
 
     # A fresh copy rebuilds the game from the recorded commands, checking every step.
     fresh = played()

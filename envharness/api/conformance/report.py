@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from envharness.protocol.conformance.report import Tally
+
 __all__ = [
     "CHECKS",
     "DEFAULT_TURNS",
@@ -54,34 +56,14 @@ class CallTiming:
 
 
 @dataclass(frozen=True, slots=True)
-class ConformanceReport:
+class ConformanceReport(Tally):
     """Every check's result in :data:`CHECKS` order, the environment's name and version, the
-    participants it was run with and the methods' timings."""
+    participants it was run with and the methods' timings; its counts are :class:`Tally`'s."""
 
     environment: str
     participants: Mapping[str, str]
     results: tuple[CheckResult, ...]
     timings: tuple[CallTiming, ...]
-
-    def count(self, status: CheckStatus) -> int:
-        return sum(1 for result in self.results if result.status == status)
-
-    @property
-    def passed(self) -> int:
-        return self.count("passed")
-
-    @property
-    def failed(self) -> int:
-        return self.count("failed")
-
-    @property
-    def skipped(self) -> int:
-        return self.count("skipped")
-
-    @property
-    def ok(self) -> bool:
-        """No check failed (a skipped check did not apply to this environment)."""
-        return self.failed == 0
 
 
 class CheckFailed(Exception):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, Protocol
 
 from envharness.errors import ConfigurationError
 from envharness.protocol.process import DEFAULT_INHERITED_ENV
@@ -22,27 +23,20 @@ INHERITED_ENV: Final = DEFAULT_INHERITED_ENV
 CaseStatus = Literal["passed", "failed", "skipped"]
 
 
-@dataclass(frozen=True, slots=True)
-class CaseResult:
-    """What one case found. ``detail`` says what was seen (or why it was skipped); for a failure
-    it names the step, the rule and the offending line, and ``stderr`` holds the end of what the
-    program wrote there (often the real explanation: a traceback, a missing module)."""
+class Verdict(Protocol):
+    """One result of a conformance kit: an agent program's case or an environment's check."""
 
-    name: str
-    status: CaseStatus
-    detail: str
-    seconds: float
-    stderr: str = ""
+    @property
+    def status(self) -> CaseStatus: ...
 
 
-@dataclass(frozen=True, slots=True)
-class ConformanceReport:
-    """Every case's result, in the order the cases ran, and what the agent said it is."""
+class Tally:
+    """The counts of a report's results (what its summary line says) and whether it passed;
+    the agent suite's report and ``check-env``'s share them."""
 
-    argv: tuple[str, ...]
-    results: tuple[CaseResult, ...]
-    implementation: str | None = None
-    capabilities: tuple[str, ...] = ()
+    __slots__ = ()
+
+    results: Sequence[Verdict]
 
     def count(self, status: CaseStatus) -> int:
         return sum(1 for result in self.results if result.status == status)
@@ -61,8 +55,32 @@ class ConformanceReport:
 
     @property
     def ok(self) -> bool:
-        """No case failed (skipped cases are optional features the agent did not declare)."""
+        """No result failed (a skipped one did not apply: an optional feature the agent did
+        not declare, a check the environment has nothing for)."""
         return self.failed == 0
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResult:
+    """What one case found. ``detail`` says what was seen (or why it was skipped); for a failure
+    it names the step, the rule and the offending line, and ``stderr`` holds the end of what the
+    program wrote there (often the real explanation: a traceback, a missing module)."""
+
+    name: str
+    status: CaseStatus
+    detail: str
+    seconds: float
+    stderr: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ConformanceReport(Tally):
+    """Every case's result, in the order the cases ran, and what the agent said it is."""
+
+    argv: tuple[str, ...]
+    results: tuple[CaseResult, ...]
+    implementation: str | None = None
+    capabilities: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
