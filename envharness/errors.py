@@ -18,6 +18,7 @@ true to the classes::
     │   ├── ChainConflictError      a record's position in its session chain is already taken
     │   └── NameTakenError          a record claims a unique name (harness-vN) already taken
     ├── NotFoundError               a session (or other named thing) is not in the store
+    ├── BudgetExhausted             a budget ran out: the session stops, resumable (budget)
     ├── ReplayMismatchError         an adapted environment's replay diverged (adapters.replay)
     ├── SourceImportError           an import was refused, nothing of it stored (store.sources)
     │   ├── SourceFormatError       a line is not a source record this envharness reads
@@ -60,6 +61,7 @@ from contextlib import contextmanager
 
 __all__ = [
     "ChainConflictError",
+    "BudgetExhausted",
     "ConfigurationError",
     "DamagedStoreError",
     "EnvharnessError",
@@ -87,6 +89,15 @@ class ConfigurationError(EnvharnessError):
 
 class ScenarioInputError(ConfigurationError):
     """A scenario's input does not validate against the environment's input type."""
+
+
+class BudgetExhausted(EnvharnessError):
+    """A budget (tokens, money, wall time) ran out.
+
+    Raised by whatever spends (a model agent before a call it cannot afford) and caught by the
+    runtime, which stops the session cleanly with a ``budget`` reason instead of failing it: a
+    larger budget can resume it.
+    """
 
 
 class StoreError(EnvharnessError):

@@ -40,7 +40,7 @@ LAYERS: list[tuple[str, ...]] = [
 
 INNER: dict[str, list[tuple[str, ...]]] = {
     "contracts": [
-        ("agent", "environment", "operations", "scenario"),
+        ("agent", "budget", "environment", "operations", "scenario"),
         ("command_agent",),
     ],
     "runtime": [

@@ -24,7 +24,7 @@ once per session (:meth:`AgentCapabilities.of`), never by probing attributes tur
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -64,10 +64,18 @@ AgentFactory = Callable[[], Agent]
 
 @dataclass(frozen=True, slots=True)
 class AgentReply:
-    """An action together with its cost (tokens, money, time — every field optional)."""
+    """An action together with its cost (tokens, money, time — every field optional) and, for
+    a model-backed agent, the messages this answer added to its conversation.
+
+    ``transcript`` holds those messages in OpenAI's chat format (``{"role": "user",
+    "content": ...}``, assistant ``tool_calls``, ``tool`` results): the runtime records them,
+    private to the participant, so datasets take the real conversation instead of rebuilding
+    one from observations and actions.
+    """
 
     action: dict[str, Any]
     cost: Cost | None = None
+    transcript: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +133,15 @@ class TakesFeedback(Protocol):
 
 
 @runtime_checkable
+class TakesVetoes(Protocol):
+    """An agent told, before it is asked again in the same turn, that its last answer was
+    vetoed (a harness hook's ``block_and_prompt``) and why — instead of inferring it from being
+    asked twice. Sync or async."""
+
+    def vetoed(self, turn: int, action: Any, reason: str, /) -> object: ...
+
+
+@runtime_checkable
 class Snapshotting(Protocol):
     """An agent whose own state checkpoints keep, when ``can_snapshot`` is true."""
 
@@ -157,6 +174,7 @@ class AgentCapabilities:
     snapshots: Snapshotting | None = None
     """The agent, when it has the snapshot methods (else ``None``). Whether it can snapshot
     now is asked at each use: an external program declares it only once it has started."""
+    vetoes: TakesVetoes | None = None
 
     @classmethod
     def of(cls, agent: Agent) -> AgentCapabilities:
@@ -169,6 +187,7 @@ class AgentCapabilities:
             feedback=feedback,
             feedback_with_action=feedback is not None and _takes_action(feedback.feedback),
             snapshots=agent if isinstance(agent, Snapshotting) else None,
+            vetoes=agent if isinstance(agent, TakesVetoes) and callable(agent.vetoed) else None,
         )
 
 
