@@ -10,8 +10,11 @@ adapters are such objects; each writes ``_reset`` and ``_step`` for its package.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from typing import Any, Generic, Protocol, Self, TypeVar
+
+import anyio
 
 from envharness.adapters.replay import Replayer
 from envharness.contracts.environment import EnvironmentSpec
@@ -66,6 +69,21 @@ class PerSessionCopy(Generic[BlueprintT]):
     def replayer(self) -> Replayer[Any]:
         """This copy's replayer (how often it rebuilt its environment: tests, benches)."""
         return self._replayer
+
+    @asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        """Close the live instance when the session ends (the runtime holds each session in
+        this): a game process, a render window or open files go with the session, not with
+        the garbage collector. Closing runs in a worker thread, shielded, as some take long."""
+        try:
+            yield
+        finally:
+            live, self._env = self._env, None
+            self._replayer = self._new_replayer()
+            close = getattr(live, "close", None)
+            if callable(close):
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(close)
 
     def intervene(self, state: Any, intervention: Mapping[str, Any]) -> Any:
         """Only ``{}`` (a branch from the same state): the state is a seed and the moves."""

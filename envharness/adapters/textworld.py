@@ -34,8 +34,7 @@ blocks the event loop, and it is closed when the session ends
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from random import Random
@@ -188,18 +187,6 @@ class TextWorldEnvironment(PerSessionCopy[_Blueprint]):
 
     def __repr__(self) -> str:
         return f"TextWorldEnvironment({str(self._blueprint.path)!r})"
-
-    @asynccontextmanager
-    async def lifespan(self) -> AsyncIterator[None]:
-        """Close the game when the session ends (the runtime holds each session in this)."""
-        try:
-            yield
-        finally:
-            game, self._env = self._env, None
-            self._replayer = self._new_replayer()
-            if game is not None:
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(game.close)
 
     # -- the environment contract ----------------------------------------------------------------
 

@@ -544,3 +544,19 @@ def test_frames_are_recorded_every_n_steps_and_at_the_end(store_path: Path) -> N
     data = (store_path / "artifacts").rglob(artifacts[6].sha256)
     width, height, colour, _ = decoded_png(next(data).read_bytes())
     assert (width, height, colour) == (256, 256, 2)
+
+
+def test_a_sessions_live_environment_is_closed_when_the_session_ends(store_path: Path) -> None:
+    taxi = GymnasiumEnvironment("Taxi-v4", max_episode_steps=2)
+    copies: list[GymnasiumEnvironment] = []
+
+    def copy() -> GymnasiumEnvironment:
+        copies.append(taxi())
+        return copies[-1]
+
+    harness = EnvironmentHarness(store_path, environment=copy, agents={"driver": Scripted})
+    session = harness.run(Scenario(id="closed", input={"seed": 3}), turns=5)
+    assert session.status == "completed", session.reason
+    played = copies[-1]
+    assert played._env is None, "the session's live environment outlived it"
+    assert played.replayer.live is not None  # a fresh replayer: the copy can still rebuild
