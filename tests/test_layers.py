@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("adapters",),
     ("optimizer",),
     ("llm",),
+    ("agents",),
     ("demos",),  # below the optimizer: nothing it learns can come from knowing them
     ("api", "manifest", "advanced"),
     ("service", "client"),
@@ -39,12 +40,17 @@ LAYERS: list[tuple[str, ...]] = [
 """Top-level modules and packages, from the base down to the facade."""
 
 INNER: dict[str, list[tuple[str, ...]]] = {
+    "agents": [
+        ("conversation", "parsing", "rendering", "schema", "template"),
+        ("formats", "settings"),
+        ("model",),
+    ],
     "contracts": [
         ("agent", "budget", "environment", "operations", "scenario"),
         ("command_agent",),
     ],
     "runtime": [
-        ("checks", "compare", "hook_memory", "participants"),
+        ("budgets", "checks", "compare", "hook_memory", "participants", "transcripts"),
         ("hooking", "recorder"),
         ("plan",),
         ("resume", "turn"),
@@ -76,6 +82,7 @@ INNER: dict[str, list[tuple[str, ...]]] = {
         ("quickstart", "state"),
         ("render",),
         ("edge",),
+        ("model_agents",),
         ("loading", "options", "verdicts"),
         ("datasets", "experiments", "harness_versions", "manifest_run", "protocol", "serve"),
         ("artifacts", "check_env"),

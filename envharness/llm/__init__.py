@@ -20,6 +20,8 @@ from envharness.llm.provider import (
     Price,
     Provider,
     ProviderError,
+    StructuredProvider,
+    ToolCall,
     total_cost,
 )
 from envharness.llm.scripted import ScriptedCall, ScriptedProvider
@@ -37,6 +39,8 @@ __all__ = [
     "RetryNotice",
     "ScriptedCall",
     "ScriptedProvider",
+    "StructuredProvider",
+    "ToolCall",
     "load_prompt",
     "packaged_prompts",
     "render_packet",

@@ -33,7 +33,8 @@ import httpx
 import msgspec
 
 from envharness.errors import ConfigurationError
-from envharness.llm.provider import Completion, Message, Price, ProviderError
+from envharness.llm.prices import published_price
+from envharness.llm.provider import Completion, Message, Price, ProviderError, ToolCall
 
 __all__ = [
     "BASE_URL_ENV",
@@ -67,8 +68,20 @@ class RetryNotice(msgspec.Struct, frozen=True, kw_only=True):
     status: int | None = None
 
 
+class _Function(msgspec.Struct, frozen=True):
+    name: str = ""
+    # The standard is a JSON string; a few servers send the object itself.
+    arguments: str | dict[str, Any] | list[Any] | None = None
+
+
+class _ToolCall(msgspec.Struct, frozen=True):
+    function: _Function
+    id: str | None = None
+
+
 class _ResponseMessage(msgspec.Struct, frozen=True):
     content: str | None = None
+    tool_calls: list[_ToolCall] | None = None
 
 
 class _Choice(msgspec.Struct, frozen=True):
@@ -129,8 +142,11 @@ class OpenAICompatibleProvider:
     that needs none). ``timeout`` bounds each attempt; ``retries`` more attempts follow a
     retryable failure, waiting ``backoff * 2**n`` seconds (capped at ``max_backoff``, with
     jitter) or what ``Retry-After`` asks, up to ``max_retry_after``. ``prices`` maps model names
-    to :class:`Price` for endpoints that report no price. ``extra_body`` is merged into every
+    to :class:`Price` for endpoints that report no price; without one, a call to OpenAI's own API
+    is priced from :data:`~envharness.llm.prices.OPENAI_PRICES`. ``extra_body`` is merged into every
     request (e.g. ``{"chat_template_kwargs": {"enable_thinking": False}}`` for a vLLM server).
+    ``supports_tools`` says whether a caller should offer the model tools (a model agent then
+    asks for its action as a tool call, and falls back to plain text if the endpoint refuses).
 
     Used as ``async with provider:`` it keeps one connection pool for its calls; otherwise each
     call opens and closes its own connection.
@@ -152,6 +168,7 @@ class OpenAICompatibleProvider:
         max_tokens_field: str = "max_tokens",
         on_retry: Callable[[RetryNotice], None] | None = None,
         name: str = "openai",
+        supports_tools: bool = True,
     ) -> None:
         self._url = _chat_url(base_url)
         if not isinstance(model, str) or not model.strip():
@@ -181,6 +198,7 @@ class OpenAICompatibleProvider:
         self._extra_body = dict(extra_body or {})
         self._max_tokens_field = max_tokens_field
         self._on_retry = on_retry
+        self._supports_tools = bool(supports_tools)
         self._random = random.Random()
         # Built once: creating an SSL context reads the CA bundle, which would block the loop.
         self._ssl = httpx.create_ssl_context() if self._url.startswith("https:") else None
@@ -206,6 +224,10 @@ class OpenAICompatibleProvider:
     @property
     def model(self) -> str:
         return self._model
+
+    @property
+    def supports_tools(self) -> bool:
+        return self._supports_tools
 
     @property
     def url(self) -> str:
@@ -238,11 +260,17 @@ class OpenAICompatibleProvider:
         max_tokens: int | None = None,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, Any] | None = None,
+        response_format: Mapping[str, Any] | None = None,
     ) -> Completion:
-        """One completion, retried as the class describes; :class:`ProviderError` on failure."""
+        """One completion, retried as the class describes; :class:`ProviderError` on failure.
+
+        ``tools``, ``tool_choice`` and ``response_format`` are sent as given when not ``None``.
+        """
         body: dict[str, Any] = {
             "model": self._model,
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "messages": [_wire_message(m) for m in messages],
             "temperature": temperature,
             "top_p": top_p,
         }
@@ -252,6 +280,12 @@ class OpenAICompatibleProvider:
             body["seed"] = seed
         if stop:
             body["stop"] = list(stop)
+        if tools is not None:
+            body["tools"] = [dict(tool) for tool in tools]
+        if tool_choice is not None:
+            body["tool_choice"] = tool_choice if isinstance(tool_choice, str) else dict(tool_choice)
+        if response_format is not None:
+            body["response_format"] = dict(response_format)
         body.update(self._extra_body)
         payload = msgspec.json.encode(body)
         started = anyio.current_time()
@@ -259,7 +293,7 @@ class OpenAICompatibleProvider:
         while True:
             attempt += 1
             try:
-                text, finish, response = await self._attempt(payload, attempt)
+                message, finish, response = await self._attempt(payload, attempt)
             except _Retryable as failure:
                 reason = self._redact(failure.reason)
                 if attempt > self._retries:
@@ -285,11 +319,13 @@ class OpenAICompatibleProvider:
                     self._on_retry(notice)
                 await anyio.sleep(delay)
                 continue
-            return self._completion(text, finish, response, anyio.current_time() - started, attempt)
+            return self._completion(
+                message, finish, response, anyio.current_time() - started, attempt
+            )
 
     def _completion(
         self,
-        text: str,
+        message: _ResponseMessage,
         finish: str | None,
         response: _ChatResponse,
         seconds: float,
@@ -299,11 +335,16 @@ class OpenAICompatibleProvider:
         usage = response.usage or _Usage()
         usd = usage.cost
         if usd is None:
-            price = self._prices.get(model) or self._prices.get(self._model)
+            price = (
+                self._prices.get(model)
+                or self._prices.get(self._model)
+                or published_price(self._url, model)
+            )
             if price is not None:
                 usd = price.usd(usage.prompt_tokens, usage.completion_tokens)
         return Completion(
-            text=text,
+            text=message.content or "",
+            tool_calls=_tool_calls(message),
             model=model,
             input_tokens=usage.prompt_tokens,
             output_tokens=usage.completion_tokens,
@@ -313,7 +354,9 @@ class OpenAICompatibleProvider:
             attempts=attempts,
         )
 
-    async def _attempt(self, payload: bytes, attempt: int) -> tuple[str, str | None, _ChatResponse]:
+    async def _attempt(
+        self, payload: bytes, attempt: int
+    ) -> tuple[_ResponseMessage, str | None, _ChatResponse]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._key is not None:
             headers["Authorization"] = f"Bearer {self._key}"
@@ -375,7 +418,7 @@ class OpenAICompatibleProvider:
                 raise _Retryable(f"{code} answer larger than {MAX_BODY_BYTES} bytes", status=code)
             return code, response.reason_phrase, response.headers, bytes(chunks)
 
-    def _parse(self, raw: bytes, status: int) -> tuple[str, str | None, _ChatResponse]:
+    def _parse(self, raw: bytes, status: int) -> tuple[_ResponseMessage, str | None, _ChatResponse]:
         try:
             response = _decode_response.decode(raw)
         except msgspec.DecodeError as exc:
@@ -385,13 +428,13 @@ class OpenAICompatibleProvider:
         if not response.choices:
             raise _Retryable(f"{status} answer has no choices: {_excerpt(raw)}", status=status)
         choice = response.choices[0]
-        if choice.message.content is None:
+        if choice.message.content is None and not choice.message.tool_calls:
             raise _Retryable(
                 f"{status} answer has no text (finish_reason={choice.finish_reason!r}): "
                 f"{_excerpt(raw)}",
                 status=status,
             )
-        return choice.message.content, choice.finish_reason, response
+        return choice.message, choice.finish_reason, response
 
     def _new_client(self) -> httpx.AsyncClient:
         verify: ssl.SSLContext | bool = self._ssl if self._ssl is not None else True
@@ -421,6 +464,39 @@ class OpenAICompatibleProvider:
                 "and its limits)"
             )
         return ""
+
+
+def _wire_message(message: Message) -> dict[str, Any]:
+    """A message as the chat API takes it (a plain one is exactly ``{role, content}``)."""
+    wire: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        wire["content"] = message.content or None  # the API's form for "only tool calls"
+        wire["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for call in message.tool_calls
+        ]
+    if message.tool_call_id is not None:
+        wire["tool_call_id"] = message.tool_call_id
+    return wire
+
+
+def _tool_calls(message: _ResponseMessage) -> tuple[ToolCall, ...]:
+    """The model's calls; a call without an id gets ``call_<n>`` (a reply must name one)."""
+    calls = []
+    for number, call in enumerate(message.tool_calls or (), start=1):
+        arguments = call.function.arguments
+        if arguments is None:
+            arguments = ""
+        elif not isinstance(arguments, str):
+            arguments = msgspec.json.encode(arguments).decode()
+        calls.append(
+            ToolCall(id=call.id or f"call_{number}", name=call.function.name, arguments=arguments)
+        )
+    return tuple(calls)
 
 
 def _chat_url(base_url: str) -> str:

@@ -5,12 +5,17 @@ can run against a hosted endpoint, a local server or a scripted fake without cha
 provider retries what is worth retrying itself and raises :class:`ProviderError` when it gives
 up; callers decide whether a failed call stops anything (the model engineer records it as a
 failed proposal and the optimizer goes on).
+
+A provider that can also offer the model tools and ask for JSON answers — OpenAI's ``tools``,
+``tool_choice`` and ``response_format`` — is a :class:`StructuredProvider`: a model agent asks
+for its action through a tool call where the endpoint supports one, instead of parsing text.
+The plain contract is unchanged, so a provider written for the engineer still serves it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Literal, Protocol, runtime_checkable
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
@@ -23,6 +28,8 @@ __all__ = [
     "Price",
     "Provider",
     "ProviderError",
+    "StructuredProvider",
+    "ToolCall",
     "total_cost",
 ]
 
@@ -41,11 +48,26 @@ class ProviderError(EnvharnessError):
         self.attempts = attempts
 
 
-class Message(msgspec.Struct, frozen=True):
-    """One chat message."""
+class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
+    """A function call a model answered with: ``arguments`` is the JSON text it wrote, kept
+    unparsed (a model can write invalid JSON, and the caller should see exactly what)."""
 
-    role: Literal["system", "user", "assistant"]
+    id: str
+    name: str
+    arguments: str
+
+
+class Message(msgspec.Struct, frozen=True):
+    """One chat message.
+
+    An assistant message may carry the ``tool_calls`` the model made; a ``tool`` message
+    answers one of them, named by ``tool_call_id``.
+    """
+
+    role: Literal["system", "user", "assistant", "tool"]
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
 
 
 class Completion(msgspec.Struct, frozen=True, kw_only=True):
@@ -64,6 +86,9 @@ class Completion(msgspec.Struct, frozen=True, kw_only=True):
     seconds: float = 0.0
     finish_reason: str | None = None
     attempts: int = 1
+    tool_calls: tuple[ToolCall, ...] = ()
+    """The functions the model called (only when it was offered tools); ``text`` may then be
+    empty."""
 
     def cost(self) -> Cost:
         """The completion's cost as the ``cost`` record payload."""
@@ -116,6 +141,36 @@ class Provider(Protocol):
         stop: Sequence[str] | None = None,
     ) -> Completion:
         """One completion; raises :class:`ProviderError` when the call failed for good."""
+        ...
+
+
+@runtime_checkable
+class StructuredProvider(Provider, Protocol):
+    """A provider that also passes OpenAI's ``tools``, ``tool_choice`` and ``response_format``
+    to its endpoint, and returns the model's tool calls in :attr:`Completion.tool_calls`.
+
+    ``supports_tools`` says whether offering tools is worth trying at all; an endpoint may
+    still refuse them (a 400), which a caller can take as "ask in plain text instead".
+    """
+
+    @property
+    def supports_tools(self) -> bool: ...
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, Any] | None = None,
+        response_format: Mapping[str, Any] | None = None,
+    ) -> Completion:
+        """One completion; ``tools`` (OpenAI function definitions), ``tool_choice`` and
+        ``response_format`` are sent as given, and left out of the request when ``None``."""
         ...
 
 
