@@ -9,6 +9,7 @@ from envharness.api.experiments import AsyncExperiment, Experiment
 from envharness.api.harness import AsyncEnvironmentHarness, Session
 from envharness.api.sources import AsyncSources, Sources
 from envharness.contracts.agent import Agent, AgentContext, AgentReply, Cost
+from envharness.contracts.budget import Budget
 from envharness.contracts.command_agent import CommandAgent
 from envharness.contracts.environment import (
     Environment,
@@ -19,6 +20,7 @@ from envharness.contracts.environment import (
 )
 from envharness.contracts.scenario import Scenario
 from envharness.errors import (
+    BudgetExhausted,
     ChainConflictError,
     ConfigurationError,
     EnvharnessError,
@@ -68,6 +70,8 @@ __all__ = [
     "AsyncExperiment",
     "AsyncSources",
     "BlockAndPrompt",
+    "Budget",
+    "BudgetExhausted",
     "ChainBreak",
     "ChainConflictError",
     "CheckpointRef",

@@ -25,6 +25,8 @@ DOCUMENTED = {
     "AgentReply",
     "AsyncEnvironmentHarness",
     "AsyncExperiment",
+    "Budget",
+    "BudgetExhausted",
     "ChainBreak",
     "CheckpointRef",
     "ChainConflictError",

@@ -31,6 +31,7 @@ from envharness.api.harness import (
 from envharness.api.sessions import PreparedSession
 from envharness.api.sources import Sources
 from envharness.contracts.agent import AgentFactory
+from envharness.contracts.budget import Budget
 from envharness.contracts.operations import EnvironmentOperation
 from envharness.contracts.scenario import Scenario
 from envharness.errors import ConfigurationError
@@ -93,6 +94,7 @@ class EnvironmentHarness:
         hooks: HarnessHooks | None = None,
         hook_budget: float | None = DEFAULT_HOOK_BUDGET,
         max_blocks: int = DEFAULT_MAX_BLOCKS,
+        budget: Budget | None = None,
     ) -> None:
         self.aio = AsyncEnvironmentHarness(
             store,
@@ -107,6 +109,7 @@ class EnvironmentHarness:
             hooks=hooks,
             hook_budget=hook_budget,
             max_blocks=max_blocks,
+            budget=budget,
         )
 
         self._portal = Portal()
@@ -142,10 +145,17 @@ class EnvironmentHarness:
         seed: int = 0,
         progress: ProgressCallback | None = None,
         hooks: HarnessHooks | None = None,
+        budget: Budget | None = None,
     ) -> Session:
         """See :meth:`AsyncEnvironmentHarness.run`."""
         return self.call(
-            self.aio.run, scenario, turns=turns, seed=seed, progress=progress, hooks=hooks
+            self.aio.run,
+            scenario,
+            turns=turns,
+            seed=seed,
+            progress=progress,
+            hooks=hooks,
+            budget=budget,
         )
 
     def start(
@@ -156,11 +166,12 @@ class EnvironmentHarness:
         seed: int = 0,
         progress: ProgressCallback | None = None,
         hooks: HarnessHooks | None = None,
+        budget: Budget | None = None,
     ) -> RunningSession:
         """Start a standalone session in the background and return at once; then ``id``,
         ``wait()``, ``pause()`` and ``stop()`` on the handle. Arguments are checked now."""
         prepared = self.aio.prepare(
-            scenario, turns=turns, seed=seed, progress=progress, hooks=hooks
+            scenario, turns=turns, seed=seed, progress=progress, hooks=hooks, budget=budget
         )
         stack = ExitStack()
         portal = self._portal.acquire(stack)
@@ -192,6 +203,7 @@ class EnvironmentHarness:
         seed: int = 0,
         max_concurrency: int | None = None,
         hooks: HarnessHooks | None = None,
+        budget: Budget | None = None,
     ) -> Experiment:
         """See :meth:`AsyncEnvironmentHarness.experiment`; ``run()`` it, or ``start()``."""
         aio = self.aio.experiment(
@@ -202,6 +214,7 @@ class EnvironmentHarness:
             seed=seed,
             max_concurrency=max_concurrency,
             hooks=hooks,
+            budget=budget,
         )
         return Experiment(aio, self._portal)
 
@@ -212,6 +225,7 @@ class EnvironmentHarness:
         declare_changes: str | None = None,
         progress: ProgressCallback | None = None,
         hooks: HarnessHooks | None = None,
+        budget: Budget | None = None,
     ) -> Session:
         """See :meth:`AsyncEnvironmentHarness.resume`."""
         return self.call(
@@ -220,6 +234,7 @@ class EnvironmentHarness:
             declare_changes=declare_changes,
             progress=progress,
             hooks=hooks,
+            budget=budget,
         )
 
     def checkpoint(self, session: Session | str, label: str | None = None) -> CheckpointRef:
@@ -241,6 +256,7 @@ class EnvironmentHarness:
         declare_changes: str | None = None,
         progress: ProgressCallback | None = None,
         hooks: HarnessHooks | None = None,
+        budget: Budget | None = None,
     ) -> Session:
         """See :meth:`AsyncEnvironmentHarness.continue_`."""
         return self.call(
@@ -250,6 +266,7 @@ class EnvironmentHarness:
             declare_changes=declare_changes,
             progress=progress,
             hooks=hooks,
+            budget=budget,
         )
 
     def lineage(self, session: Session | str) -> Lineage:
@@ -265,6 +282,7 @@ class EnvironmentHarness:
         declare_changes: str | None = None,
         progress: ProgressCallback | None = None,
         hooks: HarnessHooks | None = None,
+        budget: Budget | None = None,
     ) -> ExperimentResult:
         """See :meth:`AsyncEnvironmentHarness.resume_experiment`."""
         return self.call(
@@ -273,6 +291,7 @@ class EnvironmentHarness:
             declare_changes=declare_changes,
             progress=progress,
             hooks=hooks,
+            budget=budget,
         )
 
     def sessions(self, *, status: str | None = None) -> list[SessionInfo]:

@@ -4,8 +4,9 @@
 ``run()`` (or, from blocking code, ``start()`` then ``wait()``). ``stop()`` cancels the sessions
 in flight — each records ``stopped`` with every committed record intact — and the experiment
 records ``stopped`` with its counts. ``pause()`` is gentler: each running session finishes its
-turn and ends ``paused``, no new session starts, and the experiment records ``paused``.
-Either way, ``resume()`` finishes it.
+turn and ends ``paused``, no new session starts, and the experiment records ``paused``. A spent
+budget acts like a pause that records ``stopped`` with a ``budget:`` reason. Either way,
+``resume()`` finishes it (``resume(budget=...)`` with a larger budget).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from anyio.from_thread import BlockingPortal
 
 from envharness._portal import Portal
 from envharness.api.sessions import OpenStore
-from envharness.api.setup import PlannedExperiment
+from envharness.api.setup import PlannedExperiment, checked_budget
+from envharness.contracts.budget import Budget
 from envharness.errors import ConfigurationError, collapsing
+from envharness.runtime.budgets import BudgetWatch
 from envharness.runtime.continuation import resume_experiment
 from envharness.runtime.experiment import (
     ExperimentProgress,
@@ -48,6 +51,9 @@ class AsyncExperiment:
         self._scope: anyio.CancelScope | None = None
         self._stop_requested = False
         self._pause = PauseRequest()
+        self.budget = planned.budget
+        """What the whole experiment may spend (``None``: no limit); ``resume(budget=...)``
+        replaces it."""
 
     @property
     def name(self) -> str:
@@ -86,6 +92,11 @@ class AsyncExperiment:
                 progress,
                 runner_class=self._template.runner,
                 pause=self._pause,
+                budget=(
+                    BudgetWatch(self.budget, whose="the experiment ")
+                    if self.budget is not None
+                    else None
+                ),
             )
             self._runner = runner
             with anyio.CancelScope() as scope:
@@ -97,11 +108,17 @@ class AsyncExperiment:
             raise ConfigurationError(f"experiment {self.id} was stopped before it started")
         return runner.result
 
-    async def resume(self) -> ExperimentResult:
-        """Finish a stopped, paused (or, after a crash, interrupted) run of this experiment."""
+    async def resume(self, *, budget: Budget | None = None) -> ExperimentResult:
+        """Finish a stopped, paused (or, after a crash, interrupted) run of this experiment.
+
+        ``budget`` replaces the experiment's (a larger one, after a budget stopped it); what
+        it spent before counts against it, read back from the evidence."""
+        budget = checked_budget(budget)
         running = self._runner is not None and self._runner.result is None
         if running and self._scope is not None and not self._scope.cancel_called:
             raise ConfigurationError(f"experiment {self.id} is still running")
+        if budget is not None:
+            self.budget = budget
         self._stop_requested = False
         self._pause = PauseRequest()
         if self._runner is None or not self._runner.recorded:
@@ -117,6 +134,7 @@ class AsyncExperiment:
                     progress=None,
                     hooks=self._planned.hooks,
                     pause=self._pause,
+                    budget=self.budget,
                 )
 
     def pause(self) -> None:
@@ -215,14 +233,14 @@ class Experiment:
         finally:
             self._close()
 
-    def resume(self) -> ExperimentResult:
+    def resume(self, *, budget: Budget | None = None) -> ExperimentResult:
         """Finish a stopped, paused or interrupted run (blocking): see
         :meth:`AsyncExperiment.resume`."""
         if self._future is not None and not self._future.done():
             raise ConfigurationError(f"experiment {self.id} is still running; stop() it first")
         self._close()
         self._future = None
-        return self._harness_portal.call(self.aio.resume)
+        return self._harness_portal.call(functools.partial(self.aio.resume, budget=budget))
 
     def _close(self) -> None:
         stack, self._exit_stack = self._exit_stack, None

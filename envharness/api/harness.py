@@ -25,12 +25,14 @@ from envharness.api.setup import (
     MAX_COUNT,
     EnvironmentFactory,
     check_count,
+    checked_budget,
     checked_template,
     plan_experiment,
     plan_run,
 )
 from envharness.api.sources import AsyncSources
 from envharness.contracts.agent import AgentFactory
+from envharness.contracts.budget import Budget
 from envharness.contracts.environment import Environment
 from envharness.contracts.operations import EnvironmentOperation
 from envharness.contracts.scenario import Scenario
@@ -101,6 +103,8 @@ class AsyncEnvironmentHarness:
     ``environment`` and each value of ``agents`` are factories (usually the classes): a fresh
     environment and fresh agents are made for every session. ``roles`` maps participants to
     the environment's roles; it may be left out when the environment has a single role.
+    ``budget`` is what each session may spend — its agents' reported costs and its wall time
+    (docs/python-api.md, 'Budgets'); a call's own ``budget=`` replaces it for that call.
     """
 
     def __init__(
@@ -118,6 +122,7 @@ class AsyncEnvironmentHarness:
         hooks: HarnessHooks | None = None,
         hook_budget: float | None = DEFAULT_HOOK_BUDGET,
         max_blocks: int = DEFAULT_MAX_BLOCKS,
+        budget: Budget | None = None,
     ) -> None:
         self.store = Path(store).expanduser()
         self._template = checked_template(
@@ -132,6 +137,7 @@ class AsyncEnvironmentHarness:
             hooks=hooks,
             hook_budget=hook_budget,
             max_blocks=max_blocks,
+            budget=budget,
         )
         self._max_concurrency = max_concurrency
         self._open: Store | None = None
@@ -163,6 +169,12 @@ class AsyncEnvironmentHarness:
         """The hooks every run uses unless it is given others (``None``: no hooks)."""
         return self._template.hooks
 
+    @property
+    def budget(self) -> Budget | None:
+        """What each session may spend unless a call gives another budget (``None``: no
+        limit)."""
+        return self._template.budget
+
     def writable_store(self) -> AbstractAsyncContextManager[Store]:
         """The store this harness writes to: the open one (``async with harness``), or opened
         for the block. Whatever records beside the harness's runs (the optimizer's own chain)
@@ -192,16 +204,18 @@ class AsyncEnvironmentHarness:
         seed: int = 0,
         progress: ProgressCallback | None = None,
         hooks: HarnessHooks | None = None,
+        budget: Budget | None = None,
     ) -> Session:
         """Run one standalone session to its end and return how it ended.
 
         Agent and environment failures end the session ``failed`` (see ``Session.reason``);
         they are not raised. Bad arguments raise :class:`ConfigurationError` before anything
         is recorded. ``hooks`` (default: the harness's) wrap the participants' policies
-        (docs/hooks.md).
+        (docs/hooks.md); ``budget`` (default: the harness's) limits what the session spends,
+        which ends it ``stopped`` with a ``budget:`` reason, resumable.
         """
         return await self.prepare(
-            scenario, turns=turns, seed=seed, progress=progress, hooks=hooks
+            scenario, turns=turns, seed=seed, progress=progress, hooks=hooks, budget=budget
         ).run()
 
     def prepare(
@@ -212,11 +226,14 @@ class AsyncEnvironmentHarness:
         seed: int = 0,
         progress: ProgressCallback | None = None,
         hooks: HarnessHooks | None = None,
+        budget: Budget | None = None,
     ) -> PreparedSession:
         """Check a standalone run's arguments and fix its session id now; ``await
         prepared.run()`` runs it (what the blocking ``start`` does in the background), and
         ``prepared.pause()`` pauses it, even before it starts."""
-        plan = plan_run(self._template, scenario, turns=turns, seed=seed, hooks=hooks)
+        plan = plan_run(
+            self._template, scenario, turns=turns, seed=seed, hooks=hooks, budget=budget
+        )
         return PreparedSession(
             dataclasses.replace(plan, pause=PauseRequest()),  # pausable before it starts
             self._template,
@@ -243,14 +260,18 @@ class AsyncEnvironmentHarness:
         declare_changes: str | None = None,
         progress: ProgressCallback | None = None,
         hooks: HarnessHooks | None = None,
+        budget: Budget | None = None,
     ) -> Session:
         """Continue an interrupted, stopped or paused session after its last complete turn.
 
         The new segment is linked to the one that ended. If this harness's code differs from
         what the evidence recorded (environment version, agent implementations, harness
         version), the resume is refused with the differences named — unless
-        ``declare_changes`` says why, which is then recorded with the segment.
+        ``declare_changes`` says why, which is then recorded with the segment. ``budget``
+        (default: the harness's) counts what the session spent before: after a budget
+        stopped it, give a larger one.
         """
+        budget = checked_budget(budget)
         async with self._writable_store() as store:
             result = await resume_session(
                 store,
@@ -260,6 +281,7 @@ class AsyncEnvironmentHarness:
                 progress=progress,
                 hooks=hooks,
                 pauses=self._pauses,
+                budget=budget,
             )
         return Session.of(result, self.store)
 
@@ -270,11 +292,15 @@ class AsyncEnvironmentHarness:
         declare_changes: str | None = None,
         progress: ProgressCallback | None = None,
         hooks: HarnessHooks | None = None,
+        budget: Budget | None = None,
     ) -> ExperimentResult:
         """Finish an interrupted, stopped or paused experiment: completed and failed sessions
         are kept, interrupted, stopped and paused ones resume, and those that never started
         start — each with the seed derived for it, so the evidence ends as if nothing had
-        happened. An error that ends it (the store's) is raised as itself, not in a group."""
+        happened. An error that ends it (the store's) is raised as itself, not in a group.
+        ``budget`` is the whole experiment's (none unless given), counting what it spent
+        before; each session keeps the harness's own session budget."""
+        budget = checked_budget(budget)
         with collapsing():
             async with self._writable_store() as store:
                 return await resume_experiment(
@@ -285,6 +311,7 @@ class AsyncEnvironmentHarness:
                     progress=progress,
                     hooks=hooks,
                     pause=PauseRequest(),
+                    budget=budget,
                 )
 
     async def continue_(
@@ -295,10 +322,12 @@ class AsyncEnvironmentHarness:
         declare_changes: str | None = None,
         progress: ProgressCallback | None = None,
         hooks: HarnessHooks | None = None,
+        budget: Budget | None = None,
     ) -> Session:
         """Run ``turns`` more turns of a completed, paused (e.g. branched), stopped or
-        interrupted session, in a new segment."""
+        interrupted session, in a new segment; ``budget`` as for :meth:`resume`."""
         check_count("turns", turns)
+        budget = checked_budget(budget)
         async with self._writable_store() as store:
             result = await resume_session(
                 store,
@@ -309,6 +338,7 @@ class AsyncEnvironmentHarness:
                 hooks=hooks,
                 pauses=self._pauses,
                 more_turns=turns,
+                budget=budget,
             )
         return Session.of(result, self.store)
 
@@ -322,13 +352,16 @@ class AsyncEnvironmentHarness:
         seed: int = 0,
         max_concurrency: int | None = None,
         hooks: HarnessHooks | None = None,
+        budget: Budget | None = None,
     ) -> AsyncExperiment:
         """Expand ``scenarios`` x ``trials`` into sessions under one frozen configuration.
 
         Everything is validated now — scenario inputs, unique ids, counts — so a mistake is a
         :class:`ConfigurationError` before anything is recorded. Nothing runs until
         :meth:`AsyncExperiment.run`. ``hooks`` (default: the harness's) wrap every session's
-        participants; their version is the experiment's harness version.
+        participants; their version is the experiment's harness version. ``budget`` is what
+        the whole experiment may spend (all its sessions' costs, and its wall time); each
+        session also keeps the harness's own session budget.
         """
         planned = plan_experiment(
             self._template,
@@ -339,6 +372,7 @@ class AsyncEnvironmentHarness:
             seed=seed,
             max_concurrency=self._max_concurrency if max_concurrency is None else max_concurrency,
             hooks=hooks,
+            budget=budget,
         )
         return AsyncExperiment(planned, self._template, self._writable_store)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from envharness.contracts.agent import Agent, AgentFactory, implementation_of
+from envharness.contracts.budget import Budget
 from envharness.contracts.environment import Environment, EnvironmentSpec
 from envharness.contracts.operations import EnvironmentOperation, operation_ref
 from envharness.contracts.scenario import Scenario, validate_input
@@ -22,12 +23,13 @@ from envharness.hooks import HarnessHooks
 from envharness.records import ExperimentConfig, new_id
 from envharness.runtime import SessionPlan, SessionRunner
 from envharness.runtime.hooking import check_hooks
-from envharness.runtime.template import SessionTemplate
+from envharness.runtime.template import SessionTemplate, check_budget
 
 __all__ = [
     "MAX_COUNT",
     "EnvironmentFactory",
     "PlannedExperiment",
+    "checked_budget",
     "checked_template",
     "plan_experiment",
     "plan_run",
@@ -55,6 +57,7 @@ def checked_template(
     hooks: HarnessHooks | None,
     hook_budget: float | None,
     max_blocks: int,
+    budget: Budget | None = None,
 ) -> SessionTemplate:
     """The harness's constructor arguments, checked; one environment is made to read its spec."""
     factories = _Factories(
@@ -88,6 +91,7 @@ def checked_template(
         hook_budget=hook_budget,
         max_blocks=max_blocks,
         runner=runner,
+        budget=checked_budget(budget),
     )
 
 
@@ -101,9 +105,11 @@ def plan_run(
     trial: int | None = None,
     hooks: HarnessHooks | None = None,
     validated: Any = None,
+    budget: Budget | None = None,
 ) -> SessionPlan:
     """One session's plan; ``validated`` is the scenario's input when the caller has already
-    checked it (an experiment checks all of them before it starts)."""
+    checked it (an experiment checks all of them before it starts). ``budget`` replaces the
+    template's session budget for this session."""
     if not isinstance(scenario, Scenario):
         raise ConfigurationError(
             f"expected a Scenario(id=..., input=...), got {type(scenario).__name__}"
@@ -120,6 +126,7 @@ def plan_run(
         experiment_id=experiment_id,
         trial=trial,
         hooks=hooks,
+        budget=checked_budget(budget),
     )
 
 
@@ -132,6 +139,8 @@ class PlannedExperiment:
     scenarios: tuple[Scenario[Any], ...]
     inputs: Mapping[str, Any]
     hooks: HarnessHooks | None
+    budget: Budget | None = None
+    """What the whole experiment may spend (all its sessions, and its wall time)."""
 
     def plan_session(
         self, template: SessionTemplate, scenario: Scenario[Any], trial: int, seed: int
@@ -158,8 +167,10 @@ def plan_experiment(
     seed: int,
     max_concurrency: int,
     hooks: HarnessHooks | None,
+    budget: Budget | None = None,
 ) -> PlannedExperiment:
     """Check an experiment's arguments and freeze its configuration (nothing runs yet)."""
+    budget = checked_budget(budget)
     if not isinstance(name, str) or not name.strip():
         raise ConfigurationError("an experiment needs a name, e.g. 'baseline sweep'")
     scenarios = list(scenarios)
@@ -208,7 +219,12 @@ def plan_experiment(
         action_timeout=sample.action_timeout,
         operations=sample.operations,
     )
-    return PlannedExperiment(new_id("exp"), config, tuple(scenarios), inputs, hooks)
+    return PlannedExperiment(new_id("exp"), config, tuple(scenarios), inputs, hooks, budget)
+
+
+def checked_budget(budget: Any, what: str = "budget") -> Budget | None:
+    """``None`` (no limit) or a :class:`Budget`; anything else is refused, naming it."""
+    return None if budget is None else check_budget(budget, what)
 
 
 def check_count(what: str, value: Any) -> None:

@@ -2,7 +2,8 @@
 
 The list comes from the store's experiment index with session counts from the session index;
 ``show`` prints :func:`envharness.scoring.experiment_report` — the same report the Python API's
-``harness.report(id)`` returns — as text, or whole as JSON.
+``harness.report(id)`` returns — as text, or whole as JSON: configuration, what it spent,
+sessions, scores and findings.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from envharness.scoring import (
     ScoreAggregate,
     experiment_report,
 )
+from envharness.scoring.aggregates import CostTotals, SessionCosts
 from envharness.store import ExperimentInfo, SessionCounts, read_store
 
 __all__ = ["app", "experiment_lines", "experiment_table", "experiments", "experiments_show"]
@@ -38,9 +40,22 @@ MAX_RESAMPLES = 1_000_000
 """More would only take longer: past some thousands, the bounds move by less than they show."""
 FINDING_GROUPS = 10
 """Distinct findings (severity and title) ``show`` lists before pointing at ``--json``."""
+COST_ROWS = 10
+"""Sessions ``show`` lists in its cost table (the most expensive) before pointing at
+``--json``."""
 
 _LIST_COLUMNS = ("id", "name", "status", "completed", "failed", "stopped", "running", "total")
 _STATUS_COLUMNS = ("scenario", "sessions", "completed", "failed", "stopped", "running", "findings")
+_COST_COLUMNS = (
+    "session",
+    "scenario",
+    "status",
+    "calls",
+    "tokens",
+    "usd",
+    "call time",
+    "wall time",
+)
 _SEVERITIES = ("high", "medium", "low", "info")
 _STATUS_COLOURS = {"completed": "green", "failed": "red", "stopped": "yellow"}
 
@@ -154,6 +169,9 @@ def experiment_lines(report: ExperimentReport) -> Iterator[str]:
     yield from _configuration(report)
     yield ""
     yield from _status_table(report)
+    if report.costs.calls:
+        yield ""
+        yield from _cost_table(report.session_costs)
     for aggregate_index, version in enumerate(_versions(report)):
         yield ""
         yield from _score_table(report, version, first=aggregate_index == 0)
@@ -198,6 +216,53 @@ def _configuration(report: ExperimentReport) -> Iterator[str]:
     counts = _counts_text(report.sessions)
     missing = f", {report.not_started} not started" if report.not_started else ""
     yield f"  sessions     {counts or 'none recorded'}{missing}"
+    yield f"  spent        {_spent_text(report.costs)}"
+
+
+def _spent_text(costs: CostTotals) -> str:
+    """Tokens, money, calls and time, as far as agents reported them."""
+    ran = f"ran {_seconds(costs.wall_seconds)}"
+    if not costs.calls:
+        return f"no costs reported · {ran}"
+    calls = f"{costs.calls:,} call{_s(costs.calls)} ({_seconds(costs.seconds)})"
+    return (
+        f"{costs.tokens:,} tokens ({costs.input_tokens:,} in / {costs.output_tokens:,} out) · "
+        f"{_money(costs)} · {calls} · {ran}"
+    )
+
+
+def _cost_table(sessions: Sequence[SessionCosts]) -> Iterator[str]:
+    ranked = sorted(sessions, key=lambda s: (-s.costs.usd, -s.costs.tokens, s.session_id))
+    yield typer.style("costs per session, the most expensive first", bold=True)
+    rows = [
+        (
+            printable(session.session_id),
+            printable(session.scenario_id),
+            session.status,
+            f"{session.costs.calls:,}",
+            f"{session.costs.tokens:,}",
+            f"${session.costs.usd:.4f}" if session.costs.priced else "-",
+            _seconds(session.costs.seconds),
+            _seconds(session.costs.wall_seconds),
+        )
+        for session in ranked[:COST_ROWS]
+    ]
+    yield from _table(_COST_COLUMNS, rows, numeric_from=3, status_at=2)
+    if len(ranked) > COST_ROWS:
+        yield f"  ... {len(ranked) - COST_ROWS} more; --json lists every session's costs"
+
+
+def _money(costs: CostTotals) -> str:
+    if not costs.priced:
+        return "no price reported"
+    unpriced = costs.calls - costs.priced
+    return f"${costs.usd:.4f}" + (
+        f" (+ {unpriced:,} unpriced call{_s(unpriced)})" if unpriced else ""
+    )
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.1f} s" if value < 600 else f"{value / 60:.1f} min"
 
 
 def _status_table(report: ExperimentReport) -> Iterator[str]:

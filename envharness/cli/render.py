@@ -41,6 +41,7 @@ from envharness.records import (
     SegmentStarted,
     SessionCreated,
     SessionStatus,
+    Transcript,
 )
 from envharness.store import SessionInfo, VerifyReport
 from envharness.store.damage import RECOVERY_ADVICE
@@ -314,6 +315,9 @@ class Timeline:
                 f"artifact {printable(payload.name)}: {payload.size} bytes, {media}"
                 f"sha256 {payload.sha256[:12]}"
             )
+        elif isinstance(payload, Transcript):  # `sessions export` has the messages whole
+            roles = ", ".join(printable(str(message.get("role"))) for message in payload.messages)
+            yield f"transcript {len(payload.messages)} message(s): {roles}"
         elif isinstance(payload, Log):
             stream = f" {printable(payload.stream)}" if payload.stream else ""
             yield f"log {payload.level}{stream}: {printable(payload.message)}"

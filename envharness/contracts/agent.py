@@ -118,6 +118,15 @@ def is_async_agent(agent: object) -> bool:
     return inspect.iscoroutinefunction(getattr(agent, "act", None))
 
 
+def cost_of_failure(error: BaseException) -> Cost | None:
+    """What a failed ``act`` spent, when the exception says: an agent that pays per call (a
+    model agent asked three times for a valid action) sets ``error.cost`` to a :class:`Cost`
+    before raising, so the spending is recorded — and counted against budgets — though no
+    action came of it."""
+    cost = getattr(error, "cost", None)
+    return cost if isinstance(cost, Cost) else None
+
+
 @runtime_checkable
 class HasLifespan(Protocol):
     """An agent with something to start before the first turn and stop after the last."""

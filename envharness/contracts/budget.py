@@ -68,5 +68,6 @@ class Spending:
         if cost is None:
             return
         self.calls += 1
-        self.usd += cost.usd or 0.0
+        if cost.usd is not None and math.isfinite(cost.usd):  # NaN would blind the money limit
+            self.usd += cost.usd
         self.tokens += (cost.input_tokens or 0) + (cost.output_tokens or 0)

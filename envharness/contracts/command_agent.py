@@ -35,6 +35,7 @@ from envharness.protocol import (
     LogMessage,
     ProtocolError,
     ProtocolViolationError,
+    Vetoed,
 )
 from envharness.protocol.process import (
     DEFAULT_INHERITED_ENV,
@@ -125,6 +126,8 @@ class CommandAgentProcess:
         self._channel: AgentChannel | None = None
         self._stderr_tail = StderrTail(STDERR_TAIL_BYTES)
         self._last_act: _LastAct | None = None
+        self._vetoed: Vetoed | None = None
+        """Why the last answer was vetoed, for the next ``act`` (the re-ask) to carry."""
         self._next_turn = 1
         """The turn the next ``act`` belongs to when the session does not say (one after the
         last turn given feedback)."""
@@ -175,8 +178,9 @@ class CommandAgentProcess:
 
     async def act(self, observation: Any) -> AgentReply:
         channel = self._require_channel()
+        vetoed, self._vetoed = self._vetoed, None
         action = await self._answer(
-            channel.act(self._current_turn() or self._next_turn, observation),
+            channel.act(self._current_turn() or self._next_turn, observation, vetoed=vetoed),
             self.agent.limits.act_timeout,
             "action",
             "act",
@@ -212,6 +216,11 @@ class CommandAgentProcess:
             await channel.feedback(message)
         except ProtocolError as exc:
             raise self._diagnosed(exc) from exc
+
+    def vetoed(self, turn: int, action: Any, reason: str) -> None:
+        """A harness hook vetoed the program's last answer: the ``act`` that asks again (for
+        the same turn, next) carries ``vetoed`` with the answer and the hook's message."""
+        self._vetoed = Vetoed(action=action, reason=reason)
 
     @property
     def can_snapshot(self) -> bool:

@@ -30,6 +30,7 @@ from typing import Any, Literal
 import anyio
 from anyio import CancelScope
 from anyio.abc import ByteReceiveStream, ByteSendStream
+from msgspec import UNSET
 
 from envharness.protocol._calls import CallDiscipline
 from envharness.protocol.errors import (
@@ -54,6 +55,7 @@ from envharness.protocol.messages import (
     Shutdown,
     Snapshot,
     State,
+    Vetoed,
     decode_agent_message,
     message_type,
 )
@@ -161,9 +163,15 @@ class AgentChannel:
         return ready
 
     async def act(
-        self, turn: int, observation: Any, actions: Sequence[Any] | None = None
+        self,
+        turn: int,
+        observation: Any,
+        actions: Sequence[Any] | None = None,
+        *,
+        vetoed: Vetoed | None = None,
     ) -> Action:
-        """Ask for a decision; the answer is the ``action`` whose id matches this request."""
+        """Ask for a decision; the answer is the ``action`` whose id matches this request.
+        ``vetoed`` says why the previous answer in this turn was not executed (a re-ask)."""
         with self._calls.call("act", "open"):
             act_id = self._new_id()
             message = Act(
@@ -171,6 +179,7 @@ class AgentChannel:
                 turn=turn,
                 observation=observation,
                 actions=tuple(actions) if actions is not None else None,
+                vetoed=UNSET if vetoed is None else vetoed,
             )
             self._acted = True
             action, _ = await self._request(message, _Awaited(Action, act_id, f"act {act_id!r}"))

@@ -17,6 +17,7 @@ import re
 from typing import Annotated, Any, Final, Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from envharness.protocol.errors import ProtocolViolationError
 
@@ -45,6 +46,7 @@ __all__ = [
     "Shutdown",
     "Snapshot",
     "State",
+    "Vetoed",
     "decode_agent_message",
     "decode_host_message",
     "encode_into",
@@ -128,6 +130,14 @@ class ActionCost(_Part, frozen=True):
     model: str | None = None
 
 
+class Vetoed(_Part, frozen=True):
+    """Your previous answer in this turn was vetoed by a harness hook (`block_and_prompt`) and
+    nothing was executed; the `act` that carries this asks you again."""
+
+    action: Annotated[Any, _doc("The answer that was vetoed, as the host recorded it.")]
+    reason: Annotated[str, _doc("The hook's message: why, and usually what to do instead.")]
+
+
 # -- host to agent -----------------------------------------------------------------------------
 
 
@@ -161,6 +171,13 @@ class Act(_HostMessage, tag="act", frozen=True):
         tuple[Any, ...] | None,
         _doc("The admissible actions when the environment knows them, else null."),
     ] = None
+    vetoed: Annotated[
+        Vetoed | UnsetType | None,
+        _doc(
+            "Present only when this `act` asks again in the same turn because a harness hook "
+            "vetoed your previous answer: what it was and why (an addition within version 1)."
+        ),
+    ] = UNSET
 
 
 class Feedback(_HostMessage, tag="feedback", frozen=True):

@@ -58,6 +58,7 @@ __all__ = [
     "SessionCreated",
     "SessionStatus",
     "Status",
+    "Transcript",
 ]
 
 Status = Literal["created", "running", "paused", "completed", "failed", "stopped", "interrupted"]
@@ -281,6 +282,20 @@ class ParticipantOutcome(_Payload, tag="outcome.participant", frozen=True):
 
     outcome: Any = None
     reward: float | UnsetType | None = UNSET
+
+
+class Transcript(_Payload, tag="transcript", frozen=True):
+    """The chat messages one answer added to a model-backed agent's conversation, in OpenAI's
+    chat format (``{"role": "user", "content": ...}``, assistant ``tool_calls``, ``tool``
+    results), kept as the agent sent them; private to that participant.
+
+    Recorded right after the ``action.attempted`` it belongs to, and only what that answer
+    added: the agent's whole conversation is the concatenation of its transcripts, so a long
+    one is never written twice. Datasets take it instead of rebuilding a conversation from
+    observations and actions (docs/trajectories.md).
+    """
+
+    messages: tuple[dict[str, Any], ...]
 
 
 class Hint(_Payload, tag="hint", frozen=True):
@@ -567,6 +582,7 @@ Payload = (
     | ActionBlocked
     | Outcome
     | ParticipantOutcome
+    | Transcript
     | Hint
     | HookCalled
     | Cost

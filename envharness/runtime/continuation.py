@@ -6,6 +6,10 @@ that code differs from the recorded one unless the change is declared, and runs 
 from the last complete turn. Finishing an experiment keeps its completed and failed sessions,
 resumes the interrupted, stopped and paused ones, and starts those that never started — each
 with the seed derived for it, so the evidence ends as if nothing had happened.
+
+Budgets are the caller's, given again with each resume (or the harness's own); what was spent
+before counts against them, read back from the evidence: the ``cost`` records and the wall
+time of the earlier segments (of an experiment: of its sessions' costs and its earlier runs).
 """
 
 from __future__ import annotations
@@ -16,9 +20,11 @@ from typing import Any
 
 import msgspec
 
+from envharness.contracts.budget import Budget
 from envharness.contracts.scenario import Scenario, validate_input
 from envharness.errors import ChainConflictError, ConfigurationError
 from envharness.hooks import HarnessHooks
+from envharness.runtime.budgets import BudgetWatch
 from envharness.runtime.experiment import (
     ExperimentResult,
     ExperimentResumption,
@@ -52,12 +58,16 @@ async def resume_session(
     more_turns: int | None = None,
     pause: PauseRequest | None = None,
     settling: Callable[[], None] | None = None,
+    budget: Budget | None = None,
+    shared_budget: BudgetWatch | None = None,
 ) -> SessionResult:
     """Run a new segment of ``session_id`` after its last complete turn.
 
     ``more_turns`` continues a completed (or paused, stopped, interrupted) session by that
     many turns; without it, an unfinished session plays the turns it had left. The session is
-    paused by ``pause`` when given (an experiment's), else it is held in ``pauses``.
+    paused by ``pause`` when given (an experiment's), else it is held in ``pauses``. ``budget``
+    (default: the template's) counts what the session spent before; ``shared_budget`` is its
+    experiment's.
     """
     allowed = RESUMABLE if more_turns is None else CONTINUABLE
     point = await find_resume_point(store, session_id, allowed)
@@ -79,6 +89,7 @@ async def resume_session(
         experiment_id=config.experiment_id,
         trial=config.trial,
         hooks=hooks,
+        budget=budget,
     )
     changes = differences(config, plan.config())
     if changes and not declare_changes:
@@ -92,6 +103,8 @@ async def resume_session(
     until = plan.turns if (more_turns is not None or point.until) else None
     resumption = point.resumption(state, declared, until)
     try:
+        if shared_budget is not None:
+            plan = dataclasses.replace(plan, shared_budget=shared_budget)
         if pause is not None:
             plan = dataclasses.replace(plan, pause=pause, settling=settling)
             return await template.runner(store, plan, progress, resumption).run()
@@ -114,12 +127,14 @@ async def resume_experiment(
     progress: ProgressCallback | None,
     hooks: HarnessHooks | None,
     pause: PauseRequest,
+    budget: Budget | None = None,
 ) -> ExperimentResult:
-    """Finish an interrupted, stopped or paused experiment (see the module doc)."""
+    """Finish an interrupted, stopped or paused experiment (see the module doc); ``budget``
+    is the whole experiment's, counting what it spent before."""
     # A unique prefix names it as in `envharness experiments show`; the chain it continues is
     # the full id's.
     experiment_id = (await store.experiment(experiment_id)).id
-    recorded = await read_experiment(store, experiment_id)
+    recorded = await read_experiment(store, experiment_id, spending=budget is not None)
     if recorded.status not in RESUMABLE:
         raise ConfigurationError(
             f"experiment {experiment_id} cannot be resumed: it is {recorded.status}"
@@ -153,6 +168,10 @@ async def resume_experiment(
         for ref in config.scenarios
     ]
 
+    watch = None
+    if budget is not None:
+        watch = BudgetWatch(budget, recorded.spent, whose="the experiment ")
+
     def plan_session(scenario: Scenario[Any], trial: int, seed: int) -> SessionPlan:
         return template.plan(
             scenario,
@@ -174,6 +193,7 @@ async def resume_experiment(
             hooks=hooks,
             pause=pause,
             settling=settling,
+            shared_budget=watch,
         )
 
     resumption = ExperimentResumption(
@@ -181,6 +201,7 @@ async def resume_experiment(
         head_digest=recorded.head_digest,
         sessions=recorded.sessions,
         resume_session=resume_one,
+        spent=recorded.spent,
     )
     runner = ExperimentRunner(
         store,
@@ -192,5 +213,6 @@ async def resume_experiment(
         resumption,
         template.runner,
         pause,
+        watch,
     )
     return await runner.run()

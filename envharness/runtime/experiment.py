@@ -5,6 +5,11 @@ status changes; each of its sessions is an ordinary session whose ``session.crea
 experiment, the scenario, the trial and the seed derived from (experiment seed, scenario id,
 trial). Sessions run in one task group under one :class:`anyio.CapacityLimiter`; they share the
 store's single writer, so concurrent sessions share commits.
+
+An experiment's budget is spent by all its sessions together (their agents' reported costs)
+and by its wall time: once it is spent, each running session stops at its next turn boundary,
+no other starts, and the experiment records ``stopped`` with a ``budget:`` reason — resumable,
+with a larger budget. Sessions stopped by their own budget leave it ``stopped`` the same way.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any, cast, get_args
 import anyio
 from anyio.abc import TaskGroup
 
+from envharness.contracts.budget import Spending
 from envharness.contracts.scenario import Scenario
 from envharness.errors import NotFoundError, StoreError
 from envharness.records import (
@@ -28,6 +34,7 @@ from envharness.records import (
     SessionChain,
     Status,
 )
+from envharness.runtime.budgets import BUDGET_PREFIX, BudgetWatch
 from envharness.runtime.session import (
     PauseRequest,
     ProgressCallback,
@@ -76,6 +83,9 @@ class ExperimentResumption:
     head_digest: str
     sessions: Mapping[tuple[str, int], SessionResult]
     resume_session: ResumeSession
+    spent: Spending | None = None
+    """What the experiment spent before (its sessions' costs, its wall time), when a budget
+    is to count it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,8 +137,11 @@ class ExperimentRunner:
         resumption: ExperimentResumption | None = None,
         runner_class: type[SessionRunner] = SessionRunner,
         pause: PauseRequest | None = None,
+        budget: BudgetWatch | None = None,
     ) -> None:
         self.id = experiment_id
+        self.budget = budget
+        """The experiment's budget, which every session of it spends from and watches."""
         self.pause_request = pause or PauseRequest()
         """Requested, running sessions pause at their next turn boundary and no new one
         starts; the experiment then records ``paused`` (resumable)."""
@@ -147,6 +160,8 @@ class ExperimentRunner:
                 experiment_id, next_seq=resumption.head_seq + 1, prev=resumption.head_digest
             )
         self._sessions: list[ExperimentSession] = []
+        self._started: set[tuple[str, int]] = set()
+        """The sessions this run started (or resumed), by (scenario id, trial)."""
         self._running = 0
         self.recorded = False
         """Whether the experiment's chain exists in the store (it can then be resumed)."""
@@ -182,6 +197,8 @@ class ExperimentRunner:
         )
         await self._store.append([*rows, self._chain.seal(running)])
         self.recorded = True
+        if self.budget is not None:
+            self.budget.start()
         limiter = anyio.CapacityLimiter(self._config.max_concurrency)
         try:
             async with anyio.create_task_group() as group:
@@ -198,21 +215,52 @@ class ExperimentRunner:
                 await self._finish("stopped", f"stopped by {type(exc).__name__}: {exc}")
             raise
         progress = self.progress
-        if self.pause_request.requested and progress.completed + progress.failed < self.total:
+        unfinished = progress.completed + progress.failed < self.total
+        if self.pause_request.requested and unfinished:
             return await self._finish("paused", "paused on request; resume it to go on")
+        spent = self._over_budget() if unfinished else None
+        if spent is not None:
+            return await self._finish("stopped", spent)
         return await self._finish("completed", None)
+
+    def _over_budget(self) -> str | None:
+        """Why a budget ended the experiment before every session finished, if one did: its
+        own, or its sessions' own budgets."""
+        if self.budget is not None and (reason := self.budget.exceeded()) is not None:
+            return reason
+        stopped = sum(
+            1
+            for session in self._sessions
+            if session.result.status == "stopped"
+            and (session.result.reason or "").startswith(BUDGET_PREFIX)
+        )
+        if not stopped:
+            return None
+        return (
+            f"{BUDGET_PREFIX}{stopped} session{'' if stopped == 1 else 's'} stopped at "
+            f"{'its' if stopped == 1 else 'their'} own budget; resume with a larger one"
+        )
 
     async def _start_sessions(self, group: TaskGroup, limiter: anyio.CapacityLimiter) -> None:
         for scenario in self._scenarios:
             for trial in range(self._config.trials):
                 if self._kept(scenario, trial):
                     continue
-                if self.pause_request.requested:
+                if self.pause_request.requested or self._spent():
                     self._keep_the_rest()
                     return
                 slot = object()  # the session's own token: its task, not this one, frees it
                 await limiter.acquire_on_behalf_of(slot)
+                if self._spent():  # spent while waiting for the slot
+                    limiter.release_on_behalf_of(slot)
+                    self._keep_the_rest()
+                    return
+                self._started.add((scenario.id, trial))
                 group.start_soon(self._one, limiter, slot, scenario, trial)
+
+    def _spent(self) -> bool:
+        """Whether the experiment's budget is spent (then no other session starts)."""
+        return self.budget is not None and self.budget.exceeded() is not None
 
     def _keep_the_rest(self) -> None:
         """Paused before the remaining sessions (re)started: list those that exist as they
@@ -220,6 +268,7 @@ class ExperimentRunner:
         if self._resumption is None:
             return
         listed = {(session.scenario_id, session.trial) for session in self._sessions}
+        listed |= self._started  # those running list themselves as they end
         for (scenario_id, trial), earlier in self._resumption.sessions.items():
             if (scenario_id, trial) not in listed:
                 seed = derive_seed(self._config.seed, scenario_id, trial)
@@ -272,7 +321,9 @@ class ExperimentRunner:
             else:
                 plan = self._plan_session(scenario, trial, seed)
                 session_id = plan.session_id
-                plan = dataclasses.replace(plan, pause=self.pause_request, settling=free)
+                plan = dataclasses.replace(
+                    plan, pause=self.pause_request, settling=free, shared_budget=self.budget
+                )
                 runner = self._runner_class(self._store, plan, self._session_progress)
                 result = await runner.run()
         except anyio.get_cancelled_exc_class():

@@ -1,8 +1,11 @@
-"""Talking to the session's agents: asking for actions, sending feedback, running lifespans.
+"""Talking to the session's agents: asking for actions, sending feedback and vetoes, running
+lifespans.
 
 Everything an agent can do wrong becomes an :class:`AgentFailure` that names the participant and
 what happened; the session runner records it and ends the session ``failed``. A protocol
-violation by an external agent keeps the offending bytes, so the runner can store them.
+violation by an external agent keeps the offending bytes, so the runner can store them. An
+agent that raises :class:`~envharness.errors.BudgetExhausted` has not failed: it cannot afford
+to go on, and the session stops cleanly (:class:`OutOfBudget`).
 """
 
 from __future__ import annotations
@@ -15,17 +18,27 @@ from typing import Any, NamedTuple
 
 import anyio
 
-from envharness.contracts.agent import Agent, AgentCapabilities, AgentContext, AgentReply
+from envharness.contracts.agent import (
+    Agent,
+    AgentCapabilities,
+    AgentContext,
+    AgentReply,
+    cost_of_failure,
+)
+from envharness.errors import BudgetExhausted
 from envharness.protocol import ProtocolViolationError
 from envharness.records import Cost
+from envharness.runtime.transcripts import TranscriptError, checked_transcript
 
 __all__ = [
     "AgentFailure",
     "Caller",
+    "OutOfBudget",
     "Reply",
     "ask_all",
     "running",
     "send_feedback",
+    "send_veto",
 ]
 
 
@@ -37,18 +50,37 @@ class AgentFailure(Exception):
         self.participant = participant
         self.reason = reason
         self.cause = cause
+        self.cost = cost_of_failure(cause)
+        """What the failed act spent, when the agent said (recorded before the session ends)."""
 
     @property
     def violation(self) -> ProtocolViolationError | None:
         return self.cause if isinstance(self.cause, ProtocolViolationError) else None
 
 
+class OutOfBudget(Exception):
+    """An agent raised :class:`~envharness.errors.BudgetExhausted` while acting: the session
+    stops cleanly (``stopped``, resumable), not ``failed``. ``arrived`` holds the answers of
+    the others asked in the same step, so that what they cost is recorded."""
+
+    def __init__(self, participant: str, reason: str, cause: BudgetExhausted) -> None:
+        super().__init__(reason)
+        self.participant = participant
+        self.reason = reason
+        self.cause = cause
+        self.cost = cost_of_failure(cause)
+        """What the act spent before the budget ran out, when the agent said."""
+        self.arrived: dict[str, Reply] = {}
+
+
 class Reply(NamedTuple):
-    """What one participant answered, how long it took, and what it said it cost."""
+    """What one participant answered, how long it took, what it said it cost, and the messages
+    it added to its conversation (checked, in their JSON form; empty for most agents)."""
 
     action: Any
     seconds: float
     cost: Cost | None = None
+    transcript: tuple[dict[str, Any], ...] = ()
 
 
 class Caller:
@@ -96,6 +128,9 @@ class Caller:
                             abandon_on_cancel=True,
                             limiter=self._threads,
                         )
+        except BudgetExhausted as exc:
+            reason = f"{exc} (agent {participant!r})" if str(exc) else f"agent {participant!r}"
+            raise OutOfBudget(participant, reason, exc) from exc
         except Exception as exc:  # including the agent's own TimeoutError: that is its failure
             raise _failure(participant, "acting", exc) from exc
         if not self._inline and deadline.cancelled_caught:
@@ -114,6 +149,8 @@ class Caller:
                     "use envharness.Cost(input_tokens=..., output_tokens=..., usd=...)",
                     TypeError(type(reply.cost).__name__),
                 )
+            if reply.transcript:
+                return Reply(reply.action, seconds, reply.cost, _said(participant, reply))
             return Reply(reply.action, seconds, reply.cost)
         return Reply(reply, seconds)
 
@@ -124,19 +161,23 @@ async def ask_all(
     """Ask every participant in ``observations`` concurrently.
 
     All are waited for, so every answer that did arrive can be recorded; then the first
-    failure in roster order is raised.
+    failure in roster order is raised — or, when none failed, the first that ran out of budget
+    (with the answers that arrived).
     """
     if len(observations) == 1:
         [(participant, observation)] = observations.items()
         return {participant: await callers[participant].ask(observation)}
     replies: dict[str, Reply] = {}
     failures: dict[str, AgentFailure] = {}
+    spent: dict[str, OutOfBudget] = {}
 
     async def one(participant: str, observation: Any) -> None:
         try:
             replies[participant] = await callers[participant].ask(observation)
         except AgentFailure as failure:
             failures[participant] = failure
+        except OutOfBudget as stop:
+            spent[participant] = stop
 
     async with anyio.create_task_group() as group:
         for participant, observation in observations.items():
@@ -144,6 +185,11 @@ async def ask_all(
     for participant in observations:
         if participant in failures:
             raise failures[participant]
+    for participant in observations:
+        if participant in spent:
+            stop = spent[participant]
+            stop.arrived = replies
+            raise stop
     return replies
 
 
@@ -175,6 +221,22 @@ async def send_feedback(
         raise _failure(participant, "taking feedback", exc) from exc
 
 
+async def send_veto(
+    participant: str, capabilities: AgentCapabilities, turn: int, action: Any, reason: str
+) -> None:
+    """Tell an agent, before it is asked again in the same turn, that a harness hook vetoed
+    its answer ``action`` (JSON form) and why, if it wants to know (``vetoed`` is optional)."""
+    listener = capabilities.vetoes
+    if listener is None:
+        return
+    try:
+        result = listener.vetoed(turn, action, reason)
+        if inspect.isawaitable(result):
+            await result
+    except Exception as exc:
+        raise _failure(participant, "taking a veto", exc) from exc
+
+
 @asynccontextmanager
 async def running(
     capabilities: Mapping[str, AgentCapabilities], contexts: Mapping[str, AgentContext]
@@ -193,6 +255,19 @@ async def running(
             except Exception as exc:
                 raise _failure(participant, "starting", exc) from exc
         yield
+
+
+def _said(participant: str, reply: AgentReply) -> tuple[dict[str, Any], ...]:
+    """The messages ``reply`` added to the agent's conversation, checked (a transcript that is
+    not chat messages fails the agent, naming the message)."""
+    try:
+        return checked_transcript(reply.transcript)
+    except TranscriptError as exc:
+        raise AgentFailure(
+            participant,
+            f"agent {participant!r} returned a transcript that is not chat messages: {exc}",
+            exc,
+        ) from exc
 
 
 def _failure(participant: str, doing: str, exc: Exception) -> AgentFailure:

@@ -12,11 +12,13 @@ from typing import Any, Literal
 
 from envharness._version import __version__
 from envharness.contracts.agent import Agent, implementation_of
+from envharness.contracts.budget import Budget, Spending
 from envharness.contracts.environment import Environment
 from envharness.contracts.operations import EnvironmentOperation, operation_ref
 from envharness.contracts.scenario import Scenario
 from envharness.hooks import HarnessHooks
 from envharness.records import ErrorInfo, ParticipantRef, SessionConfig, Status
+from envharness.runtime.budgets import BudgetWatch
 from envharness.runtime.hook_memory import HookMemory
 from envharness.runtime.hooking import DEFAULT_HOOK_BUDGET, DEFAULT_MAX_BLOCKS
 
@@ -89,6 +91,12 @@ class SessionPlan:
     """Called once the session has handed its last records to the journal and only waits for
     their commit: an experiment frees the session's concurrency slot there, so the next
     session plays while this one's commit is written (its result still counts only after)."""
+    budget: Budget | None = None
+    """What this session may spend (its agents' reported costs and its wall time, earlier
+    segments included); checked at each turn boundary, it stops the session ``stopped`` with a
+    ``budget:`` reason (see :mod:`envharness.runtime.budgets`)."""
+    shared_budget: BudgetWatch | None = None
+    """The experiment's budget, which all its sessions spend from and watch."""
 
     @property
     def harness_version(self) -> str | None:
@@ -156,3 +164,6 @@ class Resumption:
     """What the hooks remembered after ``turn`` (notebook, pending hints, recent steps)."""
     agent_states: Mapping[str, Any] = field(default_factory=dict)
     """Agents' own states to restore before the first turn (a branch's checkpoint)."""
+    spent: Spending | None = None
+    """What the session spent before this segment (its ``cost`` records and the wall time of
+    its earlier segments), which its budget counts."""

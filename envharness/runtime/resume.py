@@ -3,27 +3,33 @@
 A session resumes after its last *complete* turn, from the state recorded after it, in a new
 segment linked to the one that ended. Its code must be the code the evidence recorded — the
 same environment name and version, the same agent implementations, the same harness version
-— unless the caller declares the change, which the new segment then records.
+— unless the caller declares the change, which the new segment then records. What it spent so
+far — every ``cost`` record, and the wall time of its segments — is read back too, so that a
+budget counts it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import msgspec
 
+from envharness.contracts.budget import Spending
 from envharness.errors import ConfigurationError, NotFoundError
 from envharness.hooks.notebook import encoded_notebook
 from envharness.records import (
     Branch,
     Checkpoint,
+    Cost,
     ExperimentConfig,
     ExperimentCreated,
     ExperimentStatus,
     Intervention,
     OperationReceipt,
     Outcome,
+    Record,
     SegmentStarted,
     SessionConfig,
     SessionCreated,
@@ -66,6 +72,9 @@ class ResumePoint:
     """What the session's hooks remembered after ``turn``."""
     agent_states: dict[str, Any] = field(default_factory=dict)
     """Agents' own states to restore, from the checkpoint a branch started at."""
+    spent: Spending = field(default_factory=Spending)
+    """Every ``cost`` the session recorded (a replayed turn's too: that was paid) and the wall
+    time of its segments."""
 
     @property
     def notebook(self) -> dict[str, Any]:
@@ -86,6 +95,7 @@ class ResumePoint:
             changes=changes,
             memory=self.memory,
             agent_states=self.agent_states,
+            spent=self.spent,
         )
 
 
@@ -123,8 +133,11 @@ async def find_resume_point(
         "checkpoint",
         "operation.receipt",
         "intervention",
+        "cost",
         *MEMORY_KINDS,
     }
+    spent = Spending()
+    clock = _SegmentClock()
     reader = MemoryReader()
     branched: Branch | None = None
     changed: dict[int, list[tuple[int, str]]] = {}
@@ -133,9 +146,13 @@ async def find_resume_point(
     """The agents' own states each turn's latest checkpoint recorded."""
     async for record in store.records(info.id):
         head = (record.seq, record.digest)
+        clock.saw(record)
         if record.kind not in kinds:
             continue
         payload = record.payload
+        if isinstance(payload, Cost):
+            spent.add(payload)
+            continue
         reader.feed(record)
         if isinstance(payload, Branch):
             branched = payload
@@ -193,6 +210,7 @@ async def find_resume_point(
             agent_states = dict(taken.agents)
     if memory.notebook_digest is not None:
         memory.notebook = await store.blob(memory.notebook_digest)
+    spent.seconds = clock.seconds()
     return ResumePoint(
         config=config,
         head_seq=head[0],
@@ -204,7 +222,40 @@ async def find_resume_point(
         until=until,
         memory=memory,
         agent_states=agent_states,
+        spent=spent,
     )
+
+
+class _SegmentClock:
+    """Wall time over a chain's segments: each from its ``segment.started`` to its
+    ``segment.ended`` — or, for one that crashed and recorded no end, to the last thing it
+    recorded (a ``session.status`` marks when a run began or ended, not play)."""
+
+    __slots__ = ("_began", "_last", "_total")
+
+    def __init__(self) -> None:
+        self._total = 0.0
+        self._began: datetime | None = None
+        self._last: datetime | None = None
+
+    def saw(self, record: Record) -> None:
+        kind = record.kind
+        if kind == "segment.started":
+            self._close(self._last)
+            self._began = record.at
+        elif kind == "segment.ended":
+            self._close(record.at)
+        elif kind != "session.status":
+            self._last = record.at
+
+    def seconds(self) -> float:
+        self._close(self._last)
+        return self._total
+
+    def _close(self, end: datetime | None) -> None:
+        if self._began is not None and end is not None:
+            self._total += max(0.0, (end - self._began).total_seconds())
+        self._began = None
 
 
 async def _checkpoint_of(store: Store, branched: Branch) -> Checkpoint:
@@ -232,26 +283,47 @@ class RecordedExperiment:
     head_seq: int
     head_digest: str
     sessions: dict[tuple[str, int], SessionResult]
+    spent: Spending | None = None
+    """What the experiment spent (when asked for): its sessions' ``cost`` records, and the
+    wall time of its runs."""
 
 
-async def read_experiment(store: Store, experiment_id: str) -> RecordedExperiment:
+async def read_experiment(
+    store: Store, experiment_id: str, *, spending: bool = False
+) -> RecordedExperiment:
+    """The experiment's configuration, status and sessions; with ``spending``, also what it
+    spent (which reads every session's ``cost`` records)."""
     config: ExperimentConfig | None = None
     status = "created"
     head = (-1, "")
+    spent = Spending() if spending else None
+    running_since: datetime | None = None
+    """When the run that has not recorded its end yet started."""
     async for record in store.records(experiment_id):
         head = (record.seq, record.digest)
         if isinstance(record.payload, ExperimentCreated):
             config = record.payload.config
         elif isinstance(record.payload, ExperimentStatus):
             status = record.payload.status
+            if spent is not None and running_since is not None:
+                spent.seconds += max(0.0, (record.at - running_since).total_seconds())
+            running_since = record.at if status == "running" else None
     if config is None:
         raise NotFoundError(
             f"no experiment {experiment_id!r} in the store; `envharness experiments` lists them"
         )
     sessions: dict[tuple[str, int], SessionResult] = {}
+    kinds = ("session.created", "cost") if spent is not None else ("session.created",)
+    last_seen: datetime | None = None
     for info in await store.sessions(experiment_id=experiment_id):
-        async for record in store.records(info.id, RecordFilter(kinds=("session.created",))):
-            if (
+        if spent is not None:
+            updated = datetime.fromisoformat(info.updated_at)
+            last_seen = updated if last_seen is None else max(last_seen, updated)
+        async for record in store.records(info.id, RecordFilter(kinds=kinds)):
+            if isinstance(record.payload, Cost):
+                assert spent is not None
+                spent.add(record.payload)
+            elif (
                 isinstance(record.payload, SessionCreated)
                 and record.payload.config.trial is not None
             ):
@@ -262,7 +334,10 @@ async def read_experiment(store: Store, experiment_id: str) -> RecordedExperimen
                     turns_completed=info.turns_completed,
                     reason=info.reason,
                 )
-    return RecordedExperiment(config, status, head[0], head[1], sessions)
+    if spent is not None and running_since is not None and last_seen is not None:
+        # A run that crashed recorded no end: it ran until its sessions last wrote.
+        spent.seconds += max(0.0, (last_seen - running_since).total_seconds())
+    return RecordedExperiment(config, status, head[0], head[1], sessions, spent)
 
 
 def differences(recorded: SessionConfig | ExperimentConfig, current: SessionConfig) -> list[str]:

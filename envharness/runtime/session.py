@@ -10,7 +10,10 @@ journal merges concurrent sessions' commits).
 Whatever goes wrong inside the session — an agent that raises, times out or returns garbage, an
 environment whose state cannot be encoded — ends the session ``failed`` with the diagnosis
 recorded; cancellation (``stop()``, Ctrl-C) ends it ``stopped`` with every record up to then
-committed. Only a store that cannot be written is raised to the caller.
+committed. A spent budget — the session's or its experiment's, checked at each turn boundary,
+or an agent's own (it raises ``BudgetExhausted``) — ends it ``stopped`` too, with a reason
+that begins ``budget:``; a resume goes on from there. Only a store that cannot be written is
+raised to the caller.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from envharness.records import (
     SessionStatus,
     Status,
 )
+from envharness.runtime.budgets import BUDGET_PREFIX, BudgetWatch, counting, over_budget
 from envharness.runtime.checks import (
     SessionFailure,
     as_evidence,
@@ -56,7 +60,7 @@ from envharness.runtime.checks import (
 )
 from envharness.runtime.hook_memory import HookMemory
 from envharness.runtime.hooking import HookRunner
-from envharness.runtime.participants import AgentFailure, running
+from envharness.runtime.participants import AgentFailure, OutOfBudget, running
 from envharness.runtime.plan import (
     PAUSED_REASON,
     EpisodeEnd,
@@ -123,6 +127,17 @@ class SessionRunner:
         self._checkpointed = 0
         """The last turn this segment checkpointed."""
         self._first_turn = self._turns_completed + 1
+        watches: list[BudgetWatch] = []
+        if plan.budget is not None:
+            spent = resumption.spent if resumption is not None else None
+            watches.append(BudgetWatch(plan.budget, spent))
+        if plan.shared_budget is not None:
+            watches.append(plan.shared_budget)
+        self._budgets = tuple(watches) or None
+        """The budgets this session watches (its own, its experiment's); ``None`` without,
+        so a session without a budget does no budget work at all."""
+        self._over_budget: str | None = None
+        """Why a budget stopped the turns, once one has."""
         validate = action_check(plan.environment)
         self._hooking: HookRunner | None = None
         if plan.hooks is not None:
@@ -146,6 +161,7 @@ class SessionRunner:
             hooking=self._hooking,
             validate=validate,
             outcome_seqs=self._outcome_seqs,
+            record=counting(evidence.record, watches) if watches else None,
         )
         """Plays each turn (observations, answers, hooks, resolution, outcomes) and keeps the
         digest of the state the evidence last named (:attr:`TurnPlayer.last_state`)."""
@@ -161,14 +177,20 @@ class SessionRunner:
             self._record(SessionStatus(status="running"))
         else:
             self._record(SessionStatus(status="running", reason="resumed"))
+        for watch in self._budgets or ():
+            watch.start()
         try:
             async with _held(plan.environment):
                 state, reason = await self._episode(resumption)
-                if reason != PAUSED_REASON:
+                if reason != PAUSED_REASON and self._over_budget is None:
                     await self._score(state)
             if reason == PAUSED_REASON:
                 return await self._finish("paused", reason)
+            if self._over_budget is not None:
+                return await self._finish("stopped", self._over_budget)
             return await self._finish("completed", reason)
+        except OutOfBudget as stop:  # an agent could not afford to answer: stopped, not failed
+            return await self._finish("stopped", f"{BUDGET_PREFIX}{stop.reason}")
         except AgentFailure as failure:
             await self._record_violation(failure)
             return await self._finish("failed", failure.reason, error_info(failure.cause))
@@ -235,12 +257,20 @@ class SessionRunner:
         """Run the planned turns; returns the final state and why it stopped early, if it did."""
         plan = self._plan
         pause = plan.pause
+        budgets = self._budgets
         for turn in range(self._turns_completed + 1, plan.turns + 1):
             if pause is not None and pause.requested:
                 # Keep what the agents and hooks know now, so the resume goes on from it.
                 if self._turns_completed > max(self._checkpointed, self._first_turn - 1):
                     await self._checkpoint(self._turns_completed, state, "paused")
                 return state, PAUSED_REASON
+            if budgets is not None and (spent := over_budget(budgets)) is not None:
+                # Between turns, like a pause: a turn once begun is finished (its cost is not
+                # thrown away to be paid again on resume), and the resume goes on from here.
+                if self._turns_completed > max(self._checkpointed, self._first_turn - 1):
+                    await self._checkpoint(self._turns_completed, state, "budget")
+                self._over_budget = spent
+                return state, spent
             self._current_turn = turn
             state = await self.before_turn(turn, state)
             state, done = await self._play(turn, state)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envharness.contracts.agent import Agent
+from envharness.contracts.budget import Budget
 from envharness.contracts.environment import Environment
 from envharness.contracts.operations import EnvironmentOperation
 from envharness.contracts.scenario import Scenario
@@ -25,7 +26,7 @@ from envharness.runtime.hooking import check_hooks
 from envharness.runtime.plan import PauseRequest, SessionPlan
 from envharness.runtime.session import SessionRunner
 
-__all__ = ["SessionPauses", "SessionTemplate"]
+__all__ = ["SessionPauses", "SessionTemplate", "check_budget"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +47,16 @@ class SessionTemplate:
     hook_budget: float | None
     max_blocks: int
     runner: type[SessionRunner] = SessionRunner
+    budget: Budget | None = None
+    """What each session may spend, unless a call gives another budget."""
 
     def hooks_for(self, hooks: HarnessHooks | None) -> HarnessHooks | None:
         """The hooks a call asked for, else the template's own (``None``: no hooks)."""
         return check_hooks(hooks) if hooks is not None else self.hooks
+
+    def budget_for(self, budget: Budget | None) -> Budget | None:
+        """The session budget a call asked for, else the template's own (``None``: none)."""
+        return check_budget(budget) if budget is not None else self.budget
 
     def plan(
         self,
@@ -63,6 +70,7 @@ class SessionTemplate:
         experiment_id: str | None = None,
         trial: int | None = None,
         hooks: HarnessHooks | None = None,
+        budget: Budget | None = None,
     ) -> SessionPlan:
         """One session's plan with fresh agents; ``input`` is the scenario's input, already
         validated against the environment's input type (by the caller, who may have checked
@@ -84,7 +92,21 @@ class SessionTemplate:
             hooks=self.hooks_for(hooks),
             hook_budget=self.hook_budget,
             max_blocks=self.max_blocks,
+            budget=self.budget_for(budget),
         )
+
+
+def check_budget(budget: object, what: str = "budget") -> Budget:
+    """``budget`` if it is a :class:`Budget`; a clear refusal otherwise (a mapping is not one:
+    its limits would go unchecked)."""
+    if isinstance(budget, Budget):
+        return budget
+    hint = f"; write Budget(**{dict(budget)!r})" if isinstance(budget, Mapping) and budget else ""
+    raise ConfigurationError(
+        f"{what} must be a Budget(usd=..., tokens=..., seconds=...) from "
+        f"envharness.contracts.budget, or None for no limit; got {type(budget).__name__} "
+        f"{budget!r:.80}{hint}"
+    )
 
 
 class SessionPauses:

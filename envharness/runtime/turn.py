@@ -37,11 +37,14 @@ from envharness.records import (
     ActionBlocked,
     ActionExecuted,
     Artifact,
+    Cost,
     Observation,
     Outcome,
     ParticipantOutcome,
+    Transcript,
     canonical,
 )
+from envharness.runtime.budgets import RecordFunction
 from envharness.runtime.checks import (
     SessionFailure,
     as_evidence,
@@ -53,7 +56,15 @@ from envharness.runtime.checks import (
     private_copy,
 )
 from envharness.runtime.hooking import HookRunner, Validate, with_hints
-from envharness.runtime.participants import Caller, Reply, ask_all, send_feedback
+from envharness.runtime.participants import (
+    AgentFailure,
+    Caller,
+    OutOfBudget,
+    Reply,
+    ask_all,
+    send_feedback,
+    send_veto,
+)
 from envharness.runtime.plan import SessionPlan
 from envharness.runtime.recorder import SessionRecorder
 from envharness.store import Store
@@ -135,11 +146,13 @@ class TurnPlayer:
         hooking: HookRunner | None,
         validate: Validate,
         outcome_seqs: dict[int, list[int]],
+        record: RecordFunction | None = None,
     ) -> None:
         self._store = store
         self._plan = plan
         self._environment = plan.environment
-        self._record = evidence.record
+        self._record = record or evidence.record
+        """``evidence.record``, or the runner's wrapper of it (one that counts costs)."""
         self._keep_state = evidence.keep_state
         self._settle = evidence.settle
         self._capabilities = capabilities
@@ -227,7 +240,16 @@ class TurnPlayer:
                 seen[participant] = (observation, data)
                 hints = await hooking.before_ask(turn, participant, state, msgspec.Raw(data))
                 observations[participant] = with_hints(observations[participant], hints)
-        replies = await ask_all(self._callers, observations)
+        try:
+            replies = await ask_all(self._callers, observations)
+        except OutOfBudget as stop:  # the session stops; what the others answered was paid for
+            for participant, arrived in stop.arrived.items():
+                self._attempted(turn, participant, arrived)
+            self._spent_in_vain(turn, stop.participant, stop.cost)
+            raise
+        except AgentFailure as failure:
+            self._spent_in_vain(turn, failure.participant, failure.cost)
+            raise
         actions: dict[str, Any] = {}
         for participant in acting:
             reply: Reply | None = replies[participant]
@@ -357,13 +379,23 @@ class TurnPlayer:
             )
         return text
 
+    def _spent_in_vain(self, turn: int, participant: str, cost: Cost | None) -> None:
+        """Record what an act that gave no action cost (a model asked for a valid action until
+        it ran out of asks, or of budget): spending is evidence even when nothing came of it."""
+        if cost is not None:
+            self._record(checked(cost, f"the cost reported by agent {participant!r}"), turn=turn,
+                         participant=participant)  # fmt: skip
+
     def _attempted(self, turn: int, participant: str, reply: Reply) -> Any:
-        """Record what the participant answered (and what it said it cost); its JSON form."""
+        """Record what the participant answered (the messages it added to its conversation,
+        and what it said it cost); its JSON form."""
         attempted = as_evidence(reply.action)
         self._record(
             ActionAttempted(action=attempted, seconds=reply.seconds),
             turn=turn, participant=participant,
         )  # fmt: skip
+        if reply.transcript:  # private to the participant, like what it was shown
+            self._record(Transcript(messages=reply.transcript), turn=turn, participant=participant)
         if reply.cost is not None:
             cost = checked(reply.cost, f"the cost reported by agent {participant!r}")
             self._record(cost, turn=turn, participant=participant)
@@ -380,9 +412,10 @@ class TurnPlayer:
         """Record the answer and put it before ``on_before_action``.
 
         Returns the reply that stands and the action a rewrite validated to (or ``None``). A
-        ``block_and_prompt`` records ``action.blocked`` and asks the agent again, showing it the
-        message; after ``max_blocks`` blocks in a row the participant's turn is skipped
-        (``None``): a blocked action never runs.
+        ``block_and_prompt`` records ``action.blocked``, tells an agent that takes vetoes
+        (``vetoed(turn, action, reason)``) and asks the agent again, showing it the message;
+        after ``max_blocks`` blocks in a row the participant's turn is skipped (``None``): a
+        blocked action never runs.
         """
         hooking = self._hooking
         assert hooking is not None
@@ -411,7 +444,14 @@ class TurnPlayer:
             if final:
                 self._feedback.append((participant, None, reason, None))
                 return None, None
+            await send_veto(
+                participant, self._capabilities[participant], turn, attempted, effect.message
+            )
             observation = with_hints(
                 private_copy(original, _decode(data)), hooking.take_hints(turn, participant)
             )
-            reply = await self._callers[participant].ask(observation)
+            try:
+                reply = await self._callers[participant].ask(observation)
+            except (AgentFailure, OutOfBudget) as failed:
+                self._spent_in_vain(turn, participant, failed.cost)
+                raise

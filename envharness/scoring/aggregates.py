@@ -18,18 +18,23 @@ participants apart (a report that scored other participants but not this one cou
 missing). A mean over both players of a zero-sum game is zero whoever plays well, so these are
 never pooled across participants. There is no per-participant pass rate: a score's verdict is
 the session's.
+
+Costs are summed, not estimated: :class:`CostTotals` adds up the ``cost`` records agents
+reported (an amount an agent did not report counts as nothing, and ``priced`` says how many
+calls had a price) and how long the sessions ran.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import msgspec
 from msgspec import UnsetType
 
-from envharness.records import Score
+from envharness.records import Cost, Score
 from envharness.scoring.bootstrap import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
@@ -41,11 +46,14 @@ from envharness.scoring.bootstrap import (
 )
 
 __all__ = [
+    "CostTally",
+    "CostTotals",
     "FindingCounts",
     "MetricAggregate",
     "ParticipantAggregate",
     "PassRate",
     "ScoreAggregate",
+    "SessionCosts",
     "Severity",
     "aggregate_scores",
     "count_findings",
@@ -104,6 +112,79 @@ class ScoreAggregate(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     metrics: tuple[MetricAggregate, ...]
     pass_rate: PassRate | None
     participants: tuple[ParticipantAggregate, ...] = ()
+
+
+class CostTotals(msgspec.Struct, frozen=True, kw_only=True):
+    """What was spent: the ``cost`` records summed, and the wall time it took.
+
+    ``calls`` counts the costs reported and ``priced`` those with a price: money is summed over
+    those only, so ``priced < calls`` means the true amount is higher. ``seconds`` sums what
+    the calls themselves took (calls side by side overlap); ``wall_seconds`` is how long the
+    sessions ran (for an experiment: how long it ran, its sessions side by side).
+    """
+
+    calls: int = 0
+    priced: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    usd: float = 0.0
+    seconds: float = 0.0
+    wall_seconds: float = 0.0
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+class SessionCosts(msgspec.Struct, frozen=True, kw_only=True):
+    """One session's :class:`CostTotals`, with what places it."""
+
+    session_id: str
+    scenario_id: str
+    status: str
+    costs: CostTotals
+
+
+@dataclass(slots=True)
+class CostTally:
+    """A running sum of ``cost`` records (and of wall time), frozen by :meth:`totals`."""
+
+    calls: int = 0
+    priced: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    usd: float = 0.0
+    seconds: float = 0.0
+    wall_seconds: float = 0.0
+
+    def add(self, cost: Cost) -> None:
+        self.calls += 1
+        self.input_tokens += cost.input_tokens or 0
+        self.output_tokens += cost.output_tokens or 0
+        self.seconds += cost.seconds or 0.0
+        if cost.usd is not None:
+            self.priced += 1
+            self.usd += cost.usd
+
+    def include(self, totals: CostTotals) -> None:
+        """Add another's costs (not its wall time: sessions side by side overlap)."""
+        self.calls += totals.calls
+        self.priced += totals.priced
+        self.input_tokens += totals.input_tokens
+        self.output_tokens += totals.output_tokens
+        self.usd += totals.usd
+        self.seconds += totals.seconds
+
+    def totals(self) -> CostTotals:
+        return CostTotals(
+            calls=self.calls,
+            priced=self.priced,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            usd=self.usd,
+            seconds=self.seconds,
+            wall_seconds=self.wall_seconds,
+        )
 
 
 class FindingCounts(msgspec.Struct, frozen=True, kw_only=True):

@@ -2,7 +2,8 @@
 
 Everything comes from the evidence through the store's read API: the configuration from the
 experiment's own chain (``experiment.created``), the sessions and their statuses from the
-session index, and each session's ``score`` and ``finding`` records. Nothing is written, so a
+session index, and each session's ``score``, ``finding`` and ``cost`` records (with its
+segments' times, for what it spent). Nothing is written, so a
 report can be made while the experiment runs; once it has ended, every report of it is the same
 (the bootstrap is seeded from the experiment's recorded seed).
 """
@@ -11,22 +12,29 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import anyio
 import msgspec
 
 from envharness.errors import StoreError
 from envharness.records import (
+    Cost,
     ExperimentConfig,
     ExperimentCreated,
     ExperimentStatus,
     Finding,
     Score,
+    SegmentEnded,
+    SegmentStarted,
     decode_payload,
 )
 from envharness.scoring.aggregates import (
+    CostTally,
+    CostTotals,
     FindingCounts,
     ScoreAggregate,
+    SessionCosts,
     Severity,
     aggregate_scores,
     count_findings,
@@ -36,7 +44,15 @@ from envharness.store import SessionCounts, SessionInfo, Store
 
 __all__ = ["ExperimentReport", "FindingRef", "ScenarioReport", "experiment_report"]
 
-_KINDS = ("experiment.created", "experiment.status", "score", "finding")
+_KINDS = (
+    "experiment.created",
+    "experiment.status",
+    "score",
+    "finding",
+    "cost",
+    "segment.started",
+    "segment.ended",
+)
 _PAGE = 2000
 """Records per read: every page is one short read transaction."""
 
@@ -74,7 +90,8 @@ class ExperimentReport(msgspec.Struct, frozen=True, kw_only=True):
     ``total`` sessions were planned (scenarios x trials); ``sessions`` counts those recorded
     by status and ``not_started`` the rest. ``confidence`` and ``resamples`` are the bootstrap
     parameters the intervals were computed with; the bootstrap's seed derives from
-    ``config.seed``, so the same evidence gives the same report.
+    ``config.seed``, so the same evidence gives the same report. ``costs`` sums what every
+    session spent (and how long the experiment ran); ``session_costs`` is each session's own.
     """
 
     id: str
@@ -92,6 +109,8 @@ class ExperimentReport(msgspec.Struct, frozen=True, kw_only=True):
     scenarios: tuple[ScenarioReport, ...]
     confidence: float
     resamples: int
+    costs: CostTotals = CostTotals()
+    session_costs: tuple[SessionCosts, ...] = ()
 
 
 async def experiment_report(
@@ -110,9 +129,18 @@ async def experiment_report(
     check_parameters(confidence, resamples)
     info = await store.experiment(experiment_id)
     sessions = await store.sessions(experiment_id=info.id)
-    config, status, reason, evidence = await _read(store, info.id, sessions)
+    config, status, reason, evidence, ran = await _read(store, info.id, sessions)
 
     counts = _counts(session.status for session in sessions)
+    session_costs = tuple(
+        SessionCosts(
+            session_id=session.info.id,
+            scenario_id=session.info.scenario_id,
+            status=session.info.status,
+            costs=session.spent.totals(),
+        )
+        for session in evidence
+    )
 
     def build() -> ExperimentReport:
         scenarios = _scenarios(config, evidence, confidence, resamples)
@@ -139,6 +167,8 @@ async def experiment_report(
             scenarios=scenarios,
             confidence=confidence,
             resamples=resamples,
+            costs=_total(session_costs, ran),
+            session_costs=session_costs,
         )
 
     return await anyio.to_thread.run_sync(build)
@@ -151,20 +181,30 @@ class _Evidence:
     info: SessionInfo
     scores: list[Score] = field(default_factory=list)
     findings: list[FindingRef] = field(default_factory=list)
+    spent: CostTally = field(default_factory=CostTally)
+    segment_began: datetime | None = None
+    """When the segment that has not recorded its end yet began."""
+
+    def segment_ended(self, at: datetime | None) -> None:
+        if self.segment_began is not None and at is not None:
+            self.spent.wall_seconds += max(0.0, (at - self.segment_began).total_seconds())
+        self.segment_began = None
 
 
 async def _read(
     store: Store, experiment_id: str, sessions: Sequence[SessionInfo]
-) -> tuple[ExperimentConfig, str | None, str | None, list[_Evidence]]:
-    """One pass, in commit order, over the experiment's chain and its sessions' scores and
-    findings: the frozen configuration, the last recorded status (with its reason), and what
-    each session contributes. Sessions that appeared after ``sessions`` was listed are left out:
-    the report describes one moment."""
+) -> tuple[ExperimentConfig, str | None, str | None, list[_Evidence], float]:
+    """One pass, in commit order, over the experiment's chain and its sessions' scores,
+    findings, costs and segments: the frozen configuration, the last recorded status (with its
+    reason), what each session contributes, and how long the experiment ran. Sessions that
+    appeared after ``sessions`` was listed are left out: the report describes one moment."""
     evidence = {info.id: _Evidence(info) for info in sessions}
     latest: dict[str, dict[str, Score]] = {info.id: {} for info in sessions}
     config: ExperimentConfig | None = None
     status: str | None = None
     reason: str | None = None
+    ran = 0.0
+    running_since: datetime | None = None
     upto = await store.last_position()
     after = -1
     while True:
@@ -177,8 +217,18 @@ async def _read(
                 config = payload.config
             elif isinstance(payload, ExperimentStatus) and row.session_id == experiment_id:
                 status, reason = payload.status, payload.reason
+                at = datetime.fromisoformat(row.at)
+                if running_since is not None:
+                    ran += max(0.0, (at - running_since).total_seconds())
+                running_since = at if status == "running" else None
             elif row.session_id not in evidence:
                 continue
+            elif isinstance(payload, Cost):
+                evidence[row.session_id].spent.add(payload)
+            elif isinstance(payload, SegmentStarted):
+                evidence[row.session_id].segment_began = datetime.fromisoformat(row.at)
+            elif isinstance(payload, SegmentEnded):
+                evidence[row.session_id].segment_ended(datetime.fromisoformat(row.at))
             elif isinstance(payload, Score):
                 latest[row.session_id][payload.version] = payload  # a later one supersedes
             elif isinstance(payload, Finding):
@@ -194,7 +244,22 @@ async def _read(
         )
     for session_id, scores in latest.items():
         evidence[session_id].scores.extend(scores[version] for version in sorted(scores))
-    return config, status, reason, list(evidence.values())
+    last_seen: datetime | None = None
+    for session in evidence.values():
+        # A segment still running (or one that crashed) ran until its session last wrote.
+        updated = datetime.fromisoformat(session.info.updated_at)
+        session.segment_ended(updated)
+        last_seen = updated if last_seen is None else max(last_seen, updated)
+    if running_since is not None and last_seen is not None:
+        ran += max(0.0, (last_seen - running_since).total_seconds())
+    return config, status, reason, list(evidence.values()), ran
+
+
+def _total(sessions: Iterable[SessionCosts], ran: float) -> CostTotals:
+    tally = CostTally(wall_seconds=ran)
+    for session in sessions:
+        tally.include(session.costs)
+    return tally.totals()
 
 
 def _finding(info: SessionInfo, seq: int, finding: Finding) -> FindingRef:

@@ -9,7 +9,10 @@ A trajectory enters a dataset only when its evidence is
 - **rewarded**: its reward chain resolves — a score record with a scorer version, citing
   evidence inside the trajectory, not disputed by another score, with a reward value for every
   participant it gives rows to (:mod:`envharness.trajectories.rewards`: each participant's own
-  reward, or one shared reward only where the dataset declares it shared).
+  reward, or one shared reward only where the dataset declares it shared);
+- **transcribed**, where an agent recorded its conversation: every answer of a participant it
+  gives rows to has its transcript, or none has (a conversation partly real and partly rebuilt
+  would train a model on two prompt formats at once).
 
 Admission is all or nothing: a dataset with any refused trajectory is not created, and the
 :class:`AdmissionError` names every refused trajectory with the condition it misses. A dataset
@@ -18,8 +21,10 @@ participants and shared-reward declaration when given) and is immutable.
 
 Rows are in the conversational format TRL's trainers accept, one row per (trajectory,
 participant): ``{"messages": [{"role": "user", "content": ...}, {"role": "assistant", ...}],
-"reward": ..., ...}`` — what the participant was shown becomes ``user`` messages, what its
-policy answered ``assistant`` messages. ``terminated`` and ``truncated`` say how the episode
+"reward": ..., ...}``. A participant whose agent recorded its conversation (``transcript``
+records) has that conversation, as the agent had it: system prompt, tool calls and tool results
+included. Otherwise what the participant was shown becomes ``user`` messages, what its policy
+answered ``assistant`` messages. ``terminated`` and ``truncated`` say how the episode
 ended, and ``step_rewards`` the per-step rewards the environment gave the participant. Of an
 imported trajectory, ``message`` records (``{"role": ..., "content": ...}``) count as they
 are, and OpenTelemetry GenAI model calls (``gen_ai.chat`` records) with captured content give
@@ -243,7 +248,22 @@ def admission_refusals(
     else:
         for why in _reward_problems(chain, reward, rowed, shared_reward=shared_reward):
             refuse("reward", why)
+    if not isinstance(trajectory.transcripts, UnsetType):
+        for participant in rowed:
+            seen = trajectory.transcripts.get(participant)
+            if seen is not None and seen.transcribed < seen.answers:
+                refuse("transcribed", _partly_recorded(participant, seen.transcribed, seen.answers))
     return found
+
+
+def _partly_recorded(participant: str, transcribed: int, answers: int) -> str:
+    return (
+        f"{participant!r}'s agent recorded the messages of {transcribed} of its {answers} "
+        "answers, so its row would be partly its real conversation and partly one rebuilt from "
+        "what it was shown: leave the participant out (participants=[...], CLI --participant) "
+        "or the session out of the snapshot, or have the agent return a transcript with every "
+        "answer (AgentReply(transcript=...))"
+    )
 
 
 def _reward_problems(
@@ -442,16 +462,17 @@ async def dataset_rows(
                     for participant, conversation in (
                         await conversations(reader, trajectory)
                     ).items()
-                    if conversation.answered
+                    if conversation.chosen.answered
                     and (
                         isinstance(dataset.participants, UnsetType)
                         or participant in dataset.participants
                     )
                 }
                 _check_rowed(dataset, metadata, trajectory, chain, choice, spoken)
-                for participant, conversation in spoken.items():
+                for participant, found in spoken.items():
                     value, _ = participant_reward(chain, choice, participant)
                     assert value is not None  # _check_rowed checked it
+                    conversation = found.chosen
                     yield DatasetRow(
                         messages=conversation.messages,
                         reward=value,
@@ -483,12 +504,17 @@ def _check_rowed(
     spoken: dict[str, Conversation],
 ) -> None:
     """Admission judged by the roster; every row's participant must have a reward too (a
-    record naming someone outside the roster would otherwise get one nobody checked)."""
-    problems = []
-    for participant in spoken:
+    record naming someone outside the roster would otherwise get one nobody checked), and a
+    whole conversation (a trajectory frozen without its transcript counts would otherwise
+    give a partly recorded one)."""
+    problems: list[tuple[str, str]] = []
+    for participant, conversation in spoken.items():
         value, why = participant_reward(chain, choice, participant)
         if value is None:
-            problems.append(why)
+            problems.append(("reward", why))
+        if conversation.partly_recorded:
+            why = _partly_recorded(participant, conversation.transcribed, conversation.answers)
+            problems.append(("transcribed", why))
     if problems:
         raise AdmissionError(
             dataset.name,
@@ -496,9 +522,9 @@ def _check_rowed(
                 Refusal(
                     snapshot_id=snapshot.id,
                     session_id=trajectory.session_id,
-                    condition="reward",
+                    condition=condition,
                     detail=problem,
                 )
-                for problem in problems
+                for condition, problem in problems
             ],
         )

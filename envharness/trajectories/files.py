@@ -98,7 +98,17 @@ def _schema(pa: Any) -> Any:
 
 
 def _table(pa: Any, rows: Iterable[DatasetRow]) -> Any:
-    return pa.Table.from_pylist([msgspec.to_builtins(row) for row in rows], schema=_schema(pa))
+    plain = [msgspec.to_builtins(row) for row in rows]
+    for row in plain:
+        if any(len(message) > 2 for message in row["messages"]):
+            # Arrow would drop the fields its schema lacks without a word.
+            raise ConfigurationError(
+                f"the conversation of {row['participant']!r} in {row['session_id']} has tool "
+                "calls, which Parquet and Hugging Face exports do not hold yet (their messages "
+                "are role and content): export JSON lines (--format jsonl) and load them with "
+                "datasets.load_dataset('json', data_files=...)"
+            )
+    return pa.Table.from_pylist(plain, schema=_schema(pa))
 
 
 async def write_parquet(rows: AsyncIterable[DatasetRow], path: Path) -> int:

@@ -53,6 +53,7 @@ __all__ = [
     "TerminationCause",
     "Termination",
     "Trajectory",
+    "Transcribed",
     "VerificationState",
     "VerifiedOutcome",
 ]
@@ -250,6 +251,24 @@ class VerifiedOutcome(_Part, frozen=True, kw_only=True):
     detail: str = ""
 
 
+# -- conversations -----------------------------------------------------------------------------
+
+
+class Transcribed(_Part, frozen=True, kw_only=True):
+    """How many of a participant's answers came with the messages they added to its agent's
+    conversation (``transcript`` records, from a model-backed agent).
+
+    A dataset takes such a participant's real conversation, not one rebuilt from what it was
+    shown and answered, and only when every answer has its transcript: a conversation partly
+    real and partly rebuilt is refused (docs/trajectories.md, 'Rows').
+    """
+
+    answers: int
+    """Its ``action.attempted`` records."""
+    transcribed: int
+    """Of those, the ones followed by a ``transcript`` record."""
+
+
 # -- the trajectory ----------------------------------------------------------------------------
 
 
@@ -275,6 +294,10 @@ class Trajectory(_Part, frozen=True, kw_only=True):
     outcome: VerifiedOutcome
     started_at: str | None = None
     ended_at: str | None = None
+    transcripts: dict[str, Transcribed] | UnsetType = UNSET
+    """Per participant whose agent recorded its conversation, how much of it. Absent, not
+    empty, when none did: trajectories without transcripts keep their bytes, and their
+    snapshots their ids."""
 
 
 # -- snapshots ---------------------------------------------------------------------------------

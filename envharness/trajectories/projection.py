@@ -42,6 +42,7 @@ from envharness.trajectories.model import (
     Termination,
     TerminationCause,
     Trajectory,
+    Transcribed,
     VerifiedOutcome,
 )
 
@@ -78,6 +79,9 @@ _SHAPING = frozenset(
         "branch",
     }
 )
+_ANSWERING = frozenset({"action.attempted", "transcript"})
+"""Kinds counted (never decoded) to say how much of each participant's conversation its agent
+recorded (:class:`Transcribed`)."""
 _decoders: dict[str, msgspec.json.Decoder[Any]] = {
     "session.created": msgspec.json.Decoder(SessionCreated),
     "session.status": msgspec.json.Decoder(SessionStatus),
@@ -116,6 +120,29 @@ class _ScoreSeen:
         self.cites = cites
 
 
+class _Answers:
+    """One participant's answers so far, and how many came with their transcript."""
+
+    __slots__ = ("answers", "awaiting", "transcribed", "transcripts")
+
+    def __init__(self) -> None:
+        self.answers = 0
+        self.transcribed = 0
+        self.transcripts = 0
+        self.awaiting = False
+        """Its last answer has no transcript yet (one follows its ``action.attempted``)."""
+
+    def add(self, kind: str) -> None:
+        if kind == "action.attempted":
+            self.answers += 1
+            self.awaiting = True
+            return
+        self.transcripts += 1
+        if self.awaiting:
+            self.transcribed += 1
+            self.awaiting = False
+
+
 class Projector:
     """Fold rows of one chain, in ``seq`` order, into a trajectory.
 
@@ -143,6 +170,7 @@ class Projector:
         self._turns = 0
         self._last_outcome: tuple[int, Outcome] | None = None
         self._scores: list[_ScoreSeen] = []
+        self._answers: dict[str, _Answers] = {}
 
     def feed(self, row: RecordRow) -> None:
         if row.seq < self._expected:
@@ -162,6 +190,11 @@ class Projector:
         self._count += 1
         if row.kind in _SHAPING:
             self._shape(row, _decoders[row.kind].decode(row.payload))
+        elif row.kind in _ANSWERING and row.participant is not None:
+            answers = self._answers.get(row.participant)
+            if answers is None:
+                answers = self._answers[row.participant] = _Answers()
+            answers.add(row.kind)
 
     def _shape(self, row: RecordRow, payload: Any) -> None:
         if isinstance(payload, SessionCreated):
@@ -260,7 +293,18 @@ class Projector:
             outcome=self._outcome(),
             started_at=self._started_at,
             ended_at=self._status[1] if self._status and execution != "running" else None,
+            transcripts=self._transcribed(),
         )
+
+    def _transcribed(self) -> dict[str, Transcribed] | UnsetType:
+        """How much of each participant's conversation its agent recorded; absent when no
+        agent recorded any (the trajectory keeps the bytes it had before transcripts)."""
+        found = {
+            participant: Transcribed(answers=seen.answers, transcribed=seen.transcribed)
+            for participant, seen in sorted(self._answers.items())
+            if seen.transcripts
+        }
+        return found or UNSET
 
     def _collection(self, execution: ExecutionState) -> CollectionStatus:
         state: CollectionState

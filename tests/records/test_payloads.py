@@ -52,6 +52,7 @@ from envharness.records import (
     SessionConfig,
     SessionCreated,
     SessionStatus,
+    Transcript,
     canonical,
     decode_payload,
 )
@@ -139,6 +140,22 @@ SAMPLES: list[Any] = [
     ActionExecuted(action={"value": 2}, outcome=None, reward=-1.0),
     Outcome(state="ce" * 32, truncated=True),
     ParticipantOutcome(outcome={"winner": "alice"}, reward=-1.0),
+    Transcript(
+        messages=(
+            {"role": "user", "content": "Your move."},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "act", "arguments": '{"move": 2}'},
+                    }
+                ],
+            },
+        )
+    ),
     Score(version="s@1", metrics={}, per_participant={"alice": {"chips": 1.0}}),
     Hint(text="try smaller steps", source="make_pre_hint"),
     HookCalled(
@@ -261,9 +278,11 @@ def tag(payload_type: Any) -> str:
 
 
 # Kinds beyond DESIGN.md's list: an experiment keeps its frozen configuration in its own chain,
-# and so does an optimizer run (its answers, measurements, decisions and accepted versions).
+# and so does an optimizer run (its answers, measurements, decisions and accepted versions); a
+# model agent's answers keep the messages they added to its conversation (``transcript``).
 KINDS = DESIGN_KINDS | {
     "outcome.participant",
+    "transcript",
     "experiment.created",
     "experiment.status",
     "hook",

@@ -36,6 +36,7 @@ from envharness.records import (
     SegmentEnded,
     SegmentStarted,
     SessionStatus,
+    Transcript,
 )
 from envharness.service.http.artifacts import artifact_url, media_type_of, referenced_artifact
 from envharness.service.pages.html import DASH, Html, html, join, number, value
@@ -325,6 +326,10 @@ def describe(record: Record) -> Html:
         )  # fmt: skip
     if isinstance(payload, ParticipantOutcome):
         return html("outcome {o}{r}", o=value(payload.outcome), r=reward_chip(payload.reward))
+    if isinstance(payload, Transcript):  # the messages are on the record's own page
+        roles = ", ".join(str(message.get("role")) for message in payload.messages)
+        return html("{n} message(s) added to its conversation: {roles}",
+                    n=len(payload.messages), roles=roles)  # fmt: skip
     if isinstance(payload, Log):
         return html("[{level}] {message}", level=payload.level, message=payload.message)
     if isinstance(payload, ProtocolViolation):

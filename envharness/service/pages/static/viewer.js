@@ -405,6 +405,9 @@
     delete payload.kind;
     if (record.kind === "artifact") {  // as render.py describes it; the type once it is known
       item.append(" ", payload.name + " · " + payload.size.toLocaleString("en") + " bytes");
+    } else if (record.kind === "transcript") {  // as render.py describes it
+      const roles = payload.messages.map((message) => String(message.role)).join(", ");
+      item.append(" ", payload.messages.length + " message(s) added to its conversation: " + roles);
     } else {
       item.append(" ", renderValue(payload));
     }
