@@ -8,9 +8,10 @@ against a real server answering with a real model, not only a mock, and so a tra
 checkpoint can be used by the optimizer unchanged. It implements the part of
 ``/v1/chat/completions`` an engineer uses — messages, ``temperature``, ``top_p``,
 ``max_tokens``/``max_completion_tokens``, ``seed``, ``stop``, usage counts — plus ``/v1/models``.
-Streaming and ``n > 1`` are refused with a 400 that says so. Generation runs in a worker thread,
-one request at a time (a CPU has no spare cores for a second one), so the event loop keeps
-answering while a request is generated. It binds 127.0.0.1 only.
+Streaming, ``n > 1`` and ``tools`` are refused with a 400 that says so (a model agent then asks
+for its action in text). Generation runs in a worker thread, one request at a time (a CPU has
+no spare cores for a second one), so the event loop keeps answering while a request is
+generated. It binds 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class _ChatRequest(msgspec.Struct, frozen=True, kw_only=True):
     stop: str | list[str] | None = None
     n: int = 1
     stream: bool = False
+    tools: list[Any] | None = None
 
 
 _decode_request = msgspec.json.Decoder(_ChatRequest)
@@ -171,6 +173,8 @@ def create_app(chat: ChatModel, *, api_key: str | None = None) -> Any:
             return _error(404, f"model {body.model!r} is not served here; ask for {chat.name!r}")
         if body.stream:
             return _error(400, "stream=true is not supported by this server; ask without it")
+        if body.tools:  # refused, not ignored: a caller asking for a tool call falls back
+            return _error(400, "tools are not supported by this server; ask for JSON in text")
         if body.n != 1:
             return _error(400, f"n={body.n} is not supported; send one request per answer")
         if not body.messages:

@@ -1,4 +1,5 @@
-"""Turn command-line text into Python objects: ``module:attribute`` references, environments
+"""Turn command-line text into Python objects: ``module:attribute`` references, model agents
+(``model:MODEL``, :mod:`envharness.cli.model_agents`), environments
 (also ``gymnasium:ID``, ``pettingzoo:MODULE``, ``textworld:GAME_FILE`` or a program's command
 line, through :mod:`envharness.adapters.registry`), ``NAME=VALUE`` pairs, JSON scenario inputs
 and the harness they describe together — each failure named after the option that carried it.
@@ -22,8 +23,11 @@ import msgspec
 from envharness.adapters.registry import command_environment, has_scheme, load_environment
 from envharness.api.harness import DEFAULT_ACTION_TIMEOUT, AsyncEnvironmentHarness
 from envharness.cli.edge import CliError
+from envharness.cli.model_agents import ModelOptions, model_agent_from
+from envharness.contracts.budget import Budget
 from envharness.contracts.command_agent import CommandAgent
 from envharness.errors import ConfigurationError, EnvharnessError
+from envharness.manifest.model_agents import model_name
 
 __all__ = [
     "command_line_harness",
@@ -92,13 +96,18 @@ def _looks_like_command(spec: str) -> bool:
     return ":" not in spec and "." not in spec
 
 
-def load_agent(name: str, spec: str) -> Any:
-    """An agent factory from ``--agent NAME=SPEC``: a ``module:attribute`` reference, or else
-    a command line to run as a :class:`~envharness.CommandAgent` (``"node agent.mjs"``).
+def load_agent(name: str, spec: str, models: ModelOptions | None = None) -> Any:
+    """An agent factory from ``--agent NAME=SPEC``: ``model:MODEL`` (a
+    :class:`~envharness.agents.ModelAgent` with the ``models`` options), a ``module:attribute``
+    reference, or else a command line to run as a :class:`~envharness.CommandAgent`
+    (``"node agent.mjs"``).
 
     A command's ``implementation`` is recorded as ``command:<the command line>``; the program
     may report a more precise one in its ``ready`` message, which is logged.
     """
+    model = model_agent_from(name, spec, models or ModelOptions())
+    if model is not None:
+        return model
     if not _looks_like_command(spec):
         factory = load_reference(spec, what=f"--agent {name}")
         return guard_factory(factory, f"agent {name!r} ({spec})")
@@ -175,19 +184,26 @@ def command_line_harness(
     what: str = "--environment",
     action_timeout: float = DEFAULT_ACTION_TIMEOUT,
     environment_command: str | None = None,
+    models: ModelOptions | None = None,
+    budget: Budget | None = None,
 ) -> AsyncEnvironmentHarness:
     """The harness a command line describes: the environment (a reference named ``what`` in
     errors, or ``--environment-command``), ``--agent NAME=SPEC`` and ``--role NAME=ROLE``
-    pairs, and ``--action-timeout`` (0 for no limit). Used by ``run``, ``resume`` and
-    ``optimize``."""
+    pairs, ``--action-timeout`` (0 for no limit), the model agents' options and the session's
+    budget. Used by ``run``, ``resume`` and ``optimize``."""
     make_cwd_importable()  # for the agents' modules too
     factory = environment_factory(environment, environment_command, what=what)
     agents: dict[str, Any] = {}
-    for text in agent:
-        name, reference = parse_pair(text, option="--agent", example="alice=my_agents:Greedy")
+    pairs = [parse_pair(text, option="--agent", example="alice=my_agents:Greedy") for text in agent]
+    given = models.given() if models is not None else []
+    if given and not any(model_name(reference) is not None for _, reference in pairs):
+        raise CliError(
+            f"{', '.join(given)} applies to model agents, and no --agent NAME=model:MODEL is given"
+        )
+    for name, reference in pairs:
         if name in agents:
             raise CliError(f"--agent {name!r} is given twice; participant names must differ")
-        agents[name] = load_agent(name, reference)
+        agents[name] = load_agent(name, reference, models)
     roles = dict(parse_pair(text, option="--role", example="alice=buyer") for text in role or ())
     return AsyncEnvironmentHarness(
         store,
@@ -195,6 +211,7 @@ def command_line_harness(
         agents=agents,
         roles=roles,
         action_timeout=action_timeout or None,
+        budget=budget,
     )
 
 

@@ -2,9 +2,9 @@
 
 ``--json`` on a listing prints one JSON object per line; ``run`` and ``resume`` take the same
 ``--environment``, ``--environment-command``, ``--agent``, ``--role`` and ``--action-timeout``,
-since a resume needs the code that ran; ``experiments`` and ``token`` are groups that act on
-their own when given no subcommand; and an option limited to a few words says so in one way
-(:func:`check_choice`).
+and the same model agents' settings and budgets, since a resume needs the code that ran;
+``experiments`` and ``token`` are groups that act on their own when given no subcommand; and
+an option limited to a few words says so in one way (:func:`check_choice`).
 """
 
 from __future__ import annotations
@@ -17,12 +17,22 @@ import typer
 from envharness.cli.edge import CliError
 
 __all__ = [
+    "ActionFormatOption",
     "ActionTimeout",
     "Agents",
+    "ApiKeyEnv",
+    "BaseUrl",
+    "BudgetSeconds",
+    "BudgetTokens",
+    "BudgetUsd",
     "EnvironmentCommand",
     "EnvironmentOption",
     "JsonLines",
+    "MaxTokens",
+    "PriceOption",
     "Roles",
+    "Temperature",
+    "Template",
     "acting_group",
     "check_choice",
 ]
@@ -34,10 +44,11 @@ Agents = Annotated[
     list[str] | None,
     typer.Option(
         "--agent",
-        metavar="NAME=module:factory|COMMAND",
-        help="A participant and its agent: a class or factory as module:attribute, or a "
-        "command line run as an external agent (e.g. alice='node agent.mjs'); repeat for "
-        "more participants.",
+        metavar="NAME=module:factory|COMMAND|model:MODEL",
+        help="A participant and its agent: a class or factory as module:attribute, a "
+        "command line run as an external agent (e.g. alice='node agent.mjs'), or a model "
+        "played by a model agent (e.g. alice=model:gpt-4o-mini); repeat for more "
+        "participants.",
     ),
 ]
 Roles = Annotated[
@@ -73,6 +84,97 @@ ActionTimeout = Annotated[
         metavar="SECONDS",
         min=0,
         help="How long an agent may take for one action; 0 for no limit.",
+    ),
+]
+
+
+BaseUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--base-url",
+        metavar="URL",
+        help="The API root model agents call, e.g. http://127.0.0.1:8000/v1. Default: "
+        "$OPENAI_BASE_URL, else https://api.openai.com/v1.",
+    ),
+]
+ApiKeyEnv = Annotated[
+    str,
+    typer.Option(
+        "--api-key-env",
+        metavar="VAR",
+        help="The environment variable holding model agents' API key (never the key itself); "
+        "'' for none. A loopback endpoint needs none.",
+    ),
+]
+Temperature = Annotated[
+    float | None,
+    typer.Option(
+        "--temperature",
+        metavar="T",
+        min=0,
+        max=2,
+        help="Model agents' sampling temperature. Default: 0.",
+    ),
+]
+Template = Annotated[
+    str | None,
+    typer.Option(
+        "--template",
+        metavar="PATH|NAME",
+        help="Model agents' prompt template: a packaged one's name or a template file "
+        "(docs/model-agents.md). Default: the packaged default.",
+    ),
+]
+MaxTokens = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens",
+        metavar="N",
+        min=1,
+        help="The most tokens a model agent's answer may have.",
+    ),
+]
+PriceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--price",
+        metavar="IN/OUT",
+        help="US dollars per million input and output tokens, e.g. 0.15/0.60, for an endpoint "
+        "that reports no price: what --budget-usd counts model agents' calls with.",
+    ),
+]
+ActionFormatOption = Annotated[
+    str | None,
+    typer.Option(
+        "--action-format",
+        metavar="auto|tools|json|text",
+        help="How model agents are asked for an action: a tool call, a JSON answer or plain "
+        "text. Default: auto.",
+    ),
+]
+BudgetUsd = Annotated[
+    float | None,
+    typer.Option(
+        "--budget-usd",
+        metavar="USD",
+        help="Stop the session (status stopped, reason budget: ...) once its agents have "
+        "spent this many US dollars.",
+    ),
+]
+BudgetTokens = Annotated[
+    int | None,
+    typer.Option(
+        "--budget-tokens",
+        metavar="N",
+        help="Stop the session once its agents have used this many tokens, input and output.",
+    ),
+]
+BudgetSeconds = Annotated[
+    float | None,
+    typer.Option(
+        "--budget-seconds",
+        metavar="S",
+        help="Stop the session once it has run this many seconds of wall time.",
     ),
 ]
 

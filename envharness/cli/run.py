@@ -18,12 +18,23 @@ from envharness.api.harness import DEFAULT_ACTION_TIMEOUT, MAX_COUNT
 from envharness.cli.edge import EXIT_INTERRUPTED, EXIT_NO, CliError, ProgressLine, interruptible
 from envharness.cli.loading import command_line_harness, make_cwd_importable, parse_input
 from envharness.cli.manifest_run import is_manifest, run_manifest
+from envharness.cli.model_agents import ModelOptions, budget_from, unpriced_note
 from envharness.cli.options import (
+    ActionFormatOption,
     ActionTimeout,
     Agents,
+    ApiKeyEnv,
+    BaseUrl,
+    BudgetSeconds,
+    BudgetTokens,
+    BudgetUsd,
     EnvironmentCommand,
     EnvironmentOption,
+    MaxTokens,
+    PriceOption,
     Roles,
+    Temperature,
+    Template,
 )
 from envharness.cli.quickstart import write_quickstart
 from envharness.cli.render import quickstart_lines, run_lines
@@ -31,6 +42,7 @@ from envharness.cli.state import CliState
 from envharness.contracts.scenario import Scenario
 from envharness.errors import ScenarioInputError
 from envharness.manifest import load_manifest
+from envharness.manifest.model_agents import DEFAULT_KEY_ENV
 
 __all__ = ["app", "quickstart", "resume", "run"]
 
@@ -93,6 +105,16 @@ def run(
         int, typer.Option("--seed", metavar="N", help="The session's random seed.")
     ] = 0,
     action_timeout: ActionTimeout = DEFAULT_ACTION_TIMEOUT,
+    base_url: BaseUrl = None,
+    api_key_env: ApiKeyEnv = DEFAULT_KEY_ENV,
+    temperature: Temperature = None,
+    template: Template = None,
+    max_tokens: MaxTokens = None,
+    action_format: ActionFormatOption = None,
+    price: PriceOption = None,
+    budget_usd: BudgetUsd = None,
+    budget_tokens: BudgetTokens = None,
+    budget_seconds: BudgetSeconds = None,
 ) -> None:
     """Run one session and record it. Exit status 0 when it completed, 1 when it did not.
 
@@ -104,7 +126,11 @@ def run(
         return
     reference, what = _environment(environment, environment_option)
     if not agent or turns is None:
-        raise CliError("run needs --agent NAME=module:factory|COMMAND and --turns N")
+        raise CliError("run needs --agent NAME=module:factory|COMMAND|model:MODEL and --turns N")
+    models = ModelOptions(
+        base_url, api_key_env, temperature, template, max_tokens, action_format, price
+    )
+    budget = budget_from(budget_usd, budget_tokens, budget_seconds)
     harness = command_line_harness(
         store,
         reference,
@@ -113,7 +139,12 @@ def run(
         what=what,
         action_timeout=action_timeout,
         environment_command=environment_command,
+        models=models,
+        budget=budget,
     )
+    note = unpriced_note(agent, models, budget)
+    if note is not None:
+        typer.echo(note, err=True)
     case = Scenario(id=scenario, input=parse_input(input))
     seen: list[str] = []
 
@@ -176,18 +207,41 @@ def resume(
         ),
     ] = None,
     action_timeout: ActionTimeout = DEFAULT_ACTION_TIMEOUT,
+    base_url: BaseUrl = None,
+    api_key_env: ApiKeyEnv = DEFAULT_KEY_ENV,
+    temperature: Temperature = None,
+    template: Template = None,
+    max_tokens: MaxTokens = None,
+    action_format: ActionFormatOption = None,
+    price: PriceOption = None,
+    budget_usd: BudgetUsd = None,
+    budget_tokens: BudgetTokens = None,
+    budget_seconds: BudgetSeconds = None,
 ) -> None:
     """Continue an interrupted (crashed), stopped or paused session or experiment after its
-    last complete turn. Exit status 0 when everything completed, 1 when not."""
+    last complete turn. Exit status 0 when everything completed, 1 when not.
+
+    A session stopped by its budget goes on with the budget given now (a larger one)."""
     store = CliState.of(ctx).store
+    models = ModelOptions(
+        base_url, api_key_env, temperature, template, max_tokens, action_format, price
+    )
+    budget = budget_from(budget_usd, budget_tokens, budget_seconds)
+    experiment_budget = None
     if environment is not None and is_manifest(environment):
-        if agent or role or environment_option or environment_command:
+        if agent or role or environment_option or environment_command or models.given():
             raise CliError(
                 "the manifest names the environment and the agents; give no --environment, "
-                "--environment-command, --agent or --role with it"
+                "--environment-command, --agent, --role or model options with it"
+            )
+        if budget is not None:
+            raise CliError(
+                "the manifest holds the budgets: change them there ([experiment] budget, "
+                "session_budget) and resume with the manifest alone"
             )
         make_cwd_importable()
         manifest = load_manifest(environment)
+        experiment_budget = manifest.budget
         harness = manifest.async_harness(store, hooks=manifest.load_hooks(store))
     elif not agent or (environment, environment_option, environment_command) == (None,) * 3:
         raise CliError("resume needs the code that ran it: ENVIRONMENT and --agent, or a manifest")
@@ -201,11 +255,18 @@ def resume(
             what=what,
             action_timeout=action_timeout,
             environment_command=environment_command,
+            models=models,
+            budget=budget,
         )
+        note = unpriced_note(agent, models, budget)
+        if note is not None:
+            typer.echo(note, err=True)
 
     async def resumed() -> tuple[str, int, int, str | None]:
         if target.startswith("exp_"):
-            result = await harness.resume_experiment(target, declare_changes=declare_changes)
+            result = await harness.resume_experiment(
+                target, declare_changes=declare_changes, budget=experiment_budget
+            )
             return result.id, result.completed, result.total, None
         session = await harness.resume(target, declare_changes=declare_changes)
         done = 1 if session.status == "completed" else 0

@@ -21,6 +21,10 @@ agents and returns an ordinary experiment handle. The format is ``docs/manifests
     command = ["{python}", "agents/python/echo_agent.py"]
     implementation = "echo-agent-python@1"
 
+    [agents.carol]
+    model = "gpt-4o-mini"     # a model agent; the endpoint from base_url or $OPENAI_BASE_URL
+    budget = { usd = 0.50 }
+
     [scenarios]
     file = "scenarios.jsonl"
 
@@ -28,6 +32,10 @@ The environment may also be an adapter — ``environment = "pettingzoo:classic.l
 alone, or ``factory = "gymnasium:Taxi-v4"`` with ``options`` — or a program speaking the
 environment protocol (``command = ["node", "my_env.js"]``), through
 :mod:`envharness.adapters.registry`.
+
+A model agent's endpoint and key come from the environment (``$OPENAI_BASE_URL``, the variable
+``api_key_env`` names), never from the file; ``[experiment]`` may give the whole experiment a
+``budget`` and each session a ``session_budget``.
 
 ``[experiment]`` may name hooks around every participant: ``hooks = "module:attribute"`` (a
 :class:`~envharness.hooks.HarnessHooks`, or a zero-argument factory of one), or ``harness =
@@ -42,6 +50,7 @@ first.
 from envharness.manifest.document import ManifestError
 from envharness.manifest.loader import load_manifest
 from envharness.manifest.model import PYTHON, Manifest, ManifestAgent, ManifestProgram
+from envharness.manifest.model_agents import ModelAgentSpec
 
 __all__ = [
     "PYTHON",
@@ -49,5 +58,6 @@ __all__ = [
     "ManifestAgent",
     "ManifestError",
     "ManifestProgram",
+    "ModelAgentSpec",
     "load_manifest",
 ]

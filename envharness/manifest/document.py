@@ -35,6 +35,17 @@ class ManifestError(ConfigurationError):
 _Positive = Annotated[int, msgspec.Meta(ge=1, le=MAX_COUNT)]
 
 
+class BudgetTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    usd: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    tokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    seconds: Annotated[float, msgspec.Meta(gt=0)] | None = None
+
+
+class PriceTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    input_per_million: Annotated[float, msgspec.Meta(ge=0)]
+    output_per_million: Annotated[float, msgspec.Meta(ge=0)]
+
+
 class ExperimentTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     name: str
     turns: _Positive
@@ -44,6 +55,8 @@ class ExperimentTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     action_timeout: Annotated[float, msgspec.Meta(ge=0)] = DEFAULT_ACTION_TIMEOUT
     hooks: str | None = None
     harness: str | None = None
+    budget: BudgetTable | None = None
+    session_budget: BudgetTable | None = None
 
 
 class EnvironmentTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -58,6 +71,16 @@ class EnvironmentTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True)
 class AgentTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     factory: str | None = None
     command: list[str] | str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] | None = None
+    max_tokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    template: str | None = None
+    system: str | None = None
+    action_format: str | None = None
+    price: PriceTable | None = None
+    budget: BudgetTable | None = None
     implementation: str | None = None
     env: dict[str, str] = {}
     inherit_env: list[str] = []
@@ -86,6 +109,17 @@ class Document(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 COMMAND_ONLY = ("implementation", "env", "inherit_env", "cwd")
+MODEL_ONLY = (
+    "base_url",
+    "api_key_env",
+    "temperature",
+    "max_tokens",
+    "template",
+    "system",
+    "action_format",
+    "price",
+    "budget",
+)
 ENVIRONMENT_COMMAND_ONLY = ("env", "inherit_env", "cwd")
 
 

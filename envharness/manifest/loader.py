@@ -10,22 +10,27 @@ import tomllib
 from collections.abc import Iterator
 from os import PathLike
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import msgspec
 
 from envharness.adapters.registry import has_scheme, parse_environment
+from envharness.agents import ActionFormat
 from envharness.api.blocking import EnvironmentHarness
 from envharness.api.harness import (
     AsyncEnvironmentHarness,
 )
+from envharness.contracts.budget import Budget
 from envharness.contracts.command_agent import DEFAULT_INHERITED_ENV, CommandAgent
 from envharness.contracts.scenario import Scenario
 from envharness.errors import ConfigurationError
+from envharness.llm import Price
 from envharness.manifest.document import (
     COMMAND_ONLY,
     ENVIRONMENT_COMMAND_ONLY,
+    MODEL_ONLY,
     AgentTable,
+    BudgetTable,
     Document,
     EnvironmentTable,
     ExperimentTable,
@@ -51,6 +56,12 @@ from envharness.manifest.model import (
     Manifest,
     ManifestAgent,
     ManifestProgram,
+)
+from envharness.manifest.model_agents import (
+    ACTION_FORMATS,
+    DEFAULT_KEY_ENV,
+    ModelAgentSpec,
+    template_reference,
 )
 from envharness.protocol.process import agent_command
 
@@ -145,6 +156,8 @@ class _Loader:
             _lines=self.lines,
             hooks=experiment.hooks,
             harness_version=experiment.harness,
+            budget=self.budget(("experiment", "budget"), experiment.budget),
+            session_budget=self.budget(("experiment", "session_budget"), experiment.session_budget),
             **environment,
         )
 
@@ -290,29 +303,103 @@ class _Loader:
     def agent(self, name: str, value: Any) -> ManifestAgent:
         path: KeyPath = ("agents", name)
         table = self.convert(value, AgentTable, path)
-        if (table.factory is None) == (table.command is None):
+        given = [key for key in ("factory", "command", "model") if getattr(table, key) is not None]
+        if len(given) != 1:
             raise self.error(
                 path,
-                'give either factory = "module:attribute" (a Python agent) or command = '
-                '["program", "arg", ...] (a program speaking the agent protocol)'
-                + (", not both" if table.factory is not None else ""),
+                'give either factory = "module:attribute" (a Python agent), command = '
+                '["program", "arg", ...] (a program speaking the agent protocol) or model = '
+                '"gpt-4o-mini" (a model agent)'
+                + {0: "", 2: ", not both", 3: ", not all three"}[len(given)],
             )
+        kind = given[0]
+        allowed = {"command": COMMAND_ONLY, "model": MODEL_ONLY}.get(kind, ())
+        for key in (*COMMAND_ONLY, *MODEL_ONLY):
+            if key in value and key not in allowed:
+                raise self.error((*path, key), self.misplaced(key, kind))
+        if table.model is not None:
+            return ManifestAgent(name=name, model=self.model(path, table), role=table.role)
         if table.factory is not None:
-            for key in COMMAND_ONLY:
-                if key in value:
-                    raise self.error(
-                        (*path, key),
-                        f"{key} applies to command agents only"
-                        + (
-                            "; a Python agent declares its own `implementation` attribute"
-                            if key == "implementation"
-                            else ""
-                        ),
-                    )
             self.check_reference(table.factory, (*path, "factory"))
             return ManifestAgent(name=name, factory=table.factory, role=table.role)
         assert table.command is not None
         return ManifestAgent(name=name, command=self.command(path, table), role=table.role)
+
+    @staticmethod
+    def misplaced(key: str, kind: str) -> str:
+        """Why ``key`` does not belong in an agent table of ``kind``."""
+        if key in MODEL_ONLY:
+            return f"{key} applies to model agents (model = ...) only"
+        if key != "implementation":
+            return f"{key} applies to command agents only"
+        if kind == "model":
+            return (
+                "implementation applies to command agents only; a model agent's is made from "
+                "its model, endpoint and template, and recorded for it"
+            )
+        return (
+            "implementation applies to command agents only; a Python agent declares its own "
+            "`implementation` attribute"
+        )
+
+    def budget(self, path: KeyPath, table: BudgetTable | None) -> Budget | None:
+        if table is None:
+            return None
+        if table.usd is None and table.tokens is None and table.seconds is None:
+            raise self.error(
+                path,
+                "name at least one limit, e.g. "
+                f"{path[-1]} = {{ usd = 0.5, tokens = 200000, seconds = 600 }}",
+            )
+        try:
+            return Budget(usd=table.usd, tokens=table.tokens, seconds=table.seconds)
+        except ConfigurationError as exc:
+            raise self.error(path, str(exc)) from None
+
+    def model(self, path: KeyPath, table: AgentTable) -> ModelAgentSpec:
+        """A model agent's settings, checked; its endpoint and key are checked when the
+        experiment is built, since they come from the environment it runs in."""
+        assert table.model is not None
+        if not table.model.strip():
+            raise self.error(
+                (*path, "model"),
+                'name the model, e.g. model = "gpt-4o-mini" (or the name a local server serves)',
+            )
+        if table.base_url is not None and not table.base_url.strip():
+            raise self.error(
+                (*path, "base_url"),
+                'give the API root, e.g. base_url = "http://127.0.0.1:8000/v1", or leave it '
+                "out to use $OPENAI_BASE_URL",
+            )
+        action_format = table.action_format or "auto"
+        if action_format not in ACTION_FORMATS:
+            raise self.error(
+                (*path, "action_format"),
+                f"action_format {action_format!r} is not one of {', '.join(ACTION_FORMATS)}",
+            )
+        budget = self.budget((*path, "budget"), table.budget)
+        template = table.template
+        if template is not None:
+            if not template.strip():
+                raise self.error((*path, "template"), "name a template, or a template file's path")
+            template = template_reference(template.strip(), self.folder)
+        return ModelAgentSpec(
+            model=table.model.strip(),
+            base_url=table.base_url,
+            api_key_env=DEFAULT_KEY_ENV if table.api_key_env is None else table.api_key_env,
+            temperature=0.0 if table.temperature is None else table.temperature,
+            max_tokens=table.max_tokens,
+            template=template,
+            system=table.system,
+            action_format=cast(ActionFormat, action_format),
+            price=None
+            if table.price is None
+            else Price(
+                input_per_million=table.price.input_per_million,
+                output_per_million=table.price.output_per_million,
+            ),
+            budget=budget,
+        )
 
     def command(self, path: KeyPath, table: AgentTable) -> CommandAgent:
         key: KeyPath = (*path, "command")

@@ -21,6 +21,7 @@ from envharness.api.experiments import AsyncExperiment, Experiment
 from envharness.api.harness import (
     AsyncEnvironmentHarness,
 )
+from envharness.contracts.budget import Budget
 from envharness.contracts.command_agent import DEFAULT_INHERITED_ENV, CommandAgent
 from envharness.contracts.environment import EnvironmentSpec
 from envharness.contracts.scenario import Scenario, validate_input
@@ -33,6 +34,7 @@ from envharness.manifest.keys import (
     did_you_mean,
     dotted,
 )
+from envharness.manifest.model_agents import ModelAgentSpec, model_agent, model_provider
 from envharness.optimizer.patches.executable import ExecutableHarness
 from envharness.optimizer.patches.sandbox import LocalSandbox
 from envharness.optimizer.versions import harness_version
@@ -53,13 +55,16 @@ _H = TypeVar("_H", AsyncEnvironmentHarness, EnvironmentHarness)
 
 @dataclass(frozen=True, slots=True)
 class ManifestAgent:
-    """One participant: a Python agent (``factory``) or a program (``command``)."""
+    """One participant: a Python agent (``factory``), a program (``command``) or a model
+    (``model``)."""
 
     name: str
     factory: str | None = None
     """``module:attribute`` of the agent class or zero-argument factory."""
     command: CommandAgent | None = None
     role: str | None = None
+    model: ModelAgentSpec | None = None
+    """A model agent's settings; the agent itself is built with the harness."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +110,10 @@ class Manifest:
     options``), e.g. ``max_episode_steps`` for Gymnasium."""
     environment_key: KeyPath = ("environment", "factory")
     """Where the environment is written, for errors about it."""
+    budget: Budget | None = None
+    """What the whole experiment may spend (``[experiment] budget``)."""
+    session_budget: Budget | None = None
+    """What each session may spend (``[experiment] session_budget``)."""
 
     @property
     def folder(self) -> Path:
@@ -141,7 +150,12 @@ class Manifest:
         harness = self.async_harness(store, hooks=hooks)
         return self._configured(
             lambda: harness.experiment(
-                self.name, self.scenarios, turns=self.turns, trials=self.trials, seed=self.seed
+                self.name,
+                self.scenarios,
+                turns=self.turns,
+                trials=self.trials,
+                seed=self.seed,
+                budget=self.budget,
             )
         )
 
@@ -152,7 +166,12 @@ class Manifest:
         harness = self.harness(store, hooks=hooks)
         return self._configured(
             lambda: harness.experiment(
-                self.name, self.scenarios, turns=self.turns, trials=self.trials, seed=self.seed
+                self.name,
+                self.scenarios,
+                turns=self.turns,
+                trials=self.trials,
+                seed=self.seed,
+                budget=self.budget,
             )
         )
 
@@ -195,6 +214,7 @@ class Manifest:
                 action_timeout=self.action_timeout,
                 max_concurrency=self.max_concurrency,
                 hooks=hooks,
+                budget=self.session_budget,
             )
         )
 
@@ -276,11 +296,29 @@ class Manifest:
         for agent in self.agents:
             if agent.command is not None:
                 agents[agent.name] = agent.command
+            elif agent.model is not None:
+                agents[agent.name] = self._model_agent(agent.name, agent.model)
             else:
                 assert agent.factory is not None
                 agents[agent.name] = self._load(agent.factory, ("agents", agent.name, "factory"))
         roles = {agent.name: agent.role for agent in self.agents if agent.role is not None}
         return environment, agents, roles
+
+    def _model_agent(self, name: str, spec: ModelAgentSpec) -> Any:
+        """The model agent, its endpoint, key and template checked; a failure names the key
+        to change (the endpoint's, or the model's when the endpoint comes from
+        ``$OPENAI_BASE_URL``)."""
+        path: KeyPath = ("agents", name)
+        try:
+            provider = model_provider(spec)
+        except ConfigurationError as exc:
+            key = "base_url" if spec.base_url is not None else "model"
+            raise self._error((*path, key), str(exc)) from None
+        try:
+            return model_agent(spec, provider)
+        except ConfigurationError as exc:
+            key = "template" if spec.template is not None else "model"
+            raise self._error((*path, key), str(exc)) from None
 
     def _check_roles(self, spec: EnvironmentSpec) -> None:
         roles = list(spec.roles)
