@@ -17,18 +17,21 @@ client covers them. What it adds to a bare POST is what an unattended optimizer 
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import logging
 import math
 import os
 import random
 import ssl
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self
 
 import anyio
+import anyio.lowlevel
 import httpx
 import msgspec
 
@@ -147,6 +150,9 @@ class OpenAICompatibleProvider:
     request (e.g. ``{"chat_template_kwargs": {"enable_thinking": False}}`` for a vLLM server).
     ``supports_tools`` says whether a caller should offer the model tools (a model agent then
     asks for its action as a tool call, and falls back to plain text if the endpoint refuses).
+    ``max_concurrency`` caps the requests in flight through this provider at once — one
+    provider serves every session of a model agent, so it is a cap per endpoint — and a
+    ``Retry-After`` one caller is given holds back every caller of the provider until then.
 
     Used as ``async with provider:`` it keeps one connection pool for its calls; otherwise each
     call opens and closes its own connection.
@@ -169,6 +175,7 @@ class OpenAICompatibleProvider:
         on_retry: Callable[[RetryNotice], None] | None = None,
         name: str = "openai",
         supports_tools: bool = True,
+        max_concurrency: int | None = None,
     ) -> None:
         self._url = _chat_url(base_url)
         if not isinstance(model, str) or not model.strip():
@@ -185,6 +192,14 @@ class OpenAICompatibleProvider:
             raise ConfigurationError(f"timeout must be more than 0 seconds, not {timeout!r}")
         if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
             raise ConfigurationError(f"retries must be an integer >= 0, not {retries!r}")
+        if max_concurrency is not None and (
+            not isinstance(max_concurrency, int)
+            or isinstance(max_concurrency, bool)
+            or max_concurrency < 1
+        ):
+            raise ConfigurationError(
+                f"max_concurrency must be an integer >= 1 or None, not {max_concurrency!r}"
+            )
         self._key = _read_key(api_key_env)
         self._key_env = api_key_env
         self._model = model
@@ -199,6 +214,11 @@ class OpenAICompatibleProvider:
         self._max_tokens_field = max_tokens_field
         self._on_retry = on_retry
         self._supports_tools = bool(supports_tools)
+        self._max_concurrency = max_concurrency
+        self._slots: tuple[object, anyio.CapacityLimiter] | None = None
+        """The limiter of ``max_concurrency``, with the event loop it belongs to."""
+        self._quiet_until = 0.0
+        """Until when (``time.monotonic()``) the endpoint asked every caller to wait."""
         self._random = random.Random()
         # Built once: creating an SSL context reads the CA bundle, which would block the loop.
         self._ssl = httpx.create_ssl_context() if self._url.startswith("https:") else None
@@ -293,7 +313,9 @@ class OpenAICompatibleProvider:
         while True:
             attempt += 1
             try:
-                message, finish, response = await self._attempt(payload, attempt)
+                await self._quiet()
+                async with self._slot():
+                    message, finish, response = await self._attempt(payload, attempt)
             except _Retryable as failure:
                 reason = self._redact(failure.reason)
                 if attempt > self._retries:
@@ -311,6 +333,8 @@ class OpenAICompatibleProvider:
                         status=failure.status,
                         attempts=attempt,
                     ) from None
+                if failure.wait is not None:  # the endpoint asked everyone to slow down
+                    self._quiet_until = max(self._quiet_until, time.monotonic() + delay)
                 notice = RetryNotice(
                     attempt=attempt, delay=delay, reason=reason, status=failure.status
                 )
@@ -322,6 +346,25 @@ class OpenAICompatibleProvider:
             return self._completion(
                 message, finish, response, anyio.current_time() - started, attempt
             )
+
+    async def _quiet(self) -> None:
+        """Wait out a ``Retry-After`` the endpoint gave any caller of this provider: a rate
+        limit is the endpoint's, so every session asking through it holds back, not only the
+        one that was told (only this call's task waits; other sessions' turns go on)."""
+        remaining = self._quiet_until - time.monotonic()
+        if remaining > 0:
+            await anyio.sleep(remaining)
+
+    def _slot(self) -> anyio.CapacityLimiter | contextlib.nullcontext[None]:
+        """One of ``max_concurrency`` request slots (a no-op without a limit). A limiter
+        belongs to one event loop, and a blocking harness may run each call on a new one, so
+        a new loop gets a new limiter."""
+        if self._max_concurrency is None:
+            return contextlib.nullcontext()
+        loop = anyio.lowlevel.current_token()
+        if self._slots is None or self._slots[0] != loop:
+            self._slots = (loop, anyio.CapacityLimiter(self._max_concurrency))
+        return self._slots[1]
 
     def _completion(
         self,

@@ -346,3 +346,46 @@ async def test_a_redirect_is_refused_naming_where_it_points(
     assert "308 Permanent Redirect" in str(caught.value)
     assert "redirects to https://elsewhere.example/v1/chat/completions" in str(caught.value)
     assert len(fake.requests) == 1  # never followed: the key must not travel to another host
+
+
+async def test_max_concurrency_caps_the_requests_in_flight_across_callers(
+    endpoint: tuple[FakeEndpoint, str], api_key: str
+) -> None:
+    fake, url = endpoint
+    fake.default = Reply(body=completion("ok").body, delay=0.05)
+    client = provider(url, max_concurrency=2)
+    answers: list[str] = []
+
+    async def ask() -> None:
+        answers.append((await client.complete(ASK)).text)
+
+    async with anyio.create_task_group() as group:
+        for _ in range(6):
+            group.start_soon(ask)
+    assert answers == ["ok"] * 6
+    assert fake.max_in_flight == 2
+
+
+async def test_a_retry_after_one_caller_is_given_holds_back_every_caller(
+    endpoint: tuple[FakeEndpoint, str], api_key: str
+) -> None:
+    fake, url = endpoint
+    fake.queue(status(429, "slow down", {"Retry-After": "1"}))
+    client = provider(url)
+    assert client._quiet_until == 0.0
+    await client.complete(ASK)  # told to wait 1 s, waited, answered
+    assert client._quiet_until > 0.0, "the endpoint's wait was not kept for the other callers"
+    client._quiet_until = float("inf")  # as if the endpoint had just said "wait" to another
+    served = len(fake.requests)
+    with anyio.move_on_after(0.2) as waiting:
+        await client.complete(ASK)
+    assert waiting.cancelled_caught
+    assert len(fake.requests) == served, "a caller went ahead while the endpoint asked to wait"
+
+
+def test_max_concurrency_must_be_a_positive_integer() -> None:
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ConfigurationError, match="max_concurrency must be an integer >= 1"):
+            OpenAICompatibleProvider(
+                "http://127.0.0.1:9/v1", "m", api_key_env=None, max_concurrency=bad
+            )  # type: ignore[arg-type]
