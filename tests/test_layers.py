@@ -73,7 +73,7 @@ INNER: dict[str, list[tuple[str, ...]]] = {
         ("state", "params", "guard"),
         ("auth",),
         ("access",),
-        ("trajectory_access", "routing"),
+        ("spending", "trajectory_access", "routing"),
         ("http",),
         ("pages",),
         ("app", "server"),

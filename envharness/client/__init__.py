@@ -10,7 +10,7 @@ match the published schema fails loudly here instead of somewhere downstream.
             page = await client.records(summary.id, kinds=["action.blocked"])
         async for record in client.events(session_id):   # live, resumes by itself
             ...
-        detail = await client.experiment(experiment_id)   # config, sessions by scenario/trial
+        detail = await client.experiment(experiment_id)   # config, sessions, detail.costs
         async for event in client.experiment_events(experiment_id):
             ...                                           # sessions starting and ending
         lineage = await client.lineage(session_id)        # parent and checkpoint, branches

@@ -1,4 +1,5 @@
-"""The JSON API of experiments: the list, one experiment with its sessions, its live stream.
+"""The JSON API of experiments: the list, one experiment with its sessions and what they spent,
+its live stream.
 
 Like every other handler these read through :class:`~envharness.service.access.Access`: a
 participant token gets the experiments it has sessions in, and in them only its own sessions.
@@ -18,6 +19,7 @@ from envharness.service.http.events import ExperimentEventsQuery, experiment_str
 from envharness.service.http.paging import page_of
 from envharness.service.params import NoParameters
 from envharness.service.routing import ANYONE, Call, Endpoint, json_response
+from envharness.service.spending import experiment_spent
 from envharness.service.wire.sessions import (
     ExperimentDetail,
     ExperimentEnd,
@@ -60,11 +62,18 @@ async def get_experiment(call: Call[NoParameters]) -> Response:
     access = call.access
     info = await access.experiment(call.path("experiment_id"))
     members = await access.experiment_sessions(info.id)
+    spent = await experiment_spent(access, info.id, [member.session for member in members])
     return json_response(
         ExperimentDetail(
             experiment=access.experiment_summary(info),
             config=await experiment_config(access, info.id),
-            sessions=[access.experiment_session(member) for member in members],
+            sessions=[
+                msgspec.structs.replace(
+                    access.experiment_session(member), costs=spent.sessions[member.session.id]
+                )
+                for member in members
+            ],
+            costs=spent.total,
         )
     )
 
@@ -103,7 +112,9 @@ EXPERIMENT_API_ENDPOINTS: tuple[Endpoint, ...] = (
         description=(
             "`config` is the configuration frozen in the experiment's `experiment.created` "
             "record, shared by every session; `sessions` places each by scenario, trial and "
-            "seed. A participant token gets `config` null and only its own sessions."
+            "seed, with what it spent (`costs`); `costs` is what the experiment spent, as "
+            "`envharness experiments show` sums it. A participant token gets `config` null, "
+            "only its own sessions, and costs of its own calls only, without wall time."
         ),
         roles=ANYONE, response=ExperimentDetail, errors=(404,),
     ),

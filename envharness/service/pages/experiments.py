@@ -1,9 +1,10 @@
 """The Experiments destination: the list of experiments, and one experiment's page.
 
 An experiment's page shows what its sessions share — the configuration frozen when it
-started — and where each session stands, as a scenarios x trials grid whose cells link to the
-sessions. While the experiment runs, ``viewer.js`` follows its event stream from the position
-the page was rendered at and updates the cells, the counts and the status in place.
+started — where each session stands, as a scenarios x trials grid whose cells link to the
+sessions, and what they spent. While the experiment runs, ``viewer.js`` follows its event stream
+from the position the page was rendered at and updates the cells, the counts and the status in
+place (what was spent is as of the page's rendering).
 """
 
 from __future__ import annotations
@@ -20,13 +21,22 @@ from envharness.service.pages.config_view import (
     operations_table,
     version_settings,
 )
-from envharness.service.pages.html import Html, html, join, json_block, value
+from envharness.service.pages.html import DASH, Html, html, join, json_block, value
 from envharness.service.pages.layout import is_terminal, page, status_badge, when
+from envharness.service.pages.spent_view import (
+    COST_HEAD,
+    budget_tag,
+    cost_cells,
+    duration,
+    money,
+    spent_card,
+)
 from envharness.service.pages.store import empty_store
 from envharness.service.pages.widgets import detail_head, kv_card, page_head, status_listing, table
 from envharness.service.params import NoParameters
 from envharness.service.routing import ANYONE, Call, Endpoint, viewer_page
-from envharness.service.wire.sessions import ExperimentSessionOut
+from envharness.service.spending import ExperimentSpent, experiment_spent
+from envharness.service.wire.sessions import CostsOut, ExperimentSessionOut
 from envharness.store import ExperimentInfo, SessionCounts
 
 __all__ = ["EXPERIMENT_PAGES", "counts_bar"]
@@ -38,6 +48,8 @@ BAR_ORDER: tuple[str, ...] = (
 """The order of a counts bar's segments (``viewer.js`` draws them the same way)."""
 SHOWN_COUNTS: tuple[str, ...] = ("running", "completed", "failed", "stopped", "interrupted")
 """Statuses the experiment page always counts; others appear when a session has them."""
+COST_ROWS = 10
+"""Sessions the Spent card lists (the most expensive), as ``experiments show`` does."""
 
 
 class ExperimentsPageQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -151,7 +163,12 @@ async def experiment_page(call: Call[NoParameters]) -> Response:
     # The position first: whatever commits after it reaches the page through its stream.
     position = await call.service.store.last_position()
     info = await access.experiment(call.path("experiment_id"))
-    members = [access.experiment_session(m) for m in await access.experiment_sessions(info.id)]
+    found = await access.experiment_sessions(info.id)
+    spent = await experiment_spent(access, info.id, [member.session for member in found])
+    members = [
+        msgspec.structs.replace(access.experiment_session(m), costs=spent.sessions[m.session.id])
+        for m in found
+    ]
     config = await experiment_config(access, info.id)
     full = access.sees_everything
     live = Html("")
@@ -160,6 +177,7 @@ async def experiment_page(call: Call[NoParameters]) -> Response:
     parts = [
         _stats(info, full),
         _grid(info, config, members),
+        _spent(spent, members, full),
     ]
     if config is not None:
         parts.append(_configuration(config))
@@ -200,12 +218,14 @@ def _head(info: ExperimentInfo, config: ExperimentConfig | None) -> Html:
         html("last record {t}", t=when(info.updated_at)),
     ]
     reason = Html("")
-    if info.reason and config is not None:
+    budget = Html("")
+    if info.reason and config is not None:  # a participant sees neither
         reason = html('<p class="facts muted">{r}</p>', r=info.reason)
+        budget = budget_tag(info.status, info.reason)
     return detail_head(
         [("/experiments", "Experiments")],
-        html('{name} <span id="experiment-status">{badge}</span>', name=info.name,
-             badge=status_badge(info.status)),
+        html('{name} <span id="experiment-status">{badge}</span>{budget}', name=info.name,
+             badge=status_badge(info.status), budget=budget),
         facts,
         reason,
     )  # fmt: skip
@@ -299,16 +319,81 @@ def _run(member: ExperimentSessionOut) -> Html:
     facts = [member.id, f"trial {member.trial}", f"{member.turns_completed} turns"]
     if member.seed is not None:
         facts.insert(2, f"seed {member.seed}")
+    if member.costs is not None and member.costs.calls:
+        facts.append(_spent_fact(member.costs))
     if member.reason is not None:
         facts.append(member.reason)
     return html(
         '<a class="run" href="/sessions/{id}" data-session="{id}" data-status="{status}" '
-        'title="{title}">{badge}<span class="run-id mono">{short}</span></a>',
+        'title="{title}">{badge}{budget}<span class="run-id mono">{short}</span></a>',
         id=member.id,
         status=member.status,
         title=" · ".join(facts),
         badge=status_badge(member.status),
+        budget=budget_tag(member.status, member.reason),
         short="…" + member.id[-6:],
+    )
+
+
+def _spent_fact(costs: CostsOut) -> str:
+    usd = f" · {money(costs)}" if costs.priced else ""
+    return f"{costs.tokens:,} tokens{usd} in {costs.calls:,} call{'' if costs.calls == 1 else 's'}"
+
+
+def _spent(spent: ExperimentSpent, members: list[ExperimentSessionOut], full: bool) -> Html:
+    """The experiment's totals, and its most expensive sessions (a participant's: its own
+    calls in its own sessions, without wall time)."""
+    costs = spent.total
+    if not costs.calls:
+        return spent_card(costs, title="Spent" if full else "Your spending", ran="ran")
+    placed = {member.id: member for member in members}
+    ranked = spent.most_expensive()
+    wall_head = Html('<th class="num">Wall time</th>') if full else Html("")
+    rows = [_cost_row(placed[sid], its) for sid, its in ranked[:COST_ROWS]]
+    more = Html("")
+    if len(ranked) > COST_ROWS:
+        more = html(
+            '<p class="muted small">… {n} more: <code>envharness experiments show --json</code> '
+            "and the API (<code>costs</code> of each session) list every one.</p>",
+            n=len(ranked) - COST_ROWS,
+        )
+    below = html(
+        "<h3>{what}</h3>{table}{more}",
+        what="The most expensive sessions" if full else "Your sessions",
+        table=table(
+            html(
+                "<th>Session</th><th>Scenario</th><th>Trial</th><th>Status</th>{head}{wall}",
+                head=COST_HEAD,
+                wall=wall_head,
+            ),
+            rows,
+            css="table compact",
+        ),
+        more=more,
+    )
+    if full:
+        return spent_card(costs, title="Spent", ran="how long it ran", below=below)
+    own = Html(
+        '<p class="muted small">Your own calls only: what the others spent, and how long the '
+        "sessions ran, is about everyone.</p>"
+    )
+    return spent_card(costs, title="Your spending", ran="", below=join([below, own]))
+
+
+def _cost_row(member: ExperimentSessionOut, costs: CostsOut) -> Html:
+    wall = Html("")
+    if costs.wall_seconds is not None:
+        wall = html('<td class="num">{w}</td>', w=duration(costs.wall_seconds))
+    return html(
+        '<tr><td><a class="mono" href="/sessions/{id}">{id}</a></td><td class="mono">{scenario}'
+        "</td><td>{trial}</td><td>{badge}{budget}</td>{cells}{wall}</tr>",
+        id=member.id,
+        scenario=member.scenario_id,
+        trial=DASH if member.trial is None else member.trial,
+        badge=status_badge(member.status),
+        budget=budget_tag(member.status, member.reason),
+        cells=cost_cells(costs),
+        wall=wall,
     )
 
 

@@ -25,6 +25,7 @@ from envharness.records import (
 from envharness.service.access import Access
 from envharness.service.pages.html import Html, html, join
 from envharness.service.pages.layout import is_terminal, status_badge, when
+from envharness.service.pages.spent_view import budget_tag
 from envharness.service.pages.widgets import detail_head, tabs
 from envharness.service.routing import Call
 from envharness.store import RecordFilter, SessionInfo
@@ -170,9 +171,10 @@ def session_head(session: SessionView, active: str) -> Html:
         if session.access.sees_everything or not private
     ]
     title = html(
-        '<span class="mono">{id}</span> <span id="session-status">{badge}</span>',
+        '<span class="mono">{id}</span> <span id="session-status">{badge}</span>{budget}',
         id=info.id,
         badge=status_badge(info.status),
+        budget=budget_tag(info.status, summary.reason),  # a participant is not told the reason
     )
     return html(
         "{head}{tabs}",

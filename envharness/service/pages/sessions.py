@@ -26,11 +26,13 @@ from envharness.service.pages.session_view import (
     record_at,
     session_head,
 )
+from envharness.service.pages.spent_view import COST_HEAD, cost_cells, spent_card
 from envharness.service.pages.turns import TURNS_PER_PAGE, TurnsQuery, session_turns
-from envharness.service.pages.widgets import kv_card
+from envharness.service.pages.widgets import kv_card, table
 from envharness.service.params import MAX_INTEGER, NoParameters
 from envharness.service.problems import not_found
 from envharness.service.routing import ANYONE, READERS, Call, Endpoint, viewer_page
+from envharness.service.spending import SessionSpent, session_spent, stopped_by_budget
 
 __all__ = ["SESSION_PAGES"]
 
@@ -46,9 +48,11 @@ async def session_overview(call: Call[NoParameters]) -> Response:
     if failure:
         parts.append(failure)
     lineage = lineage_section(info.id, await session.access.lineage(info.id), always=False)
+    spent = _spent(session, await session_spent(session.access, info))
     if session.access.sees_everything:
         parts.append(_scores(session))
         parts.append(await _findings(call, session))
+        parts.append(spent)
         parts.append(lineage)
         parts.append(participants_table(session))
     else:
@@ -62,6 +66,7 @@ async def session_overview(call: Call[NoParameters]) -> Response:
                 id=info.id,
             )
         )
+        parts.append(spent)
         parts.append(lineage)
     body = html(
         '<div class="session"{live}>{head}{parts}</div>',
@@ -76,6 +81,15 @@ def _failure(session: SessionView) -> Html:
     info = session.info
     if info.status in ("completed", "running", "created") or not session.access.sees_everything:
         return Html("")
+    if stopped_by_budget(info.status, info.reason):
+        return html(
+            '<div class="callout warn budget"><span class="tag tag-budget">budget</span> '
+            "<b>Session stopped by its budget.</b> {reason}<p>What it spent is below. It "
+            "resumes with a larger budget from where it stopped; what it spent before counts "
+            "(<code>envharness resume</code>, or <code>harness.resume(…, budget=…)</code>)."
+            "</p></div>",
+            reason=info.reason or "",
+        )
     error: ErrorInfo | None = session.last_status.error if session.last_status else None
     detail = Html("")
     if error is not None:
@@ -96,6 +110,37 @@ def _failure(session: SessionView) -> Html:
         reason=info.reason or "",
         detail=detail,
     )
+
+
+def _spent(session: SessionView, spent: SessionSpent) -> Html:
+    """The session's totals and each participant's part (a participant: its own calls)."""
+    total = spent.total
+    if not session.access.sees_everything:
+        own = Html(
+            '<p class="muted small">Your own calls only: what the others spent, and how long '
+            "the session ran, is about everyone.</p>"
+        )
+        return spent_card(total, title="Your spending", ran="", below=own if total.calls else "")
+    if not total.calls:
+        return spent_card(total, title="Spent", ran="ran")
+    roster = session.roster
+
+    def placed(name: str) -> tuple[int, str]:
+        return (roster.index(name) if name in roster else len(roster), name)
+
+    rows = (
+        html(
+            "<tr><td><b>{name}</b></td>{cells}</tr>",
+            name=name,
+            cells=cost_cells(spent.participants[name]),
+        )
+        for name in sorted(spent.participants, key=placed)
+    )
+    below = html(
+        "<h3>By participant</h3>{table}",
+        table=table(html("<th>Participant</th>{head}", head=COST_HEAD), rows, css="table compact"),
+    )
+    return spent_card(total, title="Spent", ran="its segments, end to end", below=below)
 
 
 def _scores(session: SessionView) -> Html:

@@ -30,6 +30,7 @@ __all__ = [
     "BranchLink",
     "ChainBreakOut",
     "ComparisonOut",
+    "CostsOut",
     "ExperimentDetail",
     "ExperimentEnd",
     "ExperimentPage",
@@ -207,6 +208,31 @@ class StreamEnd(msgspec.Struct, frozen=True, kw_only=True):
     last_seq: Annotated[int, msgspec.Meta(description="The last seq this stream delivered.")]
 
 
+class CostsOut(msgspec.Struct, frozen=True, kw_only=True):
+    """What was spent: the ``cost`` records agents reported, summed, and how long it ran — the
+    figures ``envharness experiments show`` prints.
+
+    ``calls`` counts the costs reported and ``priced`` those with a price: ``usd`` sums those
+    only, so ``priced < calls`` means the true amount is higher. ``seconds`` sums what the
+    calls took (calls side by side overlap); ``wall_seconds`` is how long the session's
+    segments ran (for an experiment: how long it ran, its sessions side by side). For a
+    participant token only its own calls count and ``wall_seconds`` is null: how long a session
+    ran, and what the others spent, is about everyone.
+    """
+
+    calls: int
+    priced: int
+    input_tokens: int
+    output_tokens: int
+    usd: float
+    seconds: float
+    wall_seconds: float | None
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
 class ExperimentSummary(msgspec.Struct, frozen=True, kw_only=True):
     """An experiment as listed, with its recorded sessions counted by status.
 
@@ -233,7 +259,7 @@ class ExperimentPage(msgspec.Struct, frozen=True, kw_only=True):
 
 class ExperimentSessionOut(msgspec.Struct, frozen=True, kw_only=True):
     """One session of an experiment, placed by scenario and trial. For a participant token
-    ``seed`` and ``reason`` are null."""
+    ``seed`` and ``reason`` are null, and ``costs`` counts only its own calls."""
 
     id: SessionId
     scenario_id: str
@@ -245,18 +271,23 @@ class ExperimentSessionOut(msgspec.Struct, frozen=True, kw_only=True):
     turns_completed: int
     created_at: str
     updated_at: str
+    costs: CostsOut | None = None
+    """What the session spent, as this reader may know it; null only from an older server."""
 
 
 class ExperimentDetail(msgspec.Struct, frozen=True, kw_only=True):
     """An experiment, the configuration its sessions share, and its sessions.
 
     A participant token gets ``config`` null (it holds every scenario's reference answer) and
-    only its own sessions.
+    only its own sessions; ``costs`` (what the experiment spent) and each session's count only
+    its own calls.
     """
 
     experiment: ExperimentSummary
     config: ExperimentConfig | None
     sessions: list[ExperimentSessionOut]
+    costs: CostsOut | None = None
+    """What the experiment spent, as this reader may know it; null only from an older server."""
 
 
 class SessionCreatedEvent(msgspec.Struct, frozen=True, kw_only=True):
