@@ -466,6 +466,7 @@ def test_the_live_timeline_draws_text_views_private_outcomes_and_artifacts(
             cwd=ROOT,
         ) as writer,  # fmt: skip
     ):
+        completed = False
         try:
             session_id = _running_session(viewer, writer, log, scenario="slow-table")
             page.goto(f"{viewer.base}/sessions/{session_id}/turns")
@@ -474,9 +475,11 @@ def test_the_live_timeline_draws_text_views_private_outcomes_and_artifacts(
             page.wait_for_selector(
                 "#session-status .badge[data-status='completed']", timeout=LIVE_TIMEOUT_MS * 4
             )  # cut short by the table's time limit
+            completed = True
         finally:
-            if writer.poll() is None:
+            if not completed and writer.poll() is None:
                 writer.send_signal(signal.SIGINT)
+            # The page may show the end before the writer has closed its store and exited.
             writer.wait(timeout=STOP_GRACE_S)
     assert writer.returncode == 0, log.read_text()
     live = page.evaluate(
