@@ -19,13 +19,15 @@ is imported (see :func:`offline`), so an accidental hub lookup fails at once.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import importlib.util
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 __all__ = [
     "ModelSpecError",
@@ -138,6 +140,27 @@ def materialize_gguf(path: Path) -> Path:
     target = cache_root() / f"{path.stem}-{digest[:16]}"
     if (target / "config.json").is_file() and (target / "DONE").is_file():
         return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # One process converts; others that want the same model wait for it, then use its copy.
+    with (
+        target.with_name(target.name + ".lock").open("w") as lock,
+        _held(lock),
+    ):
+        if (target / "config.json").is_file() and (target / "DONE").is_file():
+            return target
+        return _convert(path, target, digest)
+
+
+@contextlib.contextmanager
+def _held(lock: IO[str]) -> Iterator[None]:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _convert(path: Path, target: Path, digest: str) -> Path:
     offline()
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
