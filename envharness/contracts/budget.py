@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from envharness.errors import ConfigurationError
 from envharness.records import Cost
 
-__all__ = ["Budget", "Spending"]
+__all__ = ["Budget", "SegmentClock", "Spending"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,3 +72,38 @@ class Spending:
         if cost.usd is not None and math.isfinite(cost.usd):  # NaN would blind the money limit
             self.usd += cost.usd
         self.tokens += (cost.input_tokens or 0) + (cost.output_tokens or 0)
+
+
+class SegmentClock:
+    """Wall time over a session's segments, as its records are read in order: each segment
+    from its ``segment.started`` to its ``segment.ended`` — or, for one still running or one
+    that crashed, to the last thing the session recorded (a ``session.status`` marks when a
+    run began or ended, not play). A wall-time budget, the experiment report and the viewer
+    all measure with this one clock, so they agree."""
+
+    __slots__ = ("_began", "_last", "_total")
+
+    def __init__(self) -> None:
+        self._total = 0.0
+        self._began: datetime | None = None
+        self._last: datetime | None = None
+
+    def saw(self, kind: str, at: datetime) -> None:
+        if kind == "segment.started":
+            self._close(self._last)
+            self._began = at
+        elif kind == "segment.ended":
+            self._close(at)
+        elif kind != "session.status":
+            self._last = at
+
+    def seconds(self, until: datetime | None = None) -> float:
+        """The total, a segment left open counted to ``until`` (when the session last wrote,
+        for a reader that did not see every record), else to the last record seen."""
+        self._close(until if until is not None else self._last)
+        return self._total
+
+    def _close(self, end: datetime | None) -> None:
+        if self._began is not None and end is not None:
+            self._total += max(0.0, (end - self._began).total_seconds())
+        self._began = None

@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from envharness.contracts.budget import Spending
+from envharness.contracts.budget import SegmentClock, Spending
 from envharness.errors import ConfigurationError, NotFoundError
 from envharness.hooks.notebook import encoded_notebook
 from envharness.records import (
@@ -29,7 +29,6 @@ from envharness.records import (
     Intervention,
     OperationReceipt,
     Outcome,
-    Record,
     SegmentStarted,
     SessionConfig,
     SessionCreated,
@@ -137,7 +136,7 @@ async def find_resume_point(
         *MEMORY_KINDS,
     }
     spent = Spending()
-    clock = _SegmentClock()
+    clock = SegmentClock()
     reader = MemoryReader()
     branched: Branch | None = None
     changed: dict[int, list[tuple[int, str]]] = {}
@@ -146,7 +145,7 @@ async def find_resume_point(
     """The agents' own states each turn's latest checkpoint recorded."""
     async for record in store.records(info.id):
         head = (record.seq, record.digest)
-        clock.saw(record)
+        clock.saw(record.kind, record.at)
         if record.kind not in kinds:
             continue
         payload = record.payload
@@ -224,38 +223,6 @@ async def find_resume_point(
         agent_states=agent_states,
         spent=spent,
     )
-
-
-class _SegmentClock:
-    """Wall time over a chain's segments: each from its ``segment.started`` to its
-    ``segment.ended`` — or, for one that crashed and recorded no end, to the last thing it
-    recorded (a ``session.status`` marks when a run began or ended, not play)."""
-
-    __slots__ = ("_began", "_last", "_total")
-
-    def __init__(self) -> None:
-        self._total = 0.0
-        self._began: datetime | None = None
-        self._last: datetime | None = None
-
-    def saw(self, record: Record) -> None:
-        kind = record.kind
-        if kind == "segment.started":
-            self._close(self._last)
-            self._began = record.at
-        elif kind == "segment.ended":
-            self._close(record.at)
-        elif kind != "session.status":
-            self._last = record.at
-
-    def seconds(self) -> float:
-        self._close(self._last)
-        return self._total
-
-    def _close(self, end: datetime | None) -> None:
-        if self._began is not None and end is not None:
-            self._total += max(0.0, (end - self._began).total_seconds())
-        self._began = None
 
 
 async def _checkpoint_of(store: Store, branched: Branch) -> Checkpoint:

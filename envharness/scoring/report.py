@@ -17,6 +17,7 @@ from datetime import datetime
 import anyio
 import msgspec
 
+from envharness.contracts.budget import SegmentClock
 from envharness.errors import StoreError
 from envharness.records import (
     Cost,
@@ -182,13 +183,7 @@ class _Evidence:
     scores: list[Score] = field(default_factory=list)
     findings: list[FindingRef] = field(default_factory=list)
     spent: CostTally = field(default_factory=CostTally)
-    segment_began: datetime | None = None
-    """When the segment that has not recorded its end yet began."""
-
-    def segment_ended(self, at: datetime | None) -> None:
-        if self.segment_began is not None and at is not None:
-            self.spent.wall_seconds += max(0.0, (at - self.segment_began).total_seconds())
-        self.segment_began = None
+    clock: SegmentClock = field(default_factory=SegmentClock)
 
 
 async def _read(
@@ -225,10 +220,8 @@ async def _read(
                 continue
             elif isinstance(payload, Cost):
                 evidence[row.session_id].spent.add(payload)
-            elif isinstance(payload, SegmentStarted):
-                evidence[row.session_id].segment_began = datetime.fromisoformat(row.at)
-            elif isinstance(payload, SegmentEnded):
-                evidence[row.session_id].segment_ended(datetime.fromisoformat(row.at))
+            elif isinstance(payload, SegmentStarted | SegmentEnded):
+                evidence[row.session_id].clock.saw(row.kind, datetime.fromisoformat(row.at))
             elif isinstance(payload, Score):
                 latest[row.session_id][payload.version] = payload  # a later one supersedes
             elif isinstance(payload, Finding):
@@ -248,7 +241,7 @@ async def _read(
     for session in evidence.values():
         # A segment still running (or one that crashed) ran until its session last wrote.
         updated = datetime.fromisoformat(session.info.updated_at)
-        session.segment_ended(updated)
+        session.spent.wall_seconds += session.clock.seconds(until=updated)
         last_seen = updated if last_seen is None else max(last_seen, updated)
     if running_since is not None and last_seen is not None:
         ran += max(0.0, (last_seen - running_since).total_seconds())

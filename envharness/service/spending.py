@@ -20,6 +20,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from envharness.contracts.budget import SegmentClock
 from envharness.records import (
     Cost,
     ExperimentStatus,
@@ -98,7 +99,7 @@ class _Meter:
 
     tally: CostTally = field(default_factory=CostTally)
     participants: dict[str, CostTally] = field(default_factory=dict)
-    began: datetime | None = None
+    clock: SegmentClock = field(default_factory=SegmentClock)
 
     def read(self, row: RecordRow) -> None:
         payload = decode_payload(row.payload)
@@ -106,17 +107,12 @@ class _Meter:
             self.tally.add(payload)
             if row.participant is not None:
                 self.participants.setdefault(row.participant, CostTally()).add(payload)
-        elif isinstance(payload, SegmentStarted):
-            self.began = datetime.fromisoformat(row.at)
-        elif isinstance(payload, SegmentEnded):
-            self.close(row.at)
+        elif isinstance(payload, SegmentStarted | SegmentEnded):
+            self.clock.saw(row.kind, datetime.fromisoformat(row.at))
 
     def close(self, at: str) -> None:
-        """The open segment ended at ``at``."""
-        if self.began is not None:
-            seconds = (datetime.fromisoformat(at) - self.began).total_seconds()
-            self.tally.wall_seconds += max(0.0, seconds)
-        self.began = None
+        """The session last wrote at ``at``: a segment still open ran until then."""
+        self.tally.wall_seconds += self.clock.seconds(until=datetime.fromisoformat(at))
 
 
 async def _metered(access: Access, info: SessionInfo) -> _Meter:
