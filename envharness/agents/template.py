@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.resources
 import re
 import string
 from collections.abc import Mapping
@@ -25,6 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envharness.errors import ConfigurationError
+from envharness.llm.prompt import (
+    SYSTEM_MARK,
+    USER_MARK,
+    packaged_names,
+    read_markdown,
+    split_parts,
+)
 
 __all__ = [
     "DEFAULT_TEMPLATE",
@@ -41,8 +47,6 @@ __all__ = [
 
 PACKAGED_TEMPLATES = "envharness.agents.prompts"
 DEFAULT_TEMPLATE = "agent-v1"
-SYSTEM_MARK = "<!-- envharness:system -->"
-USER_MARK = "<!-- envharness:user -->"
 SYSTEM_FIELDS: Mapping[str, str] = {
     "system": "the text given as ModelAgent(system=...), empty when none was",
     "environment": "the environment's name and version",
@@ -85,10 +89,7 @@ class AgentTemplate:
 
 def packaged_templates() -> list[str]:
     """The names of the templates shipped with envharness."""
-    root = importlib.resources.files(PACKAGED_TEMPLATES)
-    return sorted(
-        entry.name.removesuffix(".md") for entry in root.iterdir() if entry.name.endswith(".md")
-    )
+    return packaged_names(PACKAGED_TEMPLATES)
 
 
 def load_template(template: str | Path | AgentTemplate | None = None) -> AgentTemplate:
@@ -107,40 +108,20 @@ def load_template(template: str | Path | AgentTemplate | None = None) -> AgentTe
             f"text or an AgentTemplate, not {type(template).__name__}"
         )
     if isinstance(template, Path) or template.endswith(".md") or "/" in template:
-        path = Path(template)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigurationError(f"cannot read the template file {path}: {exc}") from None
-        return parse_template(path.stem, text, source=str(path))
+        name, text, source = read_markdown(template, PACKAGED_TEMPLATES, "template")
+        return parse_template(name, text, source=source)
     return _packaged(template)
 
 
 @functools.cache
 def _packaged(name: str) -> AgentTemplate:
-    resource = importlib.resources.files(PACKAGED_TEMPLATES) / f"{name}.md"
-    if not resource.is_file():
-        raise ConfigurationError(
-            f"there is no packaged template {name!r}; choose one of "
-            f"{', '.join(packaged_templates())}, or give the path of a .md template file"
-        )
-    return parse_template(name, resource.read_text(encoding="utf-8"), source=name)
+    name, text, source = read_markdown(name, PACKAGED_TEMPLATES, "template")
+    return parse_template(name, text, source=source)
 
 
 def parse_template(name: str, text: str, *, source: str) -> AgentTemplate:
     """Split a template into its parts and check its fields (see the module doc)."""
-    if text.count(SYSTEM_MARK) != 1 or text.count(USER_MARK) != 1:
-        raise ConfigurationError(
-            f"the template {source} must contain exactly one {SYSTEM_MARK} line and one "
-            f"{USER_MARK} line, in that order"
-        )
-    _, _, rest = text.partition(SYSTEM_MARK)
-    system, _, user = rest.partition(USER_MARK)
-    if USER_MARK in system or SYSTEM_MARK in user or not user.strip():
-        raise ConfigurationError(
-            f"the template {source} must have its {SYSTEM_MARK} part before a non-empty "
-            f"{USER_MARK} part"
-        )
+    system, user = split_parts(text, source, "template")
     for part, body, known in (("system", system, SYSTEM_FIELDS), ("user", user, USER_FIELDS)):
         _check_fields(source, part, body, known)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]

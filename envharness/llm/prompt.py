@@ -92,44 +92,62 @@ class PromptTemplate(msgspec.Struct, frozen=True, kw_only=True):
 
 def packaged_prompts() -> list[str]:
     """Names of the prompts shipped with envharness."""
-    root = importlib.resources.files(PACKAGED_PROMPTS)
+    return packaged_names(PACKAGED_PROMPTS)
+
+
+def load_prompt(name_or_path: str | Path) -> PromptTemplate:
+    """A packaged prompt by name (``"engineer-v1"``) or a prompt file by path."""
+    name, text, source = read_markdown(name_or_path, PACKAGED_PROMPTS, "prompt")
+    return parse_prompt(name, text, source=source)
+
+
+def packaged_names(package: str) -> list[str]:
+    """The names of the ``*.md`` files shipped in ``package`` (prompts, agent templates)."""
+    root = importlib.resources.files(package)
     return sorted(
         entry.name.removesuffix(".md") for entry in root.iterdir() if entry.name.endswith(".md")
     )
 
 
-def load_prompt(name_or_path: str | Path) -> PromptTemplate:
-    """A packaged prompt by name (``"engineer-v1"``) or a prompt file by path."""
+def read_markdown(name_or_path: str | Path, package: str, what: str) -> tuple[str, str, str]:
+    """``(name, text, source)`` of a ``.md`` file given by path, or shipped in ``package``
+    under a name; ``what`` ("prompt", "template") names it in errors."""
     if isinstance(name_or_path, Path) or name_or_path.endswith(".md") or "/" in name_or_path:
         path = Path(name_or_path)
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
-            raise ConfigurationError(f"cannot read the prompt file {path}: {exc}") from None
-        return parse_prompt(path.stem, text, source=str(path))
-    resource = importlib.resources.files(PACKAGED_PROMPTS) / f"{name_or_path}.md"
+            raise ConfigurationError(f"cannot read the {what} file {path}: {exc}") from None
+        return path.stem, text, str(path)
+    resource = importlib.resources.files(package) / f"{name_or_path}.md"
     if not resource.is_file():
         raise ConfigurationError(
-            f"there is no packaged prompt {name_or_path!r}; choose one of "
-            f"{', '.join(packaged_prompts())}, or give the path of a .md prompt file"
+            f"there is no packaged {what} {name_or_path!r}; choose one of "
+            f"{', '.join(packaged_names(package))}, or give the path of a .md {what} file"
         )
-    return parse_prompt(name_or_path, resource.read_text(encoding="utf-8"), source=name_or_path)
+    return name_or_path, resource.read_text(encoding="utf-8"), name_or_path
 
 
-def parse_prompt(name: str, text: str, *, source: str) -> PromptTemplate:
-    """Split a prompt file into its parts and check its placeholders (see the module doc)."""
+def split_parts(text: str, source: str, what: str) -> tuple[str, str]:
+    """The system and user parts of a prompt or template file, between their markers."""
     if text.count(SYSTEM_MARK) != 1 or text.count(USER_MARK) != 1:
         raise ConfigurationError(
-            f"the prompt {source} must contain exactly one {SYSTEM_MARK} line and one "
+            f"the {what} {source} must contain exactly one {SYSTEM_MARK} line and one "
             f"{USER_MARK} line, in that order"
         )
     _, _, rest = text.partition(SYSTEM_MARK)
     system, _, user = rest.partition(USER_MARK)
-    if USER_MARK in system or not user.strip():
+    if USER_MARK in system or SYSTEM_MARK in user or not user.strip():
         raise ConfigurationError(
-            f"the prompt {source} must have its {SYSTEM_MARK} part before a non-empty "
+            f"the {what} {source} must have its {SYSTEM_MARK} part before a non-empty "
             f"{USER_MARK} part"
         )
+    return system, user
+
+
+def parse_prompt(name: str, text: str, *, source: str) -> PromptTemplate:
+    """Split a prompt file into its parts and check its placeholders (see the module doc)."""
+    system, user = split_parts(text, source, "prompt")
     template = string.Template(user)
     if not template.is_valid():
         raise ConfigurationError(
