@@ -39,6 +39,10 @@ async def main(store: str) -> None:
 
 
 if __name__ == "__main__":
+    try:
+        import trio  # noqa: F401  (the second backend; envharness itself does not need it)
+    except ImportError:
+        sys.exit("async_run.py runs on asyncio and on trio, which is missing: pip install trio")
     store = sys.argv[1] if len(sys.argv) > 1 else ".local/async-example"
     anyio.run(main, store)
     anyio.run(main, store, backend="trio")

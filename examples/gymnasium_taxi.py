@@ -107,4 +107,8 @@ def main(store: str = ".local/gymnasium-taxi") -> None:
 
 
 if __name__ == "__main__":
+    try:
+        import gymnasium  # noqa: F401
+    except ImportError:
+        sys.exit('gymnasium_taxi.py needs gymnasium: pip install "envharness[gymnasium]"')
     main(*sys.argv[1:2])

@@ -48,7 +48,16 @@ $observation
 def local_smollm2() -> Iterator[str]:
     """SmolLM2-135M served on a free loopback port; yields the API root."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the research folder
-    from research.serve_openai import ChatModel, serving
+    try:
+        import torch  # noqa: F401  (loaded later by ChatModel.load: checked here, up front)
+        import transformers  # noqa: F401
+
+        from research.serve_openai import ChatModel, serving
+    except ImportError as missing:  # the research extra: torch, transformers, ...
+        sys.exit(
+            f"model_agent.py serves a local model, which needs {missing.name}: "
+            'pip install "envharness[research]" (or set OPENAI_BASE_URL to use an endpoint)'
+        )
 
     print("loading SmolLM2-135M-Instruct (de-quantized once, then cached)...", flush=True)
     with serving(ChatModel.load("smollm2", name="smollm2")) as root:

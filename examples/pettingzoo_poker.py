@@ -70,4 +70,9 @@ def main(store: str = ".local/pettingzoo-poker") -> None:
 
 
 if __name__ == "__main__":
+    try:
+        import pettingzoo  # noqa: F401
+        import rlcard  # noqa: F401  (texas hold'em's rules)
+    except ImportError as missing:
+        sys.exit(f'pettingzoo_poker.py needs {missing.name}: pip install "envharness[pettingzoo]"')
     main(*sys.argv[1:2])

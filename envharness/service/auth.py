@@ -63,7 +63,7 @@ async def authenticate(request: Request, service: Service, *, cookie: bool) -> P
             raise HTTPProblem(
                 401,
                 "the bearer token is unknown, revoked or expired; issue a new one with "
-                "`envharness token --role ...`",
+                "`envharness token issue --role ...`",
                 headers=_CHALLENGE,
             )
         return Principal.of(info, "bearer")

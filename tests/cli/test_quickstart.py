@@ -92,7 +92,7 @@ def test_quickstart_writes_an_experiment_and_standalone_sessions(
     assert 'intervention {"kind":"reset-total","value":0}; both continued to turn 6' in (
         result.stdout
     )
-    for command in ("serve --open", "sessions", "show ses_", "verify", "export ses_"):
+    for command in ("serve --open", "sessions list", "sessions show ses_", "verify", "export ses_"):
         assert f"envharness --store {store_path.resolve()} {command}" in result.stdout
     written = anyio.run(_read, store_path)
 
@@ -151,9 +151,12 @@ def test_the_suggested_show_has_a_blocked_action_and_a_finding(
 
 
 def test_quickstart_adds_to_an_existing_store(invoke: Invoke, store_path: Path) -> None:
-    invoke("--store", store_path, "quickstart", "--turns", "1")
-    invoke("--store", store_path, "quickstart", "--turns", "1")
+    first = invoke("--store", store_path, "quickstart", "--turns", "1")
+    again = invoke("--store", store_path, "quickstart", "--turns", "1")
 
+    assert "already here" not in first.stdout
+    assert "added to the 14 sessions already here (28 now)" in again.stdout
+    assert "a new --store starts afresh" in again.stdout
     listed = invoke("--store", store_path, "sessions", "--json")
 
     assert len(listed.stdout.splitlines()) == 28

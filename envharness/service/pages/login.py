@@ -6,25 +6,32 @@ the code, so a link previewer or a prefetching browser that fetches the link can
 up. ``serve --open`` brings the code as ``/login#code=…`` instead: the page's script reads the
 fragment, which no request carries, and posts it the same way. The redeemed code becomes a
 viewer token, stored hashed like any other (``token list`` shows it, ``token revoke`` ends it),
-set as an ``HttpOnly; SameSite=Strict`` cookie.
+set as an ``HttpOnly; SameSite=Strict`` cookie. A code is ``serve``'s own (in memory) or one
+``envharness login-link`` left in the store (:mod:`..link_codes`); a used or expired one gets
+the "Link expired" page, which names the command for a fresh link.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import shlex
 from contextlib import aclosing
 from typing import Annotated
 from urllib.parse import parse_qs
 
+import anyio
 import msgspec
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from envharness.service.codes import LOGIN_CODE_TTL
+from envharness.service.link_codes import redeem_stored_code
 from envharness.service.pages.html import Html, html
 from envharness.service.pages.layout import page
 from envharness.service.params import NoParameters
 from envharness.service.problems import HTTPProblem
 from envharness.service.routing import Call, Endpoint
+from envharness.service.state import Service
 
 __all__ = ["BROWSER_SESSION_DAYS", "LOGIN_ENDPOINTS"]
 
@@ -77,12 +84,8 @@ async def login(call: Call[NoParameters]) -> Response:
     form = await _form(call.request)
     code = (form.get("code") or [""])[0]
     service = call.service
-    if not code or not service.logins.redeem(code):
-        raise HTTPProblem(
-            400,
-            "this sign-in link was already used or has expired; restart `envharness serve` "
-            "for a new one (or sign in again with its --open)",
-        )
+    if not await _redeem(service, code):
+        return _expired(call)
     expires = dt.datetime.now(dt.UTC) + dt.timedelta(days=BROWSER_SESSION_DAYS)
     issued = await service.tokens.issue(
         "viewer",
@@ -99,6 +102,29 @@ async def login(call: Call[NoParameters]) -> Response:
         samesite="strict",
     )
     return response
+
+
+async def _redeem(service: Service, code: str) -> bool:
+    """A code ``serve`` issued (memory), else one ``login-link`` left in the store (a file)."""
+    if not code:
+        return False
+    if service.logins.redeem(code):
+        return True
+    directory = service.store.directory
+    return await anyio.to_thread.run_sync(lambda: redeem_stored_code(directory, code))
+
+
+def _expired(call: Call[NoParameters]) -> Response:
+    body = html(
+        '<div class="signin card"><h1>Link expired</h1>'
+        "<p>This sign-in link was already used or has expired (links work once, for "
+        "{minutes} minutes). Get a new one from the running server with:</p>"
+        "<pre><code>envharness --store {store} login-link</code></pre>"
+        '<p><a href="/login">Sign in</a> with the new link.</p></div>',
+        minutes=str(int(LOGIN_CODE_TTL // 60)),
+        store=shlex.quote(str(call.service.store.directory)),
+    )
+    return page(call.service, None, title="Link expired", body=body, status=400)
 
 
 async def logout(call: Call[NoParameters]) -> Response:
