@@ -71,7 +71,35 @@ def parse_query(params: QueryParams, struct: type[_S]) -> _S:
     try:
         return msgspec.convert(data, struct, strict=False)
     except msgspec.ValidationError as exc:
-        raise _problem(str(exc)) from None
+        problem = _problem(str(exc))
+        allowed = choices(struct).get(problem.parameter or "")
+        if allowed and "invalid enum value" in problem.message:
+            problem = HTTPProblem(
+                422, f"{problem.message}; give one of: {', '.join(allowed)}",
+                parameter=problem.parameter,
+            )  # fmt: skip
+        raise problem from None
+
+
+@cache
+def choices(struct: type[msgspec.Struct]) -> dict[str, tuple[str, ...]]:
+    """The values each enumerated parameter allows, in the order they are declared."""
+    info = msgspec.inspect.type_info(struct)
+    assert isinstance(info, msgspec.inspect.StructType)
+    found = {}
+    for field in info.fields:
+        kind = _unwrap(field.type)
+        members = kind.types if isinstance(kind, msgspec.inspect.UnionType) else (kind,)
+        values = [
+            str(value)
+            for member in members
+            if isinstance(member, msgspec.inspect.LiteralType)
+            for value in member.values
+            if value != ""  # "" stands for "any" where a form sends an unchosen option
+        ]
+        if values:
+            found[field.encode_name] = tuple(values)
+    return found
 
 
 def _problem(message: str) -> HTTPProblem:

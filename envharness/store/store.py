@@ -30,6 +30,7 @@ from envharness.records import Record, RecordRow, RunnerRef, decode_record
 from envharness.store.artifacts import ArtifactFiles
 from envharness.store.connections import close_idle_readers, open_reader, read_in_thread
 from envharness.store.database import connect
+from envharness.store.facts import SessionFacts, session_facts, session_facts_query
 from envharness.store.journal import Journal, Pending
 from envharness.store.lineage import Lineage, lineage_of
 from envharness.store.optimizer_index import (
@@ -138,7 +139,7 @@ class Store:
             raise NotFoundError(f"session id prefix {session_id!r} is ambiguous; give more of it")
         raise NotFoundError(
             f"no session {session_id!r} in the store at {str(self.directory)!r}; "
-            "`envharness sessions` lists them"
+            "`envharness sessions list` lists them"
         )
 
     async def experiments(self, *, among: Collection[str] | None = None) -> list[ExperimentInfo]:
@@ -185,7 +186,7 @@ class Store:
         raise NotFoundError(
             f"no experiment {experiment_id!r} in the store at {str(self.directory)!r}"
             f"{session if experiment_id.startswith('ses_') else ''}; "
-            "`envharness experiments` lists them"
+            "`envharness experiments list` lists them"
         )
 
     async def experiment_sessions(
@@ -198,6 +199,16 @@ class Store:
         arguments = [experiment_id] if among is None else [experiment_id, among_json(among)]
         rows = await self._read(lambda c: c.execute(query, arguments).fetchall())
         return [experiment_member(row) for row in rows]
+
+    async def session_facts(
+        self, *, among: Collection[str] | None = None
+    ) -> dict[str, SessionFacts]:
+        """Each session's environment, roster and latest verdict (only those in ``among``,
+        when given), by id: what the sessions list shows and searches."""
+        query = session_facts_query(among is not None)
+        arguments = [] if among is None else [among_json(among)]
+        rows = await self._read(lambda c: c.execute(query, arguments).fetchall())
+        return dict(session_facts(row) for row in rows)
 
     async def last_position(self) -> int:
         """The store-wide position (``pos``) of the newest committed record; -1 when empty.

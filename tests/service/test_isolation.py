@@ -47,6 +47,12 @@ async def test_a_participant_lists_only_its_own_sessions(world: World) -> None:
             )
         assert {s.id for s in page.sessions} == {sid for sid, r in rosters.items() if name in r}
         assert all(s.records is None and s.reason is None for s in page.sessions)
+        async with world.client(name) as client:
+            listed = (await client.get("/sessions", params={"sort": "turns"})).text
+            searched = (await client.get("/api/sessions", params={"q": "ses_"})).json()
+        shown = set(re.findall(r'<a class="mono" href="/sessions/(ses_\w+)">', listed))
+        assert shown == {s.id for s in page.sessions}
+        assert {s["id"] for s in searched["sessions"]} == shown
 
 
 async def test_a_participant_reads_only_its_own_records_everywhere(world: World) -> None:
@@ -169,3 +175,10 @@ async def test_a_participant_named_in_no_session_sees_an_empty_store(carol_only:
         overview = await client.get("/")
         assert overview.status_code == 200
         assert "No sessions yet" in overview.text
+        # Searching for carol, or by the start of every id, finds nothing and counts nothing.
+        for query in ({"q": "carol"}, {"q": "ses_"}, {"status": "completed"}):
+            listed = await client.get("/sessions", params=query)
+            assert listed.status_code == 200
+            assert "0 of 0 sessions" in listed.text
+            assert "/sessions/ses_" not in listed.text
+            assert (await client.get("/api/sessions", params=query)).json()["sessions"] == []

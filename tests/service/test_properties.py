@@ -51,6 +51,8 @@ SEMANTIC_REJECTIONS = {
     "POST /api/imports": "the body must be import lines that chain from the source's head (422)",
     "GET /api/harness/versions": "`after` must be a version of the listing (422)",
     "GET /api/optimizer/runs": "`after` must be a run of the listing (422)",
+    "GET /sessions": "`experiment` must be one the caller may see, and a participant's token "
+    "cannot filter by `passed` (422)",
 }
 """Operations where a request the schema admits can still be refused, and why: JSON Schema
 cannot say "an id from this listing". For these, a 4xx to a schema-valid request is allowed."""

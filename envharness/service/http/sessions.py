@@ -31,6 +31,7 @@ from envharness.service.routing import (
     Endpoint,
     json_response,
 )
+from envharness.service.search import Order, Passed, SessionSearch, Sort, find_sessions
 from envharness.service.wire.sessions import (
     ChainBreakOut,
     ComparisonOut,
@@ -70,6 +71,23 @@ class SessionsQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     scenario: Annotated[
         str | None, msgspec.Meta(description="Only sessions of this scenario id.")
     ] = None
+    q: Annotated[
+        str,
+        msgspec.Meta(
+            max_length=200,
+            description="Words that must all appear in the scenario, a participant, the "
+            "environment or the experiment; or the start of a session id.",
+        ),
+    ] = ""
+    passed: Annotated[
+        Passed | None,
+        msgspec.Meta(
+            description="yes, no or none (no verdict), by the latest score report; not for a "
+            "participant's token."
+        ),
+    ] = None
+    sort: Annotated[Sort, msgspec.Meta(description="What to order by.")] = "created"
+    order: Annotated[Order, msgspec.Meta(description="asc (oldest, fewest first) or desc.")] = "asc"
     after: Annotated[
         str | None, msgspec.Meta(description="The `next_after` of the previous page.")
     ] = None
@@ -110,9 +128,16 @@ async def health(call: Call[NoParameters]) -> Response:
 async def list_sessions(call: Call[SessionsQuery]) -> Response:
     query = call.query
     access = call.access
-    found = await access.sessions(
-        status=query.status, experiment_id=query.experiment, scenario_id=query.scenario
+    search = SessionSearch(
+        q=query.q,
+        status=query.status or "",
+        experiment=query.experiment or "",
+        passed=query.passed or "",
+        sort=query.sort,
+        order=query.order,
     )
+    _, kept = await find_sessions(search, access, facts_wanted=False)
+    found = [item.info for item in kept if query.scenario in (None, item.info.scenario_id)]
     page, next_after = page_of(
         found, lambda info: info.id, query.after, query.limit, member="a session of this listing"
     )

@@ -57,7 +57,8 @@ async def compare_page(call: Call[ComparePageQuery]) -> Response:
     access = call.access
     found = await access.compare(query.left, query.right)
     left, right = found.left, found.right
-    relation = await _relation(call, left.id, right.id)
+    relation = join([await _environments(call, left.id, right.id),
+                     await _relation(call, left.id, right.id)])  # fmt: skip
     shown = [turn for turn in found.turns_compared if turn >= query.turn][:TURNS_PER_PAGE]
     if query.turn > 1 and not shown:
         raise HTTPProblem(404, f"no compared turn from turn {query.turn} on", parameter="turn")
@@ -113,6 +114,27 @@ def _side_card(side: str, summary: SessionSummary) -> Html:
         scenario=summary.scenario_id,
         turns=summary.turns_completed,
         records=records,
+    )
+
+
+async def _environments(call: Call[ComparePageQuery], left: str, right: str) -> Html:
+    """What can and cannot be aligned when the two sessions ran different environments (only
+    for a caller that may read configurations: a participant's pages do not name them)."""
+    if not call.access.sees_everything:
+        return Html("")
+    facts = await call.service.store.session_facts(among=(left, right))
+    ours, theirs = facts.get(left), facts.get(right)
+    if ours is None or theirs is None or ours.environment == theirs.environment:
+        return Html("")
+    return html(
+        '<div class="callout warn">These sessions ran different environments: <b>{l}</b> '
+        "(left) and <b>{r}</b> (right). Turns are still lined up by number and their "
+        "observations, actions and outcomes shown side by side, but the same field may mean "
+        "different things in each, so a difference says little; scores line up only for "
+        "metrics both reports name. Compare sessions of one environment, or a session and its "
+        "branch, for differences that mean something.</div>",
+        l=ours.environment or "unknown",
+        r=theirs.environment or "unknown",
     )
 
 

@@ -7,33 +7,37 @@ the JSON API: a participant's pages are built from a participant's query.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Annotated
+from urllib.parse import urlencode
 
-import msgspec
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 
-from envharness.records import Status
 from envharness.service.auth import Principal
 from envharness.service.pages.html import DASH, Html, html, join
 from envharness.service.pages.layout import page, status_badge, when
-from envharness.service.pages.widgets import page_head, status_listing, table
+from envharness.service.pages.session_search import (
+    SessionsPageQuery,
+    compare_hidden,
+    compare_note,
+    find_listed,
+    found_table,
+    no_results,
+    order_line,
+    page_href,
+    search_form,
+)
+from envharness.service.pages.widgets import page_head, page_slice, pager, table
 from envharness.service.params import NoParameters
 from envharness.service.problems import HTTPProblem
 from envharness.service.routing import ANYONE, READERS, Call, Endpoint, viewer_page
+from envharness.service.search import Found
 from envharness.service.state import Service
 from envharness.service.wire.sessions import SessionSummary
-from envharness.store import SessionInfo
 
 __all__ = ["STORE_PAGES", "empty_store", "problem_page", "session_table"]
 
 SESSIONS_PER_PAGE = 100
 RECENT = 8
-
-
-class SessionsPageQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    status: Annotated[Status | None, msgspec.Meta(description="Only this status.")] = None
-    page: Annotated[int, msgspec.Meta(ge=1, description="Page number, from 1.")] = 1
 
 
 async def overview(call: Call[NoParameters]) -> Response:
@@ -80,14 +84,18 @@ async def overview(call: Call[NoParameters]) -> Response:
 async def sessions(call: Call[SessionsPageQuery]) -> Response:
     query = call.query
     access = call.access
-    listing = status_listing(
-        await access.sessions(), query.status, query.page, base="/sessions", noun="sessions",
-        per_page=SESSIONS_PER_PAGE,
-    )  # fmt: skip
-    groups: dict[str | None, list[SessionInfo]] = {}
-    for info in listing.shown:
-        groups.setdefault(info.experiment_id, []).append(info)
+    if len(query.compare) == 2:
+        left, right = query.compare
+        return RedirectResponse(
+            "/compare?" + urlencode({"left": left, "right": right}), status_code=303
+        )
+    everything, kept = await find_listed(query, access)
+    shown, pages = page_slice(kept, query.page, SESSIONS_PER_PAGE, "sessions")
     names = {experiment.id: experiment.name for experiment in await access.experiments()}
+    full = access.sees_everything
+    groups: dict[str | None, list[Found]] = {}
+    for found in shown:
+        groups.setdefault(found.info.experiment_id, []).append(found)
     sections = [
         html(
             '<section class="card"><div class="card-head"><h2>{title}</h2>'
@@ -95,20 +103,35 @@ async def sessions(call: Call[SessionsPageQuery]) -> Response:
             title=_group_title(experiment, names),
             n=len(members),
             s="" if len(members) == 1 else "s",
-            table=session_table([access.summary(info) for info in members]),
+            table=found_table(members, full, query.compare),
         )
         for experiment, members in sorted(groups.items(), key=lambda item: item[0] is None)
     ]
-    if not sections:
+    if not everything:
         sections = [html('<section class="card">{empty}</section>', empty=empty_store())]
+    elif not kept:
+        sections = [html('<section class="card">{empty}</section>', empty=no_results(query))]
+    compare = Html("")
+    if kept:
+        compare = html(
+            '<form id="search-compare" class="search-compare" method="get" action="/sessions">'
+            '{hidden}<button type="submit">Compare selected</button> <span class="muted small">'
+            "tick two sessions</span></form>",
+            hidden=compare_hidden(query),
+        )
     body = html(
-        "{head}{filters}{sections}{pager}",
-        head=page_head(
-            "Sessions", "Grouped by experiment; standalone sessions last. Newest first."
+        "{head}{form}{note}{count}{compare}{sections}{pager}",
+        head=page_head("Sessions", order_line(query)),
+        form=search_form(query, everything, names, full),
+        note=compare_note(query.compare),
+        count=html(
+            '<p class="muted search-count">{n} of {total} sessions</p>',
+            n=f"{len(kept):,}",
+            total=f"{len(everything):,}",
         ),
-        filters=listing.filters,
+        compare=compare,
         sections=join(sections),
-        pager=listing.pager,
+        pager=pager(query.page, pages, lambda n: page_href(query, page=n)),
     )
     return page(call.service, call.principal, title="Sessions", body=body, active="sessions")
 
@@ -183,7 +206,7 @@ def problem_page(
             "prints when it starts (<code>--open</code> follows it for you). The link works "
             "once, for a few minutes; restart <code>serve</code> for a fresh one.</p>"
             "<p>Scripts use a bearer token instead: "
-            "<code>envharness --store PATH token --role viewer</code>.</p></div>"
+            "<code>envharness --store PATH token issue --role viewer</code>.</p></div>"
         )
         title = "Sign in"
     else:
