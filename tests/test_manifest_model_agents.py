@@ -79,7 +79,7 @@ def test_OPENAI_BASE_URL_runs_a_manifest_whose_agent_is_a_model(
     code, out, err = run(tmp_path / "store", write(tmp_path, BASE))
 
     assert code == 0, err
-    assert out.splitlines()[-2] == "1 completed, 0 failed of 1"
+    assert "1 completed, 0 failed of 1" in out.splitlines()
     assert len(chat.requests) == 2  # {"value": 1} twice reaches the target
 
 

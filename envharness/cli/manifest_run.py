@@ -18,9 +18,11 @@ import typer
 from anyio.abc import TaskStatus
 
 from envharness.api.experiments import AsyncExperiment
-from envharness.cli.edge import EXIT_INTERRUPTED, EXIT_NO, CliError, ProgressLine
+from envharness.cli.edge import EXIT_INTERRUPTED, EXIT_NO, CliError, ProgressLine, resume_hint
+from envharness.cli.experiments import result_lines
 from envharness.cli.loading import make_cwd_importable
 from envharness.cli.render import printable
+from envharness.cli.results import experiment_results
 from envharness.errors import ConfigurationError
 from envharness.manifest import load_manifest
 from envharness.runtime import ProgressCallback
@@ -54,10 +56,18 @@ def run_manifest(ctx: typer.Context, argument: str, store: Path) -> None:
     if result is None:
         typer.echo(f"interrupted: experiment {experiment.id} was stopped before it began", err=True)
         raise typer.Exit(EXIT_INTERRUPTED)
-    for text in experiment_lines(result, store):
+    report = anyio.run(experiment_results, store, result.id)
+    shown = shlex.quote(printable(str(store)))
+    for text in [
+        *experiment_lines(result, store),
+        *result_lines(report),
+        "",
+        f"more:   envharness --store {shown} experiments show {result.id}",
+    ]:
         typer.echo(text)
     if interrupted:
         typer.echo(f"interrupted: experiment {result.id} was recorded as stopped", err=True)
+        typer.echo(resume_hint(store, result.id, [argument]), err=True)
         raise typer.Exit(EXIT_INTERRUPTED)
     if result.completed != result.total:
         raise typer.Exit(EXIT_NO)

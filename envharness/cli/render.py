@@ -11,7 +11,7 @@ drawn again with ``typer.style`` — never the environment's own escape sequence
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from msgspec import UnsetType
 
 from envharness._ansi import PLAIN, Style, runs
 from envharness.api.harness import Session
-from envharness.cli.quickstart import QuickstartSummary
+from envharness.cli.quickstart import QuickstartSummary, rerun_note
 from envharness.records import (
     ActionAttempted,
     ActionBlocked,
@@ -52,6 +52,7 @@ __all__ = [
     "printable",
     "quickstart_lines",
     "run_lines",
+    "score_lines",
     "session_json",
     "session_table",
     "text_view_lines",
@@ -109,12 +110,30 @@ def session_json(info: SessionInfo) -> str:
     return msgspec.json.encode(info).decode()
 
 
-def run_lines(session: Session) -> Iterator[str]:
+def run_lines(session: Session, scores: Sequence[Score] | None = None) -> Iterator[str]:
+    """What ``run`` prints when its session ends; with ``scores`` (its latest report per
+    version) a ``score`` line each, so how well it went shows beside how it ended."""
     yield f"session {session.id}"
     yield f"status  {_status(session.status)} after {session.turns_completed} turns"
     if session.reason:
         yield f"reason  {printable(session.reason)}"
-    yield f"see     envharness --store {_shell(session.store)} show {session.id}"
+    if scores is not None:
+        yield from score_lines(scores)
+    yield f"see     envharness --store {_shell(session.store)} sessions show {session.id}"
+
+
+def score_lines(scores: Sequence[Score]) -> Iterator[str]:
+    """One ``score`` line per version: its metrics, then passed / not passed when it judged."""
+    if not scores:
+        yield "score   none recorded (a session is scored when it completes)"
+    for score in scores:
+        parts = [
+            f"{printable(name)} {_number(metric)}" for name, metric in sorted(score.metrics.items())
+        ]
+        if score.passed is not None:
+            verdict = "passed" if score.passed else "not passed"
+            parts.append(typer.style(verdict, fg="green" if score.passed else "red"))
+        yield f"score   {printable(score.version)}: {' · '.join(parts) or 'no metrics'}"
 
 
 def quickstart_lines(summary: QuickstartSummary) -> Iterator[str]:
@@ -126,6 +145,8 @@ def quickstart_lines(summary: QuickstartSummary) -> Iterator[str]:
     yield "These values measure nothing; they only show what envharness records."
     yield ""
     yield f"wrote {len(summary.sessions)} sessions, {summary.records} records to {where}"
+    if (note := rerun_note(summary)) is not None:
+        yield note
     branch = summary.branch
     branches = 0 if branch is None else 1
     standalone = len(summary.sessions) - summary.grouped - branches
@@ -160,8 +181,8 @@ def quickstart_lines(summary: QuickstartSummary) -> Iterator[str]:
     yield "next:"
     prefix = f"envharness --store {where}"
     yield f"  {prefix} serve --open"
-    yield f"  {prefix} sessions"
-    yield f"  {prefix} show {summary.showcase}"
+    yield f"  {prefix} sessions list"
+    yield f"  {prefix} sessions show {summary.showcase}"
     yield f"  {prefix} verify"
     if frozen is not None:
         yield f"  {prefix} trajectories"

@@ -15,8 +15,20 @@ import anyio
 import typer
 
 from envharness.api.harness import DEFAULT_ACTION_TIMEOUT, MAX_COUNT
-from envharness.cli.edge import EXIT_INTERRUPTED, EXIT_NO, CliError, ProgressLine, interruptible
-from envharness.cli.loading import command_line_harness, make_cwd_importable, parse_input
+from envharness.cli.edge import (
+    EXIT_INTERRUPTED,
+    EXIT_NO,
+    CliError,
+    ProgressLine,
+    interruptible,
+    resume_hint,
+)
+from envharness.cli.loading import (
+    code_words,
+    command_line_harness,
+    make_cwd_importable,
+    parse_input,
+)
 from envharness.cli.manifest_run import is_manifest, run_manifest
 from envharness.cli.model_agents import ModelOptions, budget_from, unpriced_note
 from envharness.cli.options import (
@@ -38,6 +50,7 @@ from envharness.cli.options import (
 )
 from envharness.cli.quickstart import write_quickstart
 from envharness.cli.render import quickstart_lines, run_lines
+from envharness.cli.results import session_scores
 from envharness.cli.state import CliState
 from envharness.contracts.scenario import Scenario
 from envharness.errors import ScenarioInputError
@@ -164,8 +177,12 @@ def run(
     if result is None:
         which = f"session {seen[0]}" if seen else "the session"
         typer.echo(f"interrupted: {which} was recorded as stopped", err=True)
+        if seen:
+            code = code_words(environment, environment_option, environment_command, agent, role)
+            typer.echo(resume_hint(store, seen[0], code), err=True)
         raise typer.Exit(EXIT_INTERRUPTED)
-    for text in run_lines(result):
+    scores = anyio.run(session_scores, result.store, result.id)
+    for text in run_lines(result, scores):
         typer.echo(text)
     if result.status != "completed":
         raise typer.Exit(EXIT_NO)
@@ -276,6 +293,12 @@ def resume(
         outcome = anyio.run(lambda: interruptible(resumed))
     if outcome is None:
         typer.echo(f"interrupted: {target} was recorded as stopped", err=True)
+        code = (
+            [environment]
+            if environment is not None and is_manifest(environment)
+            else code_words(environment, environment_option, environment_command, agent, role)
+        )
+        typer.echo(resume_hint(store, target, code), err=True)
         raise typer.Exit(EXIT_INTERRUPTED)
     which, completed, total, detail = outcome
     typer.echo(f"resumed {which}: {detail or f'{completed} of {total} sessions completed'}")

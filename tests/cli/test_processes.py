@@ -41,6 +41,7 @@ def test_ctrl_c_stops_the_session_cleanly(invoke: Invoke, store_path: Path) -> N
     [session] = listed_sessions(store_path)
     assert session["status"] == "stopped"
     assert f"interrupted: session {session['id']} was recorded as stopped" in err
+    assert f"resume {session['id']}" in err, "the interrupted run does not say how to go on"
     assert out == ""
     assert invoke("--store", store_path, "verify").exit_code == 0
 

@@ -140,7 +140,7 @@ def test_a_manifest_names_a_pettingzoo_game(invoke: Invoke, tmp_path: Path) -> N
 
     assert code == 0, err
     assert "scenario hand  trial 0" in out
-    assert out.splitlines()[-2] == "1 completed, 0 failed of 1"
+    assert "1 completed, 0 failed of 1" in out.splitlines()
 
 
 def test_a_manifest_refuses_environment_options(invoke: Invoke, tmp_path: Path) -> None:

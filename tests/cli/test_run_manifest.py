@@ -168,6 +168,7 @@ def test_ctrl_c_stops_the_experiment(invoke: Invoke, store_path: Path, tmp_path:
     assert status == 130, err
     assert "Traceback" not in err
     assert "interrupted: experiment exp_" in err
+    assert "go on from there: envharness --store" in err
     assert "0 completed, 0 failed of 3 (3 stopped)" in out
     assert {s["status"] for s in sessions(invoke, store_path)} == {"stopped"}
     assert invoke("--store", store_path, "verify").exit_code == 0

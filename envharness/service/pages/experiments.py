@@ -15,14 +15,24 @@ import msgspec
 from starlette.responses import Response
 
 from envharness.records import ExperimentConfig, Status
+from envharness.scoring import experiment_report
+from envharness.scoring.aggregates import ScoreAggregate
 from envharness.service.http.experiments import experiment_config
 from envharness.service.pages.config_view import (
     environment_settings,
     operations_table,
     version_settings,
 )
-from envharness.service.pages.html import DASH, Html, html, join, json_block, value
+from envharness.service.pages.html import DASH, Html, html, join, json_block, number, value
 from envharness.service.pages.layout import is_terminal, page, status_badge, when
+from envharness.service.pages.results_view import (
+    headline,
+    latest_scores,
+    rate_class,
+    results_card,
+    session_verdicts,
+    verdict_of,
+)
 from envharness.service.pages.spent_view import (
     COST_HEAD,
     budget_tag,
@@ -66,26 +76,37 @@ async def experiments_page(call: Call[ExperimentsPageQuery]) -> Response:
         per_page=EXPERIMENTS_PER_PAGE,
     )  # fmt: skip
     full = access.sees_everything
+    results: dict[str, ScoreAggregate | None] = {}
+    if full:  # scores are session-level records: a participant's list has no result columns
+        for info in listing.shown:
+            results[info.id] = headline(await latest_scores(call.service.store, info.id))
     rows = (
         html(
             '<tr><td><a href="/experiments/{id}"><b>{name}</b></a>'
             '<div class="mono muted small">{id}</div></td><td>{status}</td>'
             '<td class="progress-cell">{bar}<span class="muted small">{progress}</span></td>'
-            "<td>{created}</td><td>{updated}</td></tr>",
+            "{results}<td>{created}</td><td>{updated}</td></tr>",
             id=info.id,
             name=info.name,
             status=status_badge(info.status),
             bar=counts_bar(info.sessions, info.total if full else None),
             progress=_progress(info, full),
+            results=_result_cells(results.get(info.id)) if full else "",
             created=when(info.created_at),
             updated=when(info.updated_at),
         )
         for info in listing.shown
     )
     found = table(
-        Html(
-            "<th>Experiment</th><th>Status</th><th>Sessions</th><th>Created (UTC)</th>"
-            "<th>Last record (UTC)</th>"
+        html(
+            "<th>Experiment</th><th>Status</th><th>Sessions</th>{results}<th>Created (UTC)</th>"
+            "<th>Last record (UTC)</th>",
+            results=Html(
+                '<th>Passed</th><th class="num" title="The first metric of the first score '
+                'version, by name">Main metric</th>'
+            )
+            if full
+            else "",
         ),
         rows,
     )
@@ -112,6 +133,29 @@ async def experiments_page(call: Call[ExperimentsPageQuery]) -> Response:
         pager=listing.pager,
     )
     return page(call.service, call.principal, title="Experiments", body=body, active="experiments")
+
+
+def _result_cells(found: ScoreAggregate | None) -> Html:
+    """Pass count and the main metric's mean (see ``results_view.main_result``)."""
+    rate = found.pass_rate if found is not None else None
+    passed = Html('<td class="muted">no verdict</td>')
+    if rate is not None:
+        passed = html(
+            '<td><span class="results-rate {v}" data-passed="{k}" data-judged="{n}">'
+            "{k} / {n}</span></td>",
+            v=rate_class(rate),
+            k=rate.passed,
+            n=rate.judged,
+        )
+    metric = found.metrics[0] if found is not None and found.metrics else None
+    mean = html('<td class="num">{m}</td>', m=DASH)
+    if metric is not None:
+        mean = html(
+            '<td class="num">{mean} <span class="muted small">{name}</span></td>',
+            mean=number(metric.mean),
+            name=metric.name,
+        )
+    return join([passed, mean])
 
 
 def _progress(info: ExperimentInfo, full: bool) -> str:
@@ -174,9 +218,17 @@ async def experiment_page(call: Call[NoParameters]) -> Response:
     live = Html("")
     if not is_terminal(info.status):
         live = html(' data-live-experiment="{id}" data-after="{pos}"', id=info.id, pos=position)
-    parts = [
+    verdicts: dict[str, bool | None] | None = None
+    parts: list[Html] = []
+    # Scores and findings are session-level: withheld from a participant (whose config is
+    # None). A reader's is None only for a damaged chain, which `verify` explains.
+    if config is not None:
+        report = await experiment_report(call.service.store, info.id)
+        verdicts = session_verdicts(await latest_scores(call.service.store, info.id))
+        parts.append(results_card(report))
+    parts += [
         _stats(info, full),
-        _grid(info, config, members),
+        _grid(info, config, members, verdicts),
         _spent(spent, members, full),
     ]
     if config is not None:
@@ -265,7 +317,10 @@ def _stats(info: ExperimentInfo, full: bool) -> Html:
 
 
 def _grid(
-    info: ExperimentInfo, config: ExperimentConfig | None, members: list[ExperimentSessionOut]
+    info: ExperimentInfo,
+    config: ExperimentConfig | None,
+    members: list[ExperimentSessionOut],
+    verdicts: dict[str, bool | None] | None,
 ) -> Html:
     """Scenarios (in the configuration's order) by trials; a participant's grid has only the
     rows and columns of its own sessions."""
@@ -279,6 +334,7 @@ def _grid(
     for member in members:
         cells.setdefault((member.scenario_id, member.trial or 0), []).append(member)
     waiting = "never ran" if is_terminal(info.status) else "not started"
+    planned = config.turns if config is not None else None
     head = join(html('<th class="trial">Trial {n}</th>', n=trial) for trial in range(trials))
     rows = join(
         html(
@@ -289,7 +345,10 @@ def _grid(
                     '<td class="cell" data-scenario="{scenario}" data-trial="{trial}">{runs}</td>',
                     scenario=scenario,
                     trial=trial,
-                    runs=join(_run(member) for member in cells.get((scenario, trial), []))
+                    runs=join(
+                        _run(member, verdict_of(verdicts, member.id), planned)
+                        for member in cells.get((scenario, trial), [])
+                    )
                     or html('<span class="run pending">{w}</span>', w=waiting),
                 )
                 for trial in range(trials)
@@ -314,8 +373,13 @@ def _grid(
     )
 
 
-def _run(member: ExperimentSessionOut) -> Html:
-    """One session in its cell; the tooltip holds what this reader may know of it."""
+_VERDICTS = {"passed": "passed", "failed": "not passed", "none": "no verdict", "withheld": ""}
+
+
+def _run(member: ExperimentSessionOut, verdict: str, planned: int | None) -> Html:
+    """One session in its cell, coloured by its verdict (passed, not passed, no verdict) with
+    its status a small mark beside it: a completed session that failed its checks must not look
+    like one that passed. The tooltip holds what this reader may know of it."""
     facts = [member.id, f"trial {member.trial}", f"{member.turns_completed} turns"]
     if member.seed is not None:
         facts.insert(2, f"seed {member.seed}")
@@ -323,9 +387,16 @@ def _run(member: ExperimentSessionOut) -> Html:
         facts.append(_spent_fact(member.costs))
     if member.reason is not None:
         facts.append(member.reason)
+    label = _VERDICTS[verdict]
+    turn = f"turn {member.turns_completed}" + (f"/{planned}" if planned is not None else "")
     return html(
         '<a class="run" href="/sessions/{id}" data-session="{id}" data-status="{status}" '
-        'title="{title}">{badge}{budget}<span class="run-id mono">{short}</span></a>',
+        'data-verdict="{verdict}" title="{title}">{label}{badge}{budget}'
+        '<span class="run-id mono">{short}</span>'
+        '<span class="results-turn muted small">{turn}</span></a>',
+        verdict=verdict,
+        label=html('<span class="results-verdict">{v}</span>', v=label) if label else "",
+        turn=turn,
         id=member.id,
         status=member.status,
         title=" · ".join(facts),
