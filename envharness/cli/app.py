@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
 
 from envharness._version import __version__
 from envharness.cli import (
@@ -28,6 +27,7 @@ from envharness.cli import (
     datasets,
     experiments,
     harness_versions,
+    lifecycle,
     optimize,
     protocol,
     run,
@@ -39,12 +39,13 @@ from envharness.cli import (
     trajectories,
 )
 from envharness.cli.edge import EXIT_INTERRUPTED, translate_errors
+from envharness.cli.options import HelpGroup
 from envharness.cli.state import DEFAULT_STORE, STORE_ENV, CliState
 
 __all__ = ["app", "main"]
 
 
-class _Group(TyperGroup):
+class _Group(HelpGroup):
     """The root group: one place where every command's errors become exit statuses."""
 
     def invoke(self, ctx: Any) -> Any:
@@ -70,15 +71,16 @@ app.add_typer(trajectories.app)
 app.add_typer(sources.app)
 app.add_typer(optimize.app)
 app.add_typer(run.app)
+app.add_typer(lifecycle.app)
 app.add_typer(sessions.app)
 app.add_typer(artifacts.app)
 app.add_typer(check_env.app)
-app.add_typer(protocol.app)  # named "protocol" by its module
-app.add_typer(tokens.app, name="token")
-app.add_typer(experiments.app, name="experiments")
-app.add_typer(snapshots.app, name="snapshot")
-app.add_typer(datasets.app, name="dataset")
-app.add_typer(harness_versions.app, name="harness")
+app.add_typer(protocol.app, cls=HelpGroup)  # named "protocol" by its module
+app.add_typer(tokens.app, name="token", cls=HelpGroup)
+app.add_typer(experiments.app, name="experiments", cls=HelpGroup)
+app.add_typer(snapshots.app, name="snapshot", cls=HelpGroup)
+app.add_typer(datasets.app, name="dataset", cls=HelpGroup)
+app.add_typer(harness_versions.app, name="harness", cls=HelpGroup)
 
 
 def _show_version(value: bool) -> None:

@@ -79,8 +79,10 @@ def check_env(
         ),
     ] = None,
 ) -> None:
-    """Check that an environment keeps the contract: its spec, encoding, determinism,
-    checkpoint and restore, private observations and failures in resolve.
+    """Check that an environment keeps the contract its sessions rely on.
+
+    Checked: its spec, encoding, determinism, checkpoint and restore, private observations
+    and failures in resolve.
 
     The checks run short sessions with a probe agent that picks legal moves (from an action
     mask, admissible commands or the action schema), in a temporary store. Exit status 0 when

@@ -16,12 +16,14 @@ import anyio
 import typer
 from msgspec import UnsetType
 
-from envharness.cli.edge import CliError, closing
+from envharness.cli.edge import EXIT_USAGE, CliError, closing
 from envharness.cli.options import check_choice
+from envharness.cli.refusals import refusal_lines
 from envharness.cli.render import printable
 from envharness.cli.state import CliState
 from envharness.store import read_store
 from envharness.trajectories import (
+    AdmissionError,
     Dataset,
     DatasetRow,
     create_dataset,
@@ -76,9 +78,17 @@ def dataset_create(
             "(a cooperative game); refused otherwise.",
         ),
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", help="On refusal, list every refused trajectory, not one per reason."
+        ),
+    ] = False,
 ) -> None:
-    """Create a dataset. Every trajectory must be complete, terminal, training-entitled
-    and rewarded; otherwise nothing is created and each refusal is named."""
+    """Create a dataset from snapshots, all of it or nothing.
+
+    Every trajectory must be complete, terminal, training-entitled and rewarded; otherwise
+    nothing is created, and the refusals are told by reason with counts and the fix."""
     store = CliState.of(ctx).store
 
     async def created() -> Dataset:
@@ -91,7 +101,13 @@ def dataset_create(
             shared_reward=shared_reward,
         )
 
-    dataset = anyio.run(created)
+    try:
+        dataset = anyio.run(created)
+    except AdmissionError as refused:
+        what = f"dataset {printable(refused.dataset)!r}"
+        for line in refusal_lines(what, refused.refusals, verbose=verbose):
+            typer.echo(f"error: {line}" if line.startswith("dataset") else line, err=True)
+        raise typer.Exit(EXIT_USAGE) from None
     typer.echo(dataset.id)
     typer.echo(
         f"dataset {printable(dataset.name)!r}: {len(dataset.snapshots)} snapshot(s), "

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from pathlib import Path
 from typing import IO, TypeVar
 
 import anyio
@@ -38,6 +40,7 @@ __all__ = [
     "ProgressLine",
     "closing",
     "interruptible",
+    "resume_hint",
     "translate_errors",
 ]
 
@@ -97,6 +100,14 @@ def _silence_stdout() -> None:
         os.dup2(null, descriptor)
     finally:
         os.close(null)
+
+
+def resume_hint(store: Path, target: str, code: Sequence[str]) -> str:
+    """The command that goes on after an interruption: ``resume`` with the same store and
+    the same code (``code``: the environment and agent arguments as given, or the manifest),
+    ready to paste."""
+    words = ["envharness", "--store", str(store), "resume", target, *code]
+    return f"go on from there: {printable(shlex.join(words))}"
 
 
 async def interruptible(work: Callable[[], Awaitable[_T]]) -> _T | None:

@@ -17,7 +17,7 @@ import msgspec
 import typer
 
 from envharness.cli.edge import CliError
-from envharness.cli.options import JsonLines, acting_group
+from envharness.cli.options import JsonLines, acting_group, deprecated_form
 from envharness.cli.render import printable
 from envharness.cli.state import CliState
 from envharness.scoring import (
@@ -34,7 +34,15 @@ from envharness.scoring import (
 from envharness.scoring.aggregates import CostTotals, SessionCosts
 from envharness.store import ExperimentInfo, SessionCounts, read_store
 
-__all__ = ["app", "experiment_lines", "experiment_table", "experiments", "experiments_show"]
+__all__ = [
+    "app",
+    "experiment_lines",
+    "experiment_table",
+    "experiments",
+    "experiments_list",
+    "experiments_show",
+    "result_lines",
+]
 
 MAX_RESAMPLES = 1_000_000
 """More would only take longer: past some thousands, the bounds move by less than they show."""
@@ -61,17 +69,16 @@ _STATUS_COLOURS = {"completed": "green", "failed": "red", "stopped": "yellow"}
 
 
 app = acting_group(
-    help="List the experiments in the store, oldest first; `experiments show ID` shows "
-    "one's configuration, sessions and scores.",
+    help="The store's experiments: list them, or show one's configuration, sessions and scores.",
 )
 
 
 @app.callback()
 def experiments(
     ctx: typer.Context,
-    as_json: JsonLines = False,
+    as_json: Annotated[bool, typer.Option("--json", hidden=True)] = False,
 ) -> None:
-    """List the experiments in the store, oldest first; `experiments show ID` for one."""
+    """The store's experiments: `experiments list`, `experiments show EXPERIMENT`."""
     if ctx.invoked_subcommand is not None:
         if as_json:
             raise CliError(
@@ -79,6 +86,17 @@ def experiments(
                 f"{ctx.invoked_subcommand} ... --json"
             )
         return
+    deprecated_form("experiments", "experiments list")
+    _list_experiments(ctx, as_json)
+
+
+@app.command("list")
+def experiments_list(ctx: typer.Context, as_json: JsonLines = False) -> None:
+    """List the experiments in the store, oldest first."""
+    _list_experiments(ctx, as_json)
+
+
+def _list_experiments(ctx: typer.Context, as_json: bool) -> None:
     store = CliState.of(ctx).store
 
     async def listed() -> list[ExperimentInfo]:
@@ -118,9 +136,10 @@ def experiments_show(
         ),
     ] = DEFAULT_RESAMPLES,
 ) -> None:
-    """Show an experiment: its frozen configuration, sessions by status, and per scenario
-    each metric's mean with a bootstrap confidence interval (per participant too, where the
-    environment scores participants apart), pass rates and findings."""
+    """Show an experiment's configuration, sessions by status and scores.
+
+    Per scenario: each metric's mean with a bootstrap confidence interval (per participant
+    too, where the environment scores participants apart), pass rates and findings."""
     if not 0.0 < confidence < 1.0:
         raise CliError(f"--confidence must be between 0 and 1 (e.g. 0.95), not {confidence}")
     store = CliState.of(ctx).store
@@ -172,6 +191,12 @@ def experiment_lines(report: ExperimentReport) -> Iterator[str]:
     if report.costs.calls:
         yield ""
         yield from _cost_table(report.session_costs)
+    yield from result_lines(report)
+
+
+def result_lines(report: ExperimentReport) -> Iterator[str]:
+    """The scores (per scenario, overall, per participant) and the findings, each block after
+    an empty line: what ``show`` ends with, and what ``run`` prints when an experiment ends."""
     for aggregate_index, version in enumerate(_versions(report)):
         yield ""
         yield from _score_table(report, version, first=aggregate_index == 0)

@@ -30,6 +30,7 @@ from envharness.errors import ConfigurationError, EnvharnessError
 from envharness.manifest.model_agents import model_name
 
 __all__ = [
+    "code_words",
     "command_line_harness",
     "environment_factory",
     "guard_factory",
@@ -213,6 +214,23 @@ def command_line_harness(
         action_timeout=action_timeout or None,
         budget=budget,
     )
+
+
+def code_words(
+    environment: str | None,
+    environment_option: str | None,
+    environment_command: str | None,
+    agent: Sequence[str] | None,
+    role: Sequence[str] | None,
+) -> list[str]:
+    """The environment and agent arguments as they were given, for a command that must name
+    the same code again (the ``resume`` printed after Ctrl-C)."""
+    words = [environment] if environment is not None else []
+    words += ["--environment", environment_option] if environment_option is not None else []
+    words += ["--environment-command", environment_command] if environment_command else []
+    words += [word for pair in agent or () for word in ("--agent", pair)]
+    words += [word for pair in role or () for word in ("--role", pair)]
+    return words
 
 
 def parse_input(text: str | None) -> dict[str, Any]:

@@ -3,16 +3,21 @@
 ``--json`` on a listing prints one JSON object per line; ``run`` and ``resume`` take the same
 ``--environment``, ``--environment-command``, ``--agent``, ``--role`` and ``--action-timeout``,
 and the same model agents' settings and budgets, since a resume needs the code that ran;
-``experiments`` and ``token`` are groups that act on their own when given no subcommand; and
-an option limited to a few words says so in one way (:func:`check_choice`).
+``sessions``, ``experiments`` and ``token`` are groups whose older bare forms still act, with
+a note (:func:`deprecated_form`); every group lists its commands' first sentences whole
+(:class:`HelpGroup`); and an option limited to a few words says so in one way
+(:func:`check_choice`).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Annotated
 
 import typer
+from typer import _click  # typer's own click: the types its groups format help with
+from typer.core import TyperGroup
 
 from envharness.cli.edge import CliError
 
@@ -27,6 +32,7 @@ __all__ = [
     "BudgetUsd",
     "EnvironmentCommand",
     "EnvironmentOption",
+    "HelpGroup",
     "JsonLines",
     "MaxTokens",
     "PriceOption",
@@ -35,6 +41,7 @@ __all__ = [
     "Template",
     "acting_group",
     "check_choice",
+    "deprecated_form",
 ]
 
 JsonLines = Annotated[
@@ -179,13 +186,38 @@ BudgetSeconds = Annotated[
 ]
 
 
+class HelpGroup(TyperGroup):
+    """A group whose help lists each command's first sentence whole, wrapped over lines
+    where it is long: click would cut it to the column left over, mid-phrase, with "..."."""
+
+    def format_commands(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
+        rows = [
+            (name, command.get_short_help_str(limit=sys.maxsize))
+            for name in self.list_commands(ctx)
+            if (command := self.get_command(ctx, name)) is not None and not command.hidden
+        ]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
 def acting_group(help: str) -> typer.Typer:
     """A command group whose callback runs when no subcommand is given (``experiments`` lists
     them, ``experiments show ID`` shows one); :mod:`envharness.cli.app` adds it by name."""
-    return typer.Typer(help=help, invoke_without_command=True, no_args_is_help=False)
+    return typer.Typer(help=help, cls=HelpGroup, invoke_without_command=True, no_args_is_help=False)
 
 
 def check_choice(option: str, value: str | None, choices: Sequence[str]) -> None:
     """Refuse ``value`` for ``option`` unless it is one of ``choices`` (``None``: not given)."""
     if value is not None and value not in choices:
         raise CliError(f"{option} {value!r} is not one of: {', '.join(choices)}")
+
+
+def deprecated_form(old: str, new: str) -> None:
+    """Say on stderr (stdout stays the answer, for scripts) that ``envharness OLD`` is an
+    alias kept for a release, and what to type instead."""
+    typer.echo(
+        f"note: `envharness {old}` is now `envharness {new}`; the old form will be removed "
+        "in a later release",
+        err=True,
+    )

@@ -1,8 +1,9 @@
-"""``envharness sessions``, ``show``, ``verify`` and ``export``: reading a store's sessions.
+"""``envharness sessions list|show``, ``verify`` and ``export``: reading a store's sessions.
 
-Each command reads through :func:`~envharness.store.read_store`, which never creates a store,
-and renders with :mod:`envharness.cli.render`. ``export snapshot ID`` is a form of ``export``
-that :mod:`envharness.cli.snapshots` answers.
+``sessions`` alone (list) and ``show SESSION`` are the older forms, kept as aliases that say
+so on stderr. Each command reads through :func:`~envharness.store.read_store`, which never
+creates a store, and renders with :mod:`envharness.cli.render`. ``export snapshot ID`` is a
+form of ``export`` that :mod:`envharness.cli.snapshots` answers.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import typer
 
 from envharness.api.harness import MAX_COUNT
 from envharness.cli.edge import EXIT_NO, CliError, ProgressLine, closing
-from envharness.cli.options import JsonLines, check_choice
+from envharness.cli.options import HelpGroup, JsonLines, acting_group, check_choice, deprecated_form
 from envharness.cli.render import Timeline, printable, session_json, session_table, verify_lines
 from envharness.cli.snapshots import export_snapshot_command
 from envharness.cli.state import CliState
@@ -24,27 +25,51 @@ from envharness.records import Payload, Status, encode_record
 from envharness.store import ChainBreak, RecordFilter, SessionInfo, VerifyReport, read_store
 from envharness.store.verify import STORE
 
-__all__ = ["app", "export", "sessions", "show", "verify"]
+__all__ = ["app", "export", "group", "sessions", "sessions_list", "show", "verify"]
 
 STATUSES = list(get_args(Status))
 KINDS = sorted(str(member.__struct_config__.tag) for member in get_args(Payload))
 
 app = typer.Typer()
-"""No name: :mod:`envharness.cli.app` adds these commands to the root."""
+"""No name: :mod:`envharness.cli.app` adds these commands, and the ``sessions`` group, to the
+root."""
+
+group = acting_group(help="The store's sessions: list them, or show one's timeline.")
+app.add_typer(group, name="sessions", cls=HelpGroup)
+
+StatusOption = Annotated[
+    str | None,
+    typer.Option("--status", metavar="STATUS", help=f"Only this status: {', '.join(STATUSES)}."),
+]
 
 
-@app.command("sessions")
+@group.callback()
 def sessions(
     ctx: typer.Context,
-    status: Annotated[
-        str | None,
-        typer.Option(
-            "--status", metavar="STATUS", help=f"Only this status: {', '.join(STATUSES)}."
-        ),
-    ] = None,
-    as_json: JsonLines = False,
+    status: Annotated[str | None, typer.Option("--status", hidden=True)] = None,
+    as_json: Annotated[bool, typer.Option("--json", hidden=True)] = False,
+) -> None:
+    """The store's sessions: `sessions list`, `sessions show SESSION`."""
+    if ctx.invoked_subcommand is not None:
+        if status is not None or as_json:
+            raise CliError(
+                "--status and --json go after the subcommand: "
+                f"envharness sessions {ctx.invoked_subcommand} ... --json"
+            )
+        return
+    deprecated_form("sessions", "sessions list")
+    _list_sessions(ctx, status, as_json)
+
+
+@group.command("list")
+def sessions_list(
+    ctx: typer.Context, status: StatusOption = None, as_json: JsonLines = False
 ) -> None:
     """List the sessions in the store, oldest first."""
+    _list_sessions(ctx, status, as_json)
+
+
+def _list_sessions(ctx: typer.Context, status: str | None, as_json: bool) -> None:
     store = CliState.of(ctx).store
     check_choice("--status", status, STATUSES)
 
@@ -64,8 +89,8 @@ def sessions(
         typer.echo(f"no sessions{which} in {shlex.quote(printable(str(store)))}", err=True)
 
 
-@app.command("show")
-def show(
+@group.command("show")
+def sessions_show(
     ctx: typer.Context,
     session: Annotated[
         str, typer.Argument(metavar="SESSION", help="A session id, or a unique prefix of one.")
@@ -91,6 +116,31 @@ def show(
     ] = False,
 ) -> None:
     """Show a session's timeline, turn by turn."""
+    _show(ctx, session, kind, participant, turn, full)
+
+
+@app.command("show", hidden=True)
+def show(
+    ctx: typer.Context,
+    session: Annotated[str, typer.Argument(metavar="SESSION")],
+    kind: Annotated[list[str] | None, typer.Option("--kind", metavar="KIND")] = None,
+    participant: Annotated[str | None, typer.Option("--participant", metavar="NAME")] = None,
+    turn: Annotated[int | None, typer.Option("--turn", metavar="N", min=0, max=MAX_COUNT)] = None,
+    full: Annotated[bool, typer.Option("--full")] = False,
+) -> None:
+    """The older form of `sessions show SESSION`."""
+    deprecated_form("show", "sessions show")
+    _show(ctx, session, kind, participant, turn, full)
+
+
+def _show(
+    ctx: typer.Context,
+    session: str,
+    kind: list[str] | None,
+    participant: str | None,
+    turn: int | None,
+    full: bool,
+) -> None:
     store = CliState.of(ctx).store
     for value in kind or ():
         check_choice("--kind", value, KINDS)

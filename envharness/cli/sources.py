@@ -103,9 +103,11 @@ def sources(
     ] = None,
     as_json: JsonLines = False,
 ) -> None:
-    """Show each imported source's health: the acknowledged position and hash, the
-    backlog of positions offered but not stored, gaps, capture failures the source
-    reported, and imports refused since the last one that stored something.
+    """Show each imported source's health, and exit 1 when one is unhealthy.
+
+    Health is the acknowledged position and hash, the backlog of positions offered but not
+    stored, gaps, capture failures the source reported, and imports refused since the last
+    one that stored something.
 
     Exit status 1 when a source is unhealthy — a gap, a backlog, a refused last import, or
     a break in its stored chain (every hash is recomputed) — with each named on stderr.

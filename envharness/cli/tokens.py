@@ -1,4 +1,4 @@
-"""``envharness token``, ``token list`` and ``token revoke``: the local service's credentials.
+"""``envharness token issue``, ``token list`` and ``token revoke``: the local service's credentials.
 
 They need nothing but the store: tokens are kept hashed in it
 (:class:`~envharness.store.tokens.TokenStore`), and a secret is shown once, when it is issued.
@@ -13,51 +13,77 @@ import msgspec
 import typer
 
 from envharness.cli.edge import CliError
-from envharness.cli.options import JsonLines, acting_group
+from envharness.cli.options import JsonLines, acting_group, deprecated_form
 from envharness.cli.render import printable
 from envharness.cli.state import CliState
 from envharness.store import read_store
 from envharness.store.tokens import ROLES, TokenInfo, TokenStore
 
-__all__ = ["app", "token", "token_list", "token_revoke", "token_table"]
+__all__ = ["app", "token", "token_issue", "token_list", "token_revoke", "token_table"]
 
 app = acting_group(help="Issue, list and revoke the bearer tokens of the local service.")
+
+
+Role = Annotated[
+    str | None,
+    typer.Option("--role", metavar="ROLE", help=f"The token's role: {', '.join(ROLES)}."),
+]
+Participant = Annotated[
+    str | None,
+    typer.Option("--participant", metavar="NAME", help="The participant (that role)."),
+]
+Sessions = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--session",
+        metavar="ID",
+        help="Bind a participant token to this session (repeat; default: all of its).",
+    ),
+]
+Label = Annotated[
+    str, typer.Option("--label", metavar="TEXT", help="A note shown by `token list`.")
+]
 
 
 @app.callback()
 def token(
     ctx: typer.Context,
-    role: Annotated[
-        str | None,
-        typer.Option("--role", metavar="ROLE", help=f"Issue a token: {', '.join(ROLES)}."),
-    ] = None,
-    participant: Annotated[
-        str | None,
-        typer.Option("--participant", metavar="NAME", help="The participant (that role)."),
-    ] = None,
-    session: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--session",
-            metavar="ID",
-            help="Bind a participant token to this session (repeat; default: all of its).",
-        ),
-    ] = None,
-    label: Annotated[
-        str, typer.Option("--label", metavar="TEXT", help="A note shown by `token list`.")
-    ] = "",
+    role: Annotated[str | None, typer.Option("--role", hidden=True)] = None,
+    participant: Annotated[str | None, typer.Option("--participant", hidden=True)] = None,
+    session: Annotated[list[str] | None, typer.Option("--session", hidden=True)] = None,
+    label: Annotated[str, typer.Option("--label", hidden=True)] = "",
 ) -> None:
-    """Issue a token (prints its secret once, on stdout), or list / revoke them."""
+    """The local service's bearer tokens: `token issue`, `token list`, `token revoke ID`."""
     if ctx.invoked_subcommand is not None:
         if role is not None or participant is not None or session or label:
-            raise CliError("--role, --participant, --session and --label issue a token; "
-                           f"they do not go with `token {ctx.invoked_subcommand}`")  # fmt: skip
+            raise CliError("--role, --participant, --session and --label go after "
+                           f"`token issue`, not with `token {ctx.invoked_subcommand}`")  # fmt: skip
         return
     if role is None:
         raise CliError(
-            "give --role admin|viewer|participant to issue a token, or use "
-            "`token list` / `token revoke ID`"
+            "use `token issue --role admin|viewer|participant`, `token list` or `token revoke ID`"
         )
+    deprecated_form("token --role ...", "token issue --role ...")
+    _issue(ctx, role, participant, session, label)
+
+
+@app.command("issue")
+def token_issue(
+    ctx: typer.Context,
+    role: Role = None,
+    participant: Participant = None,
+    session: Sessions = None,
+    label: Label = "",
+) -> None:
+    """Issue a token; its secret is printed once, on stdout."""
+    if role is None:
+        raise CliError(f"give the token's role: --role {'|'.join(ROLES)}")
+    _issue(ctx, role, participant, session, label)
+
+
+def _issue(
+    ctx: typer.Context, role: str, participant: str | None, session: list[str] | None, label: str
+) -> None:
     store = CliState.of(ctx).store
 
     async def issue() -> tuple[str, TokenInfo]:
@@ -96,7 +122,7 @@ def token_list(
             typer.echo(msgspec.json.encode(info).decode())
         return
     if not found:
-        typer.echo("no tokens; issue one with `envharness token --role viewer`", err=True)
+        typer.echo("no tokens; issue one with `envharness token issue --role viewer`", err=True)
         return
     for line in token_table(found, now):
         typer.echo(line)

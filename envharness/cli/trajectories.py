@@ -60,9 +60,11 @@ def trajectories(
         bool, typer.Option("--json", help="Each trajectory whole, one JSON object per line.")
     ] = False,
 ) -> None:
-    """Project sessions and imported episodes into trajectories: segments and the four
-    states (collection, execution, termination, verified outcome), each bound to its
-    evidence by digest. Sessions come first, then each source's episodes."""
+    """List sessions and imported episodes as trajectories, with their four states.
+
+    Each trajectory's segments and states (collection, execution, termination, verified
+    outcome) are bound to its evidence by digest. Sessions come first, then each source's
+    episodes."""
     check_choice("--origin", origin, ORIGINS)
     if source is not None and origin == "native":
         raise CliError("--source lists imported episodes; it cannot go with --origin native")

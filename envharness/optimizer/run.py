@@ -115,7 +115,8 @@ async def _require_signal(run: RunContext, measured: OptimizerMeasured) -> None:
         raise ConfigurationError(
             f"every baseline session ended {first.status} ({len(traces)} sessions), so "
             f"nothing was scored; the first, {first.session_id}: "
-            f"{first.reason or 'no reason recorded'} (envharness show {first.session_id}); "
+            f"{first.reason or 'no reason recorded'} "
+            f"(envharness sessions show {first.session_id}); "
             "fix the environment or agents before optimizing"
         )
     if metric is None:

@@ -277,7 +277,8 @@ async def read_experiment(
             running_since = record.at if status == "running" else None
     if config is None:
         raise NotFoundError(
-            f"no experiment {experiment_id!r} in the store; `envharness experiments` lists them"
+            f"no experiment {experiment_id!r} in the store; "
+            "`envharness experiments list` lists them"
         )
     sessions: dict[tuple[str, int], SessionResult] = {}
     kinds = ("session.created", "cost") if spent is not None else ("session.created",)

@@ -110,7 +110,7 @@ class TokenStore:
                 raise ConfigurationError(
                     f"participant {participant!r} takes no part in session(s) "
                     f"{', '.join(missing)} (or they do not exist); give full session ids "
-                    "from `envharness sessions`"
+                    "from `envharness sessions list`"
                 )
         secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
         info = TokenInfo(

@@ -9,7 +9,12 @@ import pytest
 from envharness import __version__
 from tests.cli._support import Invoke
 
-READ_COMMANDS = [("sessions",), ("verify",), ("show", "ses_x"), ("export", "ses_x")]
+READ_COMMANDS = [
+    ("sessions", "list"),
+    ("verify",),
+    ("sessions", "show", "ses_x"),
+    ("export", "ses_x"),
+]
 
 
 RUN = (

@@ -79,7 +79,7 @@ def test_a_store_without_experiments_says_so(invoke: Invoke, store_path: Path) -
 
 
 def test_a_missing_store_is_an_error(invoke: Invoke, store_path: Path) -> None:
-    result = invoke("--store", store_path, "experiments")
+    result = invoke("--store", store_path, "experiments", "list")
 
     assert result.exit_code == 2
     assert result.stderr.startswith("error: no evidence store at ")

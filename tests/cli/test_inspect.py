@@ -304,11 +304,11 @@ def test_export_lines_decode_and_chain(invoke: Invoke, quickstart_master: Path) 
         assert recomputed == line.digest
 
 
-@pytest.mark.parametrize("command", ["show", "export"])
+@pytest.mark.parametrize("command", [("sessions", "show"), ("export",)])
 def test_an_unknown_session_is_a_clear_error(
-    invoke: Invoke, quickstart_master: Path, command: str
+    invoke: Invoke, quickstart_master: Path, command: tuple[str, ...]
 ) -> None:
-    result = invoke("--store", quickstart_master, command, "ses_[nope]")
+    result = invoke("--store", quickstart_master, *command, "ses_[nope]")
 
     assert result.exit_code == 2
     assert result.stdout == ""

@@ -268,7 +268,7 @@ def test_dataset_export_names_a_directory_it_may_not_write(invoke: Invoke, tmp_p
 def test_dataset_refusals_are_named(invoke: Invoke, tmp_path: Path) -> None:
     sessions = synthetic_store(tmp_path)
     snapshot_id = snapshot_of(invoke, tmp_path, *sessions)
-    result = invoke("--store", tmp_path, "dataset", "create", "sft", snapshot_id)
+    result = invoke("--store", tmp_path, "dataset", "create", "sft", snapshot_id, "--verbose")
     assert result.exit_code == 2
     for session_id in sessions:
         assert f"{session_id} (snapshot {snapshot_id}): not training-entitled" in result.stderr

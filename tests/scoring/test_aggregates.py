@@ -305,7 +305,9 @@ async def test_the_report_is_reproducible(store_path: Path) -> None:
 async def test_an_unknown_experiment_is_not_found(store_path: Path) -> None:
     experiment_id = await _hand_built_store(store_path)
     store = await read_store(store_path)
-    with pytest.raises(NotFoundError, match=r"no experiment 'exp_nope'.*`envharness experiments`"):
+    with pytest.raises(
+        NotFoundError, match=r"no experiment 'exp_nope'.*`envharness experiments list`"
+    ):
         await experiment_report(store, "exp_nope")
     with pytest.raises(NotFoundError, match="that is a session id"):
         await experiment_report(store, "ses_0123")
