@@ -41,12 +41,14 @@ from envharness.records import (
 from envharness.service.http.artifacts import artifact_url, media_type_of, referenced_artifact
 from envharness.service.pages.html import DASH, Html, html, join, number, value
 from envharness.service.pages.text_view import text_view
+from envharness.service.pages.value_view import needs_table, value_table
 
 __all__ = [
     "MARKER_KINDS",
     "TurnView",
     "cost_text",
     "describe",
+    "failure_note",
     "group_turns",
     "is_marker",
     "marker",
@@ -111,9 +113,11 @@ def turn_section(
     view: TurnView,
     roster: Sequence[str],
     previews: Mapping[int, Html] | None = None,
+    failure: Html | None = None,
 ) -> Html:
     """One turn as a card; ``previews`` holds what to show under an artifact record, by its
-    seq (:mod:`.artifact_view` reads them: rendering reads no file)."""
+    seq (:mod:`.artifact_view` reads them: rendering reads no file). ``failure`` is the
+    session's error when it failed in this turn (:func:`failure_note`)."""
     order = [name for name in roster if name in view.cells]
     order += [name for name in view.cells if name not in order]
     rows = join(
@@ -143,11 +147,34 @@ def turn_section(
         '<header><h3>Turn {turn}</h3><div class="signals">{signals}</div></header>'
         '<table class="grid"><thead><tr><th>Participant</th><th>Observed</th>'
         "<th>Attempted</th><th>Result</th></tr></thead>"
-        "<tbody>{rows}</tbody></table>{others}</section>",
+        "<tbody>{rows}</tbody></table>{others}{failure}</section>",
         turn=view.turn,
         signals=signals,
         rows=rows,
         others=others,
+        failure=failure or Html(""),
+    )
+
+
+def failure_note(session_id: str, record: Record) -> Html:
+    """A failed session's error, drawn on the turn it failed in: the reason and the error's
+    own message where the reader is looking, not only in the page's header."""
+    payload = record.payload
+    assert isinstance(payload, SessionStatus)
+    error = Html("")
+    if payload.error is not None:
+        error = html(
+            '<div class="kv-error-message"><span class="mono">{t}</span>: {m}</div>',
+            t=payload.error.type,
+            m=payload.error.message,
+        )
+    return html(
+        '<div class="kv-failure" role="alert" id="r{seq}">{link}'
+        '<span class="tag tag-failed">failed here</span> {reason}{error}</div>',
+        seq=record.seq,
+        link=record_link(session_id, record.seq),
+        reason=payload.reason or "",
+        error=error,
     )
 
 
@@ -170,7 +197,7 @@ def _cell(session_id: str, record: Record) -> Html:
             )  # fmt: skip
             css = "rec textual"
         else:
-            body = value(payload.observation)
+            body = _payload_value(payload.observation)
             css = "rec"
     elif isinstance(payload, Hint):
         body = html('<span class="tag tag-hint">hint</span> {text}', text=payload.text)
@@ -179,19 +206,19 @@ def _cell(session_id: str, record: Record) -> Html:
         took = Html("")
         if payload.seconds is not None:
             took = html(' <span class="time">{t}</span>', t=_duration(payload.seconds))
-        body = html("{v}{took}", v=value(payload.action), took=took)
+        body = html("{v}{took}", v=_payload_value(payload.action), took=took)
         css = "rec"
     elif isinstance(payload, ActionExecuted):
         body = html(
             '<span class="tag tag-ok">executed</span> {outcome}{reward}',
-            outcome=value(payload.outcome), reward=reward_chip(payload.reward),
+            outcome=_payload_value(payload.outcome), reward=reward_chip(payload.reward),
         )  # fmt: skip
         css = "rec executed"
     elif isinstance(payload, ParticipantOutcome):
         body = html(
             '<span class="tag tag-outcome" title="what this step meant for a participant who '
             'did not act in it">outcome</span> {outcome}{reward}',
-            outcome=value(payload.outcome) if payload.outcome is not None else "",
+            outcome=_payload_value(payload.outcome) if payload.outcome is not None else "",
             reward=reward_chip(payload.reward),
         )  # fmt: skip
         css = "rec private-outcome"
@@ -213,6 +240,12 @@ def _cell(session_id: str, record: Record) -> Html:
         '<div class="{css}" id="r{seq}">{link}{body}</div>', css=css, seq=record.seq, link=link,
         body=body,
     )  # fmt: skip
+
+
+def _payload_value(data: Any) -> Html:
+    """Small values inline as chips; anything bigger as a key/value table with every field
+    name in view (never a clipped JSON box), its JSON one click away."""
+    return value_table(data) if needs_table(data) else value(data)
 
 
 def _signals(session_id: str, record: Record) -> Html:

@@ -21,13 +21,21 @@ from typing import Annotated
 import msgspec
 from starlette.responses import Response
 
-from envharness.records import Branch, Checkpoint, Intervention, Record, decode_record
+from envharness.records import (
+    Branch,
+    Checkpoint,
+    Intervention,
+    Record,
+    SessionStatus,
+    decode_record,
+)
 from envharness.service.access import Access
 from envharness.service.pages.artifact_view import artifact_previews
 from envharness.service.pages.html import Html, html, join, value
 from envharness.service.pages.layout import page
 from envharness.service.pages.lineage_view import compare_link, intervention_text
 from envharness.service.pages.render import (
+    failure_note,
     group_turns,
     is_marker,
     marker,
@@ -91,7 +99,14 @@ async def session_turns(call: Call[TurnsQuery]) -> Response:
     roster = session.roster
     others = (record for view in views for record in view.others)
     previews = await artifact_previews(call.service.store, info.id, others)
-    timeline = [(view.first_seq, turn_section(info.id, view, roster, previews)) for view in views]
+    tail = info.turns_completed <= last
+    failed = await _failure(call, access, info) if tail else None
+    failure = failure_note(info.id, failed) if failed is not None else None
+    timeline = [
+        (view.first_seq,
+         turn_section(info.id, view, roster, previews, failure if view is views[-1] else None))
+        for view in views
+    ]  # fmt: skip
     branches: list[BranchLink] = []
     if any(isinstance(record.payload, Checkpoint) for record in markers):
         branches = (await access.lineage(info.id)).children
@@ -100,7 +115,9 @@ async def session_turns(call: Call[TurnsQuery]) -> Response:
     if session.branched_after is not None and first <= session.branched_after + 1:
         opening = _branch_opening(session)
     empty = Html("")
-    if not views:
+    if not views and failure is not None:
+        empty = html('<section class="card empty-turns">{f}</section>', f=failure)
+    elif not views:
         text = f"No records for turn {first} yet." if first > 1 else "No turns recorded yet."
         if info.status == "paused" and session.branched_after is not None:
             text = "No turns yet: the branch is paused until it is continued."
@@ -113,7 +130,6 @@ async def session_turns(call: Call[TurnsQuery]) -> Response:
         items=join(item for _, item in sorted(timeline)),
         empty=empty,
     )
-    tail = info.turns_completed <= last
     live = live_attributes(info, after, access.principal.participant or query.participant)
     body = html(
         '<div class="session">{head}{filters}<div id="timeline" data-session="{id}"{live}>'
@@ -127,6 +143,27 @@ async def session_turns(call: Call[TurnsQuery]) -> Response:
     )
     return page(call.service, call.principal, title=f"{info.id} · turns", body=body,
                 active="sessions")  # fmt: skip
+
+
+STATUS_SCAN = 16
+"""Records read from a session's end to find its final status (it is among the last few)."""
+
+
+async def _failure(call: Call[TurnsQuery], access: Access, info: SessionInfo) -> Record | None:
+    """The ``session.status`` record of a failed session, if this reader may see it: its
+    error is drawn on the last turn shown, where the session stopped."""
+    if info.status != "failed":
+        return None
+    selection = access.records(
+        RecordFilter(kinds=("session.status",), after=max(info.records - STATUS_SCAN, -1))
+    )
+    found: Record | None = None
+    async with aclosing(call.service.store.rows(info.id, selection)) as rows:
+        async for row in rows:
+            record = decode_record(row)
+            if isinstance(record.payload, SessionStatus) and record.payload.status == "failed":
+                found = record
+    return found
 
 
 MARKED = frozenset({"checkpoint", "segment.started", "intervention", "branch"})

@@ -75,6 +75,80 @@
     return el("pre", "json", JSON.stringify(value, null, 2));
   }
 
+  // Nested values as key/value tables, as pages/value_view.py draws them: every field name
+  // in view, lists past KV_ITEMS and strings past KV_STRING counted, the JSON one click away.
+  const KV_DEPTH = 4, KV_ITEMS = 8, KV_FIELDS = 500, KV_ROWS = 20, KV_STRING = 200;
+
+  function kvMore(text) {
+    return el("span", "kv-more", text);
+  }
+
+  function kvScalar(value) {
+    if (typeof value === "string" && value.length > KV_STRING) {
+      const span = el("span", "");
+      span.append(el("span", "str", value.slice(0, KV_STRING) + "…"),
+        kvMore(" " + (value.length - KV_STRING).toLocaleString("en-US") + " more characters"));
+      return span;
+    }
+    return scalar(value);
+  }
+
+  function kvItem(value, depth) {
+    if (isScalar(value)) return kvScalar(value);
+    const isList = Array.isArray(value);
+    if (isList && value.every(isScalar)) {
+      const span = el("span", "list", "[");
+      value.slice(0, KV_ITEMS).forEach((item, index) => {
+        if (index) span.append(", ");
+        span.append(kvScalar(item));
+      });
+      if (value.length > KV_ITEMS) span.append(kvMore(", … " + (value.length - KV_ITEMS).toLocaleString("en-US") + " more"));
+      span.append("]");
+      return span;
+    }
+    if (!isList && Object.keys(value).length === 0) return el("span", "empty", "{}");
+    if (depth >= KV_DEPTH) {
+      const text = JSON.stringify(value);
+      if (text.length <= KV_STRING) return el("code", "kv-json", text);
+      const span = el("span", "");
+      span.append(el("code", "kv-json", text.slice(0, KV_STRING) + "…"),
+        kvMore(" " + (text.length - KV_STRING).toLocaleString("en-US") + " more characters"));
+      return span;
+    }
+    const rows = isList ? value.map((item, i) => ["[" + i + "]", item]) : Object.entries(value);
+    const limit = isList ? KV_ROWS : KV_FIELDS;
+    const table = el("table", "kv-table");
+    const body = el("tbody", "");
+    for (const [key, item] of rows.slice(0, limit)) {
+      const row = el("tr", "");
+      const th = el("th", "kv-key", key);
+      th.scope = "row";
+      const td = el("td", "");
+      td.append(kvItem(item, depth + 1));
+      row.append(th, td);
+      body.append(row);
+    }
+    if (rows.length > limit) {
+      const row = el("tr", "");
+      const td = el("td", "kv-more", "… " + (rows.length - limit).toLocaleString("en-US") + " more");
+      td.colSpan = 2;
+      row.append(td);
+      body.append(row);
+    }
+    table.append(body);
+    return table;
+  }
+
+  function payloadValue(value) {
+    const drawn = renderValue(value);
+    if (!drawn.classList.contains("json")) return drawn;
+    const box = el("div", "kv-value");
+    const json = el("details", "as-json");
+    json.append(el("summary", "", "JSON"), drawn);
+    box.append(kvItem(value, 0), json);
+    return box;
+  }
+
   function seqLink(record) {
     const link = el("a", "seq", "#" + record.seq);
     link.href = "/sessions/" + encodeURIComponent(record.session_id) + "/records/" + record.seq;
@@ -285,7 +359,7 @@
           json.append(el("summary", "", "JSON"), renderValue(payload.observation));
           box.append(textView(payload.text, TEXT_VIEW_LIMIT), json);
         } else {
-          box.append(renderValue(payload.observation));
+          box.append(payloadValue(payload.observation));
         }
         break;
       case "hint":
@@ -293,19 +367,19 @@
         box.append(tag("tag-hint", "hint"), " ", payload.text);
         break;
       case "action.attempted":
-        box.append(renderValue(payload.action));
+        box.append(payloadValue(payload.action));
         if (payload.seconds !== null && payload.seconds !== undefined) {
           box.append(" ", el("span", "time", duration(payload.seconds)));
         }
         break;
       case "action.executed":
         box.className = "rec executed";
-        box.append(tag("tag-ok", "executed"), " ", renderValue(payload.outcome), " ", rewardChip(payload));
+        box.append(tag("tag-ok", "executed"), " ", payloadValue(payload.outcome), " ", rewardChip(payload));
         break;
       case "outcome.participant":
         box.className = "rec private-outcome";
         box.append(tag("tag-outcome", "outcome"), " ");
-        if (payload.outcome !== null && payload.outcome !== undefined) box.append(renderValue(payload.outcome), " ");
+        if (payload.outcome !== null && payload.outcome !== undefined) box.append(payloadValue(payload.outcome), " ");
         box.append(rewardChip(payload));
         break;
       case "action.blocked":
