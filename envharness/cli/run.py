@@ -9,12 +9,14 @@ the runtime records it as stopped (exit status 130).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Annotated
 
 import anyio
 import typer
 
-from envharness.api.harness import DEFAULT_ACTION_TIMEOUT, MAX_COUNT
+from envharness.api.harness import DEFAULT_ACTION_TIMEOUT, MAX_COUNT, AsyncEnvironmentHarness
 from envharness.cli.edge import (
     EXIT_INTERRUPTED,
     EXIT_NO,
@@ -52,6 +54,7 @@ from envharness.cli.quickstart import write_quickstart
 from envharness.cli.render import quickstart_lines, run_lines
 from envharness.cli.results import session_scores
 from envharness.cli.state import CliState
+from envharness.contracts.budget import Budget
 from envharness.contracts.scenario import Scenario
 from envharness.errors import ScenarioInputError
 from envharness.manifest import load_manifest
@@ -137,27 +140,17 @@ def run(
     if environment is not None and is_manifest(environment):
         run_manifest(ctx, environment, store)
         return
-    reference, what = _environment(environment, environment_option)
     if not agent or turns is None:
+        _environment(environment, environment_option)  # a mistake there is named first
         raise CliError("run needs --agent NAME=module:factory|COMMAND|model:MODEL and --turns N")
     models = ModelOptions(
         base_url, api_key_env, temperature, template, max_tokens, action_format, price
     )
     budget = budget_from(budget_usd, budget_tokens, budget_seconds)
-    harness = command_line_harness(
-        store,
-        reference,
-        agent,
-        role,
-        what=what,
-        action_timeout=action_timeout,
-        environment_command=environment_command,
-        models=models,
-        budget=budget,
-    )
-    note = unpriced_note(agent, models, budget)
-    if note is not None:
-        typer.echo(note, err=True)
+    harness = _harness(
+        store, (environment, environment_option, environment_command), agent, role,
+        action_timeout=action_timeout, models=models, budget=budget,
+    )  # fmt: skip
     case = Scenario(id=scenario, input=parse_input(input))
     seen: list[str] = []
 
@@ -263,21 +256,10 @@ def resume(
     elif not agent or (environment, environment_option, environment_command) == (None,) * 3:
         raise CliError("resume needs the code that ran it: ENVIRONMENT and --agent, or a manifest")
     else:
-        reference, what = _environment(environment, environment_option)
-        harness = command_line_harness(
-            store,
-            reference,
-            agent,
-            role,
-            what=what,
-            action_timeout=action_timeout,
-            environment_command=environment_command,
-            models=models,
-            budget=budget,
-        )
-        note = unpriced_note(agent, models, budget)
-        if note is not None:
-            typer.echo(note, err=True)
+        harness = _harness(
+            store, (environment, environment_option, environment_command), agent, role,
+            action_timeout=action_timeout, models=models, budget=budget,
+        )  # fmt: skip
 
     async def resumed() -> tuple[str, int, int, str | None]:
         if target.startswith("exp_"):
@@ -304,6 +286,38 @@ def resume(
     typer.echo(f"resumed {which}: {detail or f'{completed} of {total} sessions completed'}")
     if completed != total:
         raise typer.Exit(EXIT_NO)
+
+
+def _harness(
+    store: Path,
+    environment: tuple[str | None, str | None, str | None],
+    agent: Sequence[str],
+    role: Sequence[str] | None,
+    *,
+    action_timeout: float,
+    models: ModelOptions,
+    budget: Budget | None,
+) -> AsyncEnvironmentHarness:
+    """The harness ``run`` and ``resume`` build from the command line (``environment``: the
+    argument, ``--environment`` and ``--environment-command``), with the note a ``usd``
+    budget needs when some model is unpriced."""
+    argument, option, command = environment
+    reference, what = _environment(argument, option)
+    harness = command_line_harness(
+        store,
+        reference,
+        agent,
+        role,
+        what=what,
+        action_timeout=action_timeout,
+        environment_command=command,
+        models=models,
+        budget=budget,
+    )
+    note = unpriced_note(agent, models, budget)
+    if note is not None:
+        typer.echo(note, err=True)
+    return harness
 
 
 def _environment(argument: str | None, option: str | None) -> tuple[str | None, str]:
