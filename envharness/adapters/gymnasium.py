@@ -62,7 +62,7 @@ import msgspec
 from envharness.adapters._copies import PerSessionCopy, check_invalid_actions
 from envharness.adapters._optional import require
 from envharness.adapters._png import png
-from envharness.adapters.replay import Replay
+from envharness.adapters.replay import Replay, SeededInput
 from envharness.adapters.spaces import (
     action_type,
     check_action_space,
@@ -84,12 +84,8 @@ ADAPTER_VERSION = "1"
 """Part of every spec's version: a change to what this adapter records changes it."""
 
 
-class GymnasiumInput(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A scenario's input: the reset's seed (``None``: derived from the session's seed) and
-    its ``options``."""
-
-    seed: int | None = None
-    options: dict[str, Any] | None = None
+GymnasiumInput = SeededInput
+"""A scenario's input: the reset's seed and options (``replay.SeededInput``)."""
 
 
 class GymnasiumState(msgspec.Struct, frozen=True, kw_only=True):

@@ -59,7 +59,7 @@ import msgspec
 
 from envharness.errors import EnvharnessError
 
-__all__ = ["CHECK_CHARS", "Replay", "ReplayMismatchError", "Replayer", "check_of"]
+__all__ = ["CHECK_CHARS", "Replay", "ReplayMismatchError", "Replayer", "SeededInput", "check_of"]
 
 LiveT = TypeVar("LiveT")
 
@@ -71,6 +71,14 @@ NO_MOVE = "-" * CHECK_CHARS
 """The check of a turn in which nothing moved."""
 
 _encode = msgspec.json.Encoder(order="sorted").encode
+
+
+class SeededInput(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A scenario's input to an adapter that resets with a seed: the reset's seed (``None``:
+    derived from the session's seed) and its ``options`` (kept in the :class:`Replay`)."""
+
+    seed: int | None = None
+    options: dict[str, Any] | None = None
 
 
 class Replay(msgspec.Struct, frozen=True, kw_only=True):
