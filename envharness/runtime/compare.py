@@ -1,7 +1,10 @@
 """Comparing two sessions turn by turn: what each participant saw, did and got, and scores.
 
 Sessions are aligned by turn number and participant, which is what makes a branch comparable
-to its parent: both number their turns from the parent's start.
+to its parent: both number their turns from the parent's start. Two sessions of different
+environments line up by the same names, which may mean different things in each:
+:class:`Alignment` says what lined up and what only one side has, and :func:`alignment_note`
+says it in a sentence, as the Compare page and ``envharness compare`` print it.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import msgspec
 from envharness.records import ActionExecuted, Observation, Outcome, Record, Score
 from envharness.store import RecordFilter, Store
 
-__all__ = ["Comparison", "TurnDifference", "compare_sessions"]
+__all__ = ["Alignment", "Comparison", "TurnDifference", "alignment_note", "compare_sessions"]
 
 _COMPARED = ("observation", "action.executed", "outcome", "score")
 
@@ -28,6 +31,23 @@ class TurnDifference(msgspec.Struct, frozen=True, kw_only=True):
     right: Any
 
 
+class Alignment(msgspec.Struct, frozen=True, kw_only=True):
+    """What the two sessions have in common, and what only one of them has: a participant or
+    metric of one side alone has nothing to be compared with."""
+
+    participants: tuple[str, ...] = ()
+    """Participants that acted or observed in both sessions (their records line up)."""
+    left_only_participants: tuple[str, ...] = ()
+    right_only_participants: tuple[str, ...] = ()
+    metrics: tuple[str, ...] = ()
+    """Metrics both score reports name."""
+    left_only_metrics: tuple[str, ...] = ()
+    right_only_metrics: tuple[str, ...] = ()
+    left_only_turns: tuple[int, ...] = ()
+    """Turns only the left session reached (they have nothing to be compared with)."""
+    right_only_turns: tuple[int, ...] = ()
+
+
 class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     left: str
     right: str
@@ -38,6 +58,8 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
 
     unmatched_turns: tuple[int, ...] = ()
     """Turns only one of the two sessions played: they make the sessions differ too."""
+
+    alignment: Alignment = msgspec.field(default_factory=Alignment)
 
     @property
     def identical(self) -> bool:
@@ -73,7 +95,79 @@ async def compare_sessions(store: Store, left: str, right: str) -> Comparison:
         differences=tuple(differences),
         scores=scores,
         unmatched_turns=tuple(sorted(left_turns ^ right_turns)),
+        alignment=_alignment(ours, theirs, set(left_score), set(right_score)),
     )
+
+
+def _alignment(
+    ours: dict[tuple[int, str | None, str], Any],
+    theirs: dict[tuple[int, str | None, str], Any],
+    left_metrics: set[str],
+    right_metrics: set[str],
+) -> Alignment:
+    left = {key[1] for key in ours if key[1] is not None}
+    right = {key[1] for key in theirs if key[1] is not None}
+    left_turns, right_turns = {key[0] for key in ours} - {0}, {key[0] for key in theirs} - {0}
+    return Alignment(
+        participants=tuple(sorted(left & right)),
+        left_only_participants=tuple(sorted(left - right)),
+        right_only_participants=tuple(sorted(right - left)),
+        metrics=tuple(sorted(left_metrics & right_metrics)),
+        left_only_metrics=tuple(sorted(left_metrics - right_metrics)),
+        right_only_metrics=tuple(sorted(right_metrics - left_metrics)),
+        left_only_turns=tuple(sorted(left_turns - right_turns)),
+        right_only_turns=tuple(sorted(right_turns - left_turns)),
+    )
+
+
+def alignment_note(
+    comparison: Comparison, left_environment: str, right_environment: str
+) -> str | None:
+    """What lines up between two sessions that ran different environments, and what cannot;
+    ``None`` when they ran the same one (then everything lines up by its own meaning)."""
+    if left_environment == right_environment:
+        return None
+    found = comparison.alignment
+    turns = _spans(comparison.turns_compared) or "none"
+    aligned = [
+        f"turns {turns} (both reached them)",
+        f"participants {_listed(found.participants) or 'none'}",
+        f"metrics {_listed(found.metrics) or 'none'}",
+    ]
+    alone = [
+        f"{what} only {side} has: {listed}"
+        for what, side, listed in (
+            ("participants", "A", _listed(found.left_only_participants)),
+            ("participants", "B", _listed(found.right_only_participants)),
+            ("metrics", "A", _listed(found.left_only_metrics)),
+            ("metrics", "B", _listed(found.right_only_metrics)),
+            ("turns", "A", _spans(found.left_only_turns)),
+            ("turns", "B", _spans(found.right_only_turns)),
+        )
+        if listed
+    ]
+    cannot = f"; not compared: {'; '.join(alone)}" if alone else ""
+    return (
+        f"A ran {left_environment} and B ran {right_environment}: turns, participants and score "
+        f"metrics align by name only, and the same value may mean different things in each. "
+        f"Lined up: {', '.join(aligned)}{cannot}. Compare sessions of one environment (a branch "
+        "with its parent, two trials of a scenario) to see what a change did."
+    )
+
+
+def _listed(names: tuple[str, ...]) -> str:
+    return ", ".join(names)
+
+
+def _spans(turns: tuple[int, ...]) -> str:
+    """Runs of consecutive turns as ranges (``1-3, 7``, with an en dash)."""
+    runs: list[list[int]] = []
+    for turn in turns:
+        if runs and turn == runs[-1][1] + 1:
+            runs[-1][1] = turn
+        else:
+            runs.append([turn, turn])
+    return ", ".join(str(a) if a == b else f"{a}\u2013{b}" for a, b in runs)
 
 
 async def _aligned(store: Store, session_id: str) -> dict[tuple[int, str | None, str], Any]:

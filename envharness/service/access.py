@@ -207,6 +207,7 @@ class Access:
                 for metric, pair in found.scores.items()
             ],
             identical=found.identical,
+            alignment=found.alignment,
         )
 
     # -- experiments ---------------------------------------------------------------------------

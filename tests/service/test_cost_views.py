@@ -18,7 +18,7 @@ from envharness.client import AsyncClient
 from envharness.fixtures import SyntheticAgent, SyntheticEnvironment, SyntheticScenarioInput
 from envharness.scoring import experiment_report
 from envharness.service.pages import experiments
-from envharness.service.wire.sessions import CostsOut, ExperimentDetail
+from envharness.service.wire.sessions import CostsOut, ExperimentDetail, SessionDetail
 from envharness.store import RecordFilter, read_store
 from tests.service._support import BASE, World, get_page, make_world
 
@@ -147,6 +147,62 @@ async def test_a_participant_s_api_counts_its_own_calls_only(spent: Spent) -> No
             assert session.costs.output_tokens == sum(c.output_tokens or 0 for c in own)
             assert session.costs.wall_seconds is None
             assert session.reason is None
+
+
+async def _session(world: World, role: str, session_id: str) -> SessionDetail:
+    async with world.client(role) as client:
+        response = await client.get(f"/api/sessions/{session_id}")
+    assert response.status_code == 200, response.text
+    return msgspec.json.decode(response.content, type=SessionDetail)
+
+
+async def test_a_session_s_api_gives_the_totals_its_experiment_gives(spent: Spent) -> None:
+    experiment = await _detail(spent.world, "viewer", spent.costly)
+    for member in experiment.sessions:
+        detail = await _session(spent.world, "viewer", member.id)
+        assert detail.costs == member.costs
+        assert detail.costs is not None
+        assert detail.costs.wall_seconds is not None
+        by_participant = detail.participant_costs
+        assert list(by_participant) == ["alice", "bob"]
+        assert (by_participant["alice"].usd, by_participant["bob"].priced) == (
+            pytest.approx(0.03),
+            0,
+        )
+        assert sum(own.tokens for own in by_participant.values()) == detail.costs.tokens == 60
+
+
+async def test_a_session_s_api_gives_what_its_overview_shows(spent: Spent) -> None:
+    detail = await _session(spent.world, "viewer", spent.stopped)
+    tiles = _tiles(_card(await get_page(spent.world, "viewer", f"/sessions/{spent.stopped}")))
+    assert detail.costs is not None
+    assert (detail.costs.tokens, detail.costs.input_tokens, detail.costs.output_tokens) == (
+        40,
+        34,
+        6,
+    )
+    assert tiles["tokens"] == (f"{detail.costs.tokens}", "34 in · 6 out")
+    assert tiles["usd"][0] == f"${detail.costs.usd:.4f}"
+    assert tiles["calls"][0] == str(detail.costs.calls)
+
+
+async def test_a_participant_s_session_api_counts_its_own_calls_only(spent: Spent) -> None:
+    detail = await _session(spent.world, "alice", spent.stopped)
+    own = await _own_costs(spent.world.store, spent.stopped, "alice")
+    assert detail.costs is not None
+    assert (detail.costs.calls, detail.costs.tokens) == (len(own), 20)
+    assert detail.costs.wall_seconds is None
+    assert list(detail.participant_costs) == ["alice"]
+    async with spent.world.client("alice") as client:
+        assert "bob" not in (await client.get(f"/api/sessions/{spent.stopped}")).text
+
+
+async def test_a_session_without_costs_has_zero_totals(spent: Spent) -> None:
+    experiment = await _detail(spent.world, "viewer", spent.free)
+    detail = await _session(spent.world, "viewer", experiment.sessions[0].id)
+    assert detail.costs is not None
+    assert (detail.costs.calls, detail.costs.tokens, detail.costs.usd) == (0, 0, 0.0)
+    assert detail.participant_costs == {}
 
 
 async def test_the_client_decodes_the_costs(spent: Spent) -> None:

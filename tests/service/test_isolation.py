@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import msgspec
 import pytest
 
+from envharness.service.search import ORDERS, SORTS, STATUSES
 from envharness.service.wire.sessions import RecordOut, SessionPage
 from tests.service._support import SessionWriter, World, make_world, write_store
 
@@ -182,3 +184,122 @@ async def test_a_participant_named_in_no_session_sees_an_empty_store(carol_only:
             assert "0 of 0 sessions" in listed.text
             assert "/sessions/ses_" not in listed.text
             assert (await client.get("/api/sessions", params=query)).json()["sessions"] == []
+
+
+# -- the crawl: every page and filter, as a participant --------------------------------------
+
+_NAMES = ("alice", "bob", "carol", "dana")
+_MISSING_SESSION = "ses_00000000000000000000ff"
+_MISSING_EXPERIMENT = "exp_00000000000000000000ff"
+
+
+def _listing_urls(experiment: str | None, scenarios: set[str]) -> list[str]:
+    """The Sessions page and ``GET /api/sessions`` under every search, filter, sort and page."""
+    searches: list[dict[str, str]] = [{}, {"q": "ses_"}, {"q": "synthetic"}, {"q": "quickstart"}]
+    searches += [{"q": name} for name in _NAMES]
+    searches += [{"q": scenario} for scenario in sorted(scenarios)[:2]]
+    searches += [{"status": status} for status in STATUSES]
+    searches += [{"experiment": experiment}] if experiment else []
+    searches += [{"page": "1"}, {"q": "far", "status": "completed", "sort": "updated"}]
+    searches += [{"sort": sort, "order": order} for sort in SORTS for order in ORDERS]
+    urls = []
+    for params in searches:
+        query = "&".join(f"{key}={value}" for key, value in params.items())
+        urls.append(f"/sessions?{query}")
+        if "page" not in params:
+            urls.append(f"/api/sessions?{query}")
+    return urls
+
+
+async def test_a_participant_s_crawl_of_every_page_and_filter_shows_only_its_own(
+    world: World,
+) -> None:
+    """alice (in most sessions) and dana (in one of its own, in no experiment) crawl the lists with
+    every search, filter, sort and page, compare-selected, the experiments and their results,
+    and the sign-in pages: they list only their own sessions and name no one else; a hidden
+    session or experiment answers exactly as one that does not exist."""
+    rosters = await _sessions_by_roster(world)
+    async with world.client("admin") as client:
+        sessions = (await client.get("/api/sessions")).json()["sessions"]
+        [experiment] = (await client.get("/api/experiments")).json()["experiments"]
+    scenarios = {session["scenario_id"] for session in sessions}
+    dana = await world.service.tokens.issue("participant", participant="dana")
+    crawlers = {"alice": {}, "dana": {"Authorization": f"Bearer {dana.secret}"}}
+    for participant, headers in crawlers.items():
+        mine = {sid for sid, roster in rosters.items() if participant in roster}
+        hidden = sorted(set(rosters) - mine)
+        assert mine
+        assert hidden
+        role = participant if participant in world.secrets else "none"
+        async with world.client(role, headers=headers) as client:
+            urls = _listing_urls(experiment["id"] if participant != "dana" else None, scenarios)
+            urls += ["/", "/experiments", "/api/experiments", "/trajectories"]
+            if participant != "dana":
+                urls += [f"/experiments/{experiment['id']}", f"/api/experiments/{experiment['id']}"]
+            for url in urls:
+                response = await client.get(url)
+                assert response.status_code == 200, (participant, url, response.text[:300])
+                asked = parse_qs(urlsplit(url).query).get("q", [""])[0]
+                body = response.text.replace(asked, "") if asked else response.text  # echoed
+                _assert_shows_only_own(body, participant, mine, set(hidden), url)
+            # A hidden session or experiment, wherever it is named, answers as a missing one.
+            own = sorted(mine)[0]
+            pairs = [
+                (f"/compare?left={own}&right={{}}", hidden[0], _MISSING_SESSION),
+                (f"/api/compare?left={{}}&right={own}", hidden[0], _MISSING_SESSION),
+                ("/sessions?compare={}&compare=" + own, hidden[0], _MISSING_SESSION),
+                ("/sessions?compare={}", hidden[0], _MISSING_SESSION),
+                ("/sessions?experiment={}", experiment["id"], _MISSING_EXPERIMENT),
+                ("/api/sessions?experiment={}", experiment["id"], _MISSING_EXPERIMENT),
+            ]
+            if participant == "dana":
+                pairs += [
+                    ("/experiments/{}", experiment["id"], _MISSING_EXPERIMENT),
+                    ("/api/experiments/{}", experiment["id"], _MISSING_EXPERIMENT),
+                    ("/api/experiments/{}/events", experiment["id"], _MISSING_EXPERIMENT),
+                ]
+            for template, secret, missing in pairs:
+                if "?experiment=" in template and participant != "dana":
+                    continue  # the experiment is theirs: listed above
+                seen = await client.get(template.format(secret))
+                absent = await client.get(template.format(missing))
+                assert seen.status_code == absent.status_code, (participant, template)
+                assert seen.headers.get("location", "").replace(secret, "X") == absent.headers.get(
+                    "location", ""
+                ).replace(missing, "X")
+                assert seen.text.replace(secret, "X") == absent.text.replace(missing, "X")
+                if seen.status_code == 303:  # compare-selected: the Compare page then decides
+                    followed = await client.get(seen.headers["location"])
+                    assert followed.status_code == 404, (participant, template)
+            # Paging walks its own sessions only, a page at a time.
+            paged: list[str] = []
+            after: str | None = None
+            while True:
+                params = {"limit": "2", "sort": "turns", **({"after": after} if after else {})}
+                page = (await client.get("/api/sessions", params=params)).json()
+                paged += [session["id"] for session in page["sessions"]]
+                if (after := page["next_after"]) is None:
+                    break
+            assert sorted(paged) == sorted(mine)
+    # The sign-in pages name no session, experiment or participant, signed in or not.
+    async with world.client("none") as client:
+        for response in (
+            await client.get("/login"),
+            await client.get("/login", params={"code": "not-a-code"}),
+            await client.post("/login", data={"code": "not-a-code"}),
+        ):
+            assert "ses_" not in response.text
+            assert "exp_" not in response.text
+            assert not any(name in response.text for name in _NAMES)
+        expired = await client.post("/login", data={"code": "not-a-code"})
+        assert "Link expired" in expired.text
+
+
+def _assert_shows_only_own(
+    body: str, participant: str, mine: set[str], hidden: set[str], url: str
+) -> None:
+    listed = set(re.findall(r"ses_[0-9a-f]{22}", body))
+    assert listed <= mine, (participant, url, listed - mine)
+    assert not listed & hidden
+    for other in set(_NAMES) - {participant}:
+        assert other not in body, (participant, url, other)

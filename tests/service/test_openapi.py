@@ -183,3 +183,27 @@ async def test_lineage_and_compare_are_described_from_their_wire_types(world: Wo
         "reason",
     }  # fmt: skip
     assert schemas["LineageOut"]["properties"]["children"]["items"] == {"$ref": ref("BranchLink")}
+
+
+async def test_a_session_s_costs_are_described_as_the_experiment_s(world: World) -> None:
+    document = await _document(world)
+    schemas = document["components"]["schemas"]
+    ref = "#/components/schemas/{}".format
+    one = document["paths"]["/api/sessions/{session_id}"]["get"]
+    assert one["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": ref("SessionDetail")
+    }
+    assert "`costs`" in one["description"]
+    detail = schemas["SessionDetail"]["properties"]
+    costs = {"anyOf": [{"$ref": ref("CostsOut")}, {"type": "null"}]}
+    assert {key: value for key, value in detail["costs"].items() if key != "description"} == {
+        **costs,
+        "default": None,
+    }
+    assert detail["participant_costs"]["additionalProperties"] == {"$ref": ref("CostsOut")}
+    assert "costs" not in schemas["SessionDetail"].get("required", [])
+    experiment = schemas["ExperimentDetail"]["properties"]["costs"]
+    assert {key: value for key, value in experiment.items() if key != "description"} == {
+        **costs,
+        "default": None,
+    }

@@ -123,6 +123,28 @@ async def test_unknown_filter_values_are_refused_naming_the_allowed_ones(found: 
                 assert "give one of: " in page.text, params
 
 
+async def test_the_api_refuses_unknown_filter_values_naming_the_allowed_ones(
+    found: World,
+) -> None:
+    async with found.client("viewer") as client:
+        for path, params, named in (
+            ("/api/sessions", {"status": "done"}, "completed, created, failed, interrupted, "
+             "paused, running, stopped"),
+            ("/api/sessions", {"passed": "maybe"}, "no, none, yes"),
+            ("/api/sessions", {"sort": "name"}, "created, turns, updated"),
+            ("/api/sessions", {"order": "up"}, "asc, desc"),
+            ("/api/experiments", {"status": "done"}, "completed, created, failed"),
+            ("/experiments", {"status": "done"}, "completed, created, failed"),
+        ):  # fmt: skip
+            refused = await client.get(path, params=params)
+            assert refused.status_code == 422, (path, params)
+            [(name, given)] = params.items()
+            said = refused.text.replace("&#x27;", "'")
+            assert f"query parameter {name!r}" in said, (path, params)
+            assert repr(given) in said, (path, params)
+            assert f"give one of: {named}" in said, (path, params)
+
+
 async def test_the_form_as_a_browser_sends_it_keeps_everything(found: World) -> None:
     """Without JavaScript, "any" is sent as an empty value."""
     params = {"q": "", "status": "", "experiment": "", "passed": "", "sort": "created",
@@ -261,3 +283,15 @@ async def test_compare_says_what_lines_up_across_environments(found: World) -> N
     assert f"<b>{environment}</b> (left) and <b>chess-board</b> (right)" in apart
     assert "scores line up only for metrics both reports name" in apart
     assert "different environments" not in same
+    # What lined up, and what only one side has, by name.
+    assert (
+        "Lined up: turns <b>1\u20132</b>, participants <b>carol</b>, metrics <b>total</b>" in apart
+    )
+    assert "Not compared: metrics only the left has: <b>reward</b>." in apart
+    async with found.client("viewer") as client:
+        api = (await client.get(
+            "/api/compare", params={"left": MAZE_EASY.id, "right": CHESS_CAROL.id}
+        )).json()["alignment"]  # fmt: skip
+    assert api["left_only_participants"] == ["alice", "bob"]
+    assert api["right_only_participants"] == ["carol"]
+    assert (api["participants"], api["left_only_turns"]) == ([], [3])

@@ -32,6 +32,7 @@ from envharness.service.routing import (
     json_response,
 )
 from envharness.service.search import Order, Passed, SessionSearch, Sort, find_sessions
+from envharness.service.spending import session_spent
 from envharness.service.wire.sessions import (
     ChainBreakOut,
     ComparisonOut,
@@ -161,12 +162,15 @@ async def get_session(call: Call[NoParameters]) -> Response:
                         config = created.config
                 else:
                     found[row.kind].append(msgspec.Raw(encode_record(row)))
+    spent = await session_spent(access, info)
     detail = {
         "session": access.summary(info),
         "config": config,
         "scores": found["score"],
         "findings": found["finding"],
         "lineage": found["branch"],
+        "costs": spent.total,
+        "participant_costs": spent.participants,
     }
     return json_response(detail)
 
@@ -286,7 +290,14 @@ API_ENDPOINTS: tuple[Endpoint, ...] = (
     ),
     Endpoint(
         method="GET", path=_SESSION, handler=get_session, operation="getSession",
-        tag="sessions", summary="One session: summary, frozen configuration, scores, findings",
+        tag="sessions",
+        summary="One session: summary, frozen configuration, scores, findings, costs",
+        description=(
+            "`costs` is what the session spent (tokens, money, call time and wall time, as its "
+            "Overview's Spent card shows them), `participant_costs` each participant's part. "
+            "A participant token gets `config` null, no scores or findings, and costs of its "
+            "own calls only, without wall time."
+        ),
         roles=ANYONE, response=SessionDetail, errors=(404,),
     ),
     Endpoint(

@@ -57,7 +57,7 @@ async def compare_page(call: Call[ComparePageQuery]) -> Response:
     access = call.access
     found = await access.compare(query.left, query.right)
     left, right = found.left, found.right
-    relation = join([await _environments(call, left.id, right.id),
+    relation = join([await _environments(call, found),
                      await _relation(call, left.id, right.id)])  # fmt: skip
     shown = [turn for turn in found.turns_compared if turn >= query.turn][:TURNS_PER_PAGE]
     if query.turn > 1 and not shown:
@@ -93,6 +93,8 @@ def _verdict(found: ComparisonOut) -> str:
 
 
 def _span(turns: Sequence[int]) -> str:
+    if not turns:
+        return ""
     first, last = turns[0], turns[-1]
     if last - first + 1 == len(turns):
         return str(first) if first == last else f"{first}\u2013{last}"
@@ -117,24 +119,59 @@ def _side_card(side: str, summary: SessionSummary) -> Html:
     )
 
 
-async def _environments(call: Call[ComparePageQuery], left: str, right: str) -> Html:
+async def _environments(call: Call[ComparePageQuery], found: ComparisonOut) -> Html:
     """What can and cannot be aligned when the two sessions ran different environments (only
     for a caller that may read configurations: a participant's pages do not name them)."""
     if not call.access.sees_everything:
         return Html("")
+    left, right = found.left.id, found.right.id
     facts = await call.service.store.session_facts(among=(left, right))
     ours, theirs = facts.get(left), facts.get(right)
     if ours is None or theirs is None or ours.environment == theirs.environment:
         return Html("")
     return html(
-        '<div class="callout warn">These sessions ran different environments: <b>{l}</b> '
-        "(left) and <b>{r}</b> (right). Turns are still lined up by number and their "
-        "observations, actions and outcomes shown side by side, but the same field may mean "
-        "different things in each, so a difference says little; scores line up only for "
-        "metrics both reports name. Compare sessions of one environment, or a session and its "
-        "branch, for differences that mean something.</div>",
+        '<div class="callout warn environments-apart">These sessions ran different '
+        "environments: <b>{l}</b> (left) and <b>{r}</b> (right). Turns are still lined up by "
+        "number and their observations, actions and outcomes shown side by side, but the same "
+        "field may mean different things in each, so a difference says little; scores line up "
+        "only for metrics both reports name. Compare sessions of one environment, or a session "
+        "and its branch, for differences that mean something.{lists}</div>",
         l=ours.environment or "unknown",
         r=theirs.environment or "unknown",
+        lists=_alignment_lists(found),
+    )
+
+
+def _alignment_lists(found: ComparisonOut) -> Html:
+    """What lined up, and what only one side has (and so is compared with nothing)."""
+    alignment = found.alignment
+    if alignment is None:
+        return Html("")
+    turns = _span(found.turns_compared) or "none"
+
+    def names(items: Sequence[str]) -> str:
+        return ", ".join(items) or "none"
+
+    alone = [
+        html("{what} only the {side} has: <b>{listed}</b>", what=what, side=side, listed=listed)
+        for what, side, listed in (
+            ("participants", "left", ", ".join(alignment.left_only_participants)),
+            ("participants", "right", ", ".join(alignment.right_only_participants)),
+            ("metrics", "left", ", ".join(alignment.left_only_metrics)),
+            ("metrics", "right", ", ".join(alignment.right_only_metrics)),
+            ("turns", "left", _span(alignment.left_only_turns)),
+            ("turns", "right", _span(alignment.right_only_turns)),
+        )
+        if listed
+    ]  # fmt: skip
+    cannot = html("<li>Not compared: {items}.</li>", items=join(alone, "; ")) if alone else ""
+    return html(
+        '<ul class="alignment"><li>Lined up: turns <b>{turns}</b>, participants <b>{who}</b>, '
+        "metrics <b>{metrics}</b>.</li>{cannot}</ul>",
+        turns=turns,
+        who=names(alignment.participants),
+        metrics=names(alignment.metrics),
+        cannot=cannot,
     )
 
 

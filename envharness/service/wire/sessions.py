@@ -21,7 +21,7 @@ from envharness.records import (
     Status,
     encode_record,
 )
-from envharness.runtime.compare import TurnDifference
+from envharness.runtime.compare import Alignment, TurnDifference
 from envharness.store import SessionCounts
 from envharness.store.tokens import Role, TokenInfo
 
@@ -140,6 +140,12 @@ class SessionDetail(msgspec.Struct, frozen=True, kw_only=True):
     findings: list[RecordOut]
     lineage: list[RecordOut]
     """``branch`` records: where this session came from."""
+    costs: CostsOut | None = None
+    """What the session spent (the Overview's Spent card), as this reader may know it; null
+    only from an older server."""
+    participant_costs: dict[str, CostsOut] = {}
+    """Each participant's part of ``costs``, in the order they first spent (a participant
+    token's has only its own)."""
 
 
 class BranchLink(msgspec.Struct, frozen=True, kw_only=True):
@@ -199,6 +205,9 @@ class ComparisonOut(msgspec.Struct, frozen=True, kw_only=True):
     differences: list[TurnDifference]
     scores: list[ScoreDifference]
     identical: bool
+    alignment: Alignment | None = None
+    """The participants and metrics both sessions have, and those only one has (for a
+    participant token: its own records and no metrics); null only from an older server."""
 
 
 class StreamEnd(msgspec.Struct, frozen=True, kw_only=True):
