@@ -58,7 +58,7 @@ async def accept(
                 seconds=spent.seconds,
             )
 
-        recorded = await run.accept(record)
+        recorded = await run.accept(record, parent)
         run.memo.accepted[iteration] = recorded
     accepted = await harness_version(run.store, recorded.version)
     state.versions.append(accepted)

@@ -41,11 +41,12 @@ class OptimizationConfig:
     A candidate is accepted when its mean paired reward exceeds ``min_improvement``, it breaks
     no scenario the accepted harness solved (value >= ``solved``), and — unless ``alpha`` is
     ``None`` — the one-sided sign test's p-value is at most ``alpha / m``, where ``m`` is the
-    number of distinct patches measured in that iteration (Bonferroni): the loop keeps the best
-    of several tries, so without the correction K candidates of no effect would pass the gate
-    far more often than ``alpha``. With n scenarios the smallest p-value is ``2**-n``, so a gain
-    among K distinct candidates can pass only with n >= log2(K / alpha) scenarios (8 for K=8 at
-    0.05). ``metric`` scores by a score metric instead of pass/fail. ``directory`` defaults to
+    number of distinct per-scenario outcome vectors measured in that iteration (Bonferroni): the
+    loop keeps the best of several tries, so without the correction K candidates of no effect
+    would pass the gate far more often than ``alpha``; candidates with the same outcomes are one
+    test. With n scenarios the smallest p-value is ``2**-n``, so a gain among K differently
+    behaving candidates can pass only with n >= log2(K / alpha) scenarios (8 for K=8 at 0.05).
+    ``metric`` scores by a score metric instead of pass/fail. ``directory`` defaults to
     ``<store>/optimizer/<run id>``.
     """
 

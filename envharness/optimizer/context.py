@@ -79,11 +79,13 @@ class RunContext:
         async with self._lock:
             await self.log.append(*payloads)
 
-    async def accept(self, make: Callable[[str], OptimizerAccepted]) -> OptimizerAccepted:
-        """Commit the version ``make(name)`` under the next free ``harness-vN`` name (see
-        :meth:`RunLog.accept`)."""
+    async def accept(
+        self, make: Callable[[str], OptimizerAccepted], parent: str | None = None
+    ) -> OptimizerAccepted:
+        """Commit the version ``make(name)`` under the next free ``harness-vN`` name past
+        ``parent``'s (see :meth:`RunLog.accept`)."""
         async with self._lock:
-            return await self.log.accept(make)
+            return await self.log.accept(make, parent=parent)
 
     async def measure(
         self,

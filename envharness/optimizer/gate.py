@@ -3,29 +3,46 @@
 A candidate's rerun is compared with the accepted harness's over the same scenarios and seeds
 (:func:`compare`, the statistics of :mod:`envharness.optimizer.stats`). It is eligible when its
 mean paired reward exceeds ``min_improvement``, it breaks no scenario the accepted harness
-solved, and the one-sided sign test's p-value is at most ``alpha / m`` for the m distinct
-patches measured in the iteration (Bonferroni). The best eligible candidate must then hold on
-the regression suite and the held-out split (:func:`select`); every other one is rejected with
-why, and every solved scenario a candidate broke goes into the regression ledger.
+solved, and the one-sided sign test's p-value is at most ``alpha / m`` (Bonferroni), where m
+counts the distinct per-scenario **outcome vectors** measured in the iteration, not the
+candidates: textual variants that score the same on every training scenario are one test, not
+K (:func:`outcomes`). The best eligible candidate must then hold on the regression suite and the
+held-out split (:func:`select`); every other one is rejected with why, and every solved scenario
+a patch broke goes into the regression ledger once.
+
+A candidate whose stacked patch was already judged in an earlier iteration (the same patch on
+the same accepted harness) is not measured or judged again: its verdict points to the earlier
+one (:func:`repeated`). Judging it again would only repeat the verdict, or — with fewer
+candidates beside it, hence a milder correction — test the same data twice.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 import msgspec
 
 from envharness.contracts.scenario import Scenario
 from envharness.optimizer.context import MeasuredRole, RunContext
-from envharness.optimizer.measure import crashed
+from envharness.optimizer.measure import crashed, outcome_vector, unmeasured
 from envharness.optimizer.rerun import candidate_version
 from envharness.optimizer.results import LedgerEntry
 from envharness.optimizer.state import Proposed, RunState
 from envharness.optimizer.stats import PairedComparison, paired_comparison
 from envharness.records import CandidateVerdict, OptimizerMeasured
 
-__all__ = ["Selection", "add_to_ledger", "compare", "select", "unmeasured", "verdict"]
+__all__ = [
+    "Selection",
+    "add_to_ledger",
+    "compare",
+    "distinct_outcomes",
+    "outcomes",
+    "repeated",
+    "select",
+    "unmeasured",
+    "verdict",
+]
 
 
 class Selection(NamedTuple):
@@ -55,19 +72,52 @@ def compare(
     )
 
 
-def unmeasured(result: OptimizerMeasured) -> bool:
-    """The rerun says nothing about the patch (the experiment or the sandbox failed)."""
-    return result.error is not None or "infrastructure" in result.failures.values()
+def outcomes(run: RunContext, result: OptimizerMeasured) -> Hashable:
+    """A rerun's outcome vector on the training scenarios (:func:`outcome_vector`)."""
+    return outcome_vector(result, [s.id for s in run.suites.train], run.config.metric)
+
+
+def distinct_outcomes(
+    run: RunContext, unique: Mapping[str, Proposed], measured: Mapping[str, OptimizerMeasured]
+) -> dict[str, Hashable]:
+    """Each measured distinct patch's outcome vector (patch digest → vector); a rerun that
+    could not be measured tested nothing and has none."""
+    return {
+        digest: outcomes(run, measured[digest])
+        for digest in unique
+        if digest in measured and not unmeasured(measured[digest])
+    }
+
+
+def repeated(run: RunContext, iteration: int) -> dict[str, OptimizerMeasured]:
+    """The stacked patches already judged before ``iteration`` (digest → their rerun): the same
+    digest means the same candidate on the same accepted harness, so its verdict would be the
+    same. A rerun that could not be measured judged nothing and is not among them."""
+    return {
+        m.digest: m
+        for m in run.memo.measurements.values()
+        if m.role == "candidate"
+        and m.digest is not None
+        and m.iteration < iteration
+        and not unmeasured(m)
+    }
 
 
 def verdict(
     run: RunContext,
     item: Proposed,
-    measured: dict[str, OptimizerMeasured],
-    unique: dict[str, Proposed],
+    measured: Mapping[str, OptimizerMeasured],
+    unique: Mapping[str, Proposed],
     state: RunState,
+    *,
+    tests: int,
+    judged: Mapping[str, OptimizerMeasured] | None = None,
 ) -> CandidateVerdict:
-    """One candidate's verdict on the training scenarios (``accepted`` means eligible)."""
+    """One candidate's verdict on the training scenarios (``accepted`` means eligible).
+
+    ``tests`` is the number of distinct outcome vectors measured in the iteration (the
+    Bonferroni divisor); ``judged`` the patches judged in earlier iterations
+    (:func:`repeated`), whose candidates are rejected without a second measurement."""
     record = item.record
     index = record.candidate
     if record.error is not None:
@@ -81,6 +131,15 @@ def verdict(
             status="invalid",
             reason=record.problem or "no patch",
             mean_reward=0.0,
+        )
+    earlier = (judged or {}).get(record.digest)
+    if earlier is not None:
+        return CandidateVerdict(
+            candidate=index,
+            status="rejected",
+            reason=f"already judged in iteration {earlier.iteration} (candidate "
+            f"{earlier.candidate}) on the same harness; not measured again",
+            digest=record.digest,
         )
     result = measured[record.digest]
     duplicate = unique[record.digest].record.candidate
@@ -101,15 +160,15 @@ def verdict(
     crashed = sorted(s for s, why in result.failures.items() if why == "patch")
     crash_note = f"; the patch's hooks failed in {', '.join(crashed)}" if crashed else ""
     alpha = run.config.alpha
+    tests = max(tests, 1)
     if regressions:
         reason = f"breaks previously solved scenario(s): {', '.join(regressions)}"
     elif comparison.mean <= run.config.min_improvement:
         reason = f"no improvement (mean reward {comparison.mean:+.3f})"
-    elif alpha is not None and comparison.p_value > (threshold := alpha / len(unique)):
+    elif alpha is not None and comparison.p_value > (threshold := alpha / tests):
         reason = (
             f"not significant: sign test p={comparison.p_value:.3g} > alpha "
-            f"{alpha}/{len(unique)} distinct candidate"
-            f"{'s' if len(unique) != 1 else ''} = {threshold:.3g} "
+            f"{alpha}/{tests} distinct outcome{'s' if tests != 1 else ''} = {threshold:.3g} "
             f"({len(comparison.improved)} improved, {len(comparison.worsened)} worsened)"
         )
     else:
@@ -135,7 +194,12 @@ async def select(
     state: RunState,
 ) -> Selection:
     """The best eligible candidate that also holds on the regression suite and held-out
-    split; every other eligible one is marked rejected, with why."""
+    split; every other eligible one is marked rejected, with why.
+
+    Each distinct patch is gated, even one whose outcomes on the training scenarios equal
+    those of a candidate that failed the gates: the same outcomes there do not make the same
+    patch, and the gate suites exist to tell such patches apart (a fix and a variant that also
+    breaks a task outside the training scenarios look the same on them)."""
     eligible = sorted(
         (v for v in verdicts if v.status == "accepted"),
         key=lambda v: (-(v.mean_reward or 0.0), v.candidate),
@@ -206,7 +270,7 @@ async def _gates(
     """The regression suite, then the held-out split; the problem, or ``None``."""
     assert item.stacked is not None
     assert item.record.digest is not None
-    stacked, candidate = item.stacked, item.record.candidate
+    stacked, candidate, digest = item.stacked, item.record.candidate, item.record.digest
     solved = run.config.solved
 
     async def rerun(role: MeasuredRole, suite: list[Scenario[Any]]) -> OptimizerMeasured | None:
@@ -227,7 +291,7 @@ async def _gates(
             if (before.get(s.id) or 0.0) >= solved
             and (result.values.get(s.id) or 0.0) < (before.get(s.id) or 0.0)
         ]
-        add_to_ledger(state, iteration, candidate, broken, "regression")
+        add_to_ledger(state, iteration, candidate, broken, "regression", digest=digest)
         if broken:
             return f"breaks the regression suite: {', '.join(broken)}"
     if run.suites.held_out and state.held is not None:
@@ -236,7 +300,7 @@ async def _gates(
             return "the held-out split could not be measured"
         comparison = compare(run, result, state.held, f"held:{item.record.digest}")
         broken = [s for s in comparison.worsened if (state.held.values.get(s) or 0.0) >= solved]
-        add_to_ledger(state, iteration, candidate, broken, "held_out")
+        add_to_ledger(state, iteration, candidate, broken, "held_out", digest=digest)
         if broken or comparison.mean < 0:
             return (
                 f"worse on the held-out split (mean {comparison.mean:+.3f}"
@@ -252,9 +316,17 @@ def add_to_ledger(
     candidate: int,
     broken: Sequence[str],
     suite: str = "scenarios",
+    *,
+    digest: str,
 ) -> None:
-    """Note in the regression ledger the solved scenarios of ``suite`` a candidate broke."""
-    state.ledger.extend(
-        LedgerEntry(iteration=iteration, candidate=candidate, scenario=s, suite=suite)
-        for s in broken
-    )
+    """Note in the regression ledger the solved scenarios of ``suite`` that the patch
+    ``digest`` (candidate ``candidate``) broke — once per patch: the same patch proposed again,
+    by another candidate or in another iteration, adds nothing."""
+    for scenario in broken:
+        key = (digest, scenario, suite)
+        if key in state.ledgered:
+            continue
+        state.ledgered.add(key)
+        state.ledger.append(
+            LedgerEntry(iteration=iteration, candidate=candidate, scenario=scenario, suite=suite)
+        )

@@ -12,7 +12,8 @@ every figure is a record's, or is computed from records the way the loop compute
   parent's rerun) and **after** (its own rerun, the experiment that justified it);
 - the **regression ledger**: the solved scenarios each candidate broke — in the training
   scenarios (the verdicts' ``regressions``), in the regression suite and in the held-out split
-  (each check's values against those of the harness accepted at the time).
+  (each check's values against those of the harness accepted at the time) — each patch's
+  breaks once, however often it was proposed.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import msgspec
 
 from envharness.errors import EnvharnessError
+from envharness.optimizer.measure import outcome_vector, unmeasured
 from envharness.optimizer.results import LedgerEntry, MeasurementSummary, summarize
 from envharness.optimizer.runlog import RunMemo, read_run
 from envharness.records import (
@@ -77,6 +79,13 @@ class IterationRecord(msgspec.Struct, frozen=True, kw_only=True):
     engineer_tokens: int = 0
     rerun_tokens: int = 0
     seconds: float = 0.0
+    reruns: int = 0
+    """Rerun experiments recorded for this iteration (candidates and gate checks)."""
+    reused: int = 0
+    """Valid candidates judged without a rerun of their own (a duplicate patch, or one judged in
+    an earlier iteration on the same harness)."""
+    behaviours: int = 0
+    """Distinct outcome vectors its candidate reruns measured (the significance gate's m)."""
 
 
 class VersionRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -144,6 +153,7 @@ class _History:
         self.by_key: dict[tuple[str, str | None], OptimizerMeasured] = {
             (m.role, m.digest): m for m in chain.measured
         }
+        self.ledgered: set[tuple[str, str, str]] = set()
 
     def measurement(self, role: str, digest: str | None) -> OptimizerMeasured | None:
         return self.by_key.get((role, digest))
@@ -234,13 +244,23 @@ class _History:
                 )
             )  # fmt: skip
         accepted = self.chain.accepted.get(number)
+        reruns = [m for m in self.chain.measured if m.iteration == number and m.role != "baseline"]
+        own = [m for m in reruns if m.role == "candidate"]
+        behaviours = {
+            outcome_vector(m, self.config.scenarios, self.config.metric)
+            for m in own
+            if not unmeasured(m)
+        }
+        economy = IterationRecord(
+            iteration=number, base_version=base, candidates=tuple(candidates), decided=False,
+            reruns=len(reruns),
+            reused=sum(1 for c in candidates if c.digest is not None) - len(own),
+            behaviours=len(behaviours),
+        )  # fmt: skip
         if decision is None:
-            return IterationRecord(
-                iteration=number, base_version=base, candidates=tuple(candidates), decided=False
-            )
-        return IterationRecord(
-            iteration=number, base_version=base, candidates=tuple(candidates), decided=True,
-            selected=decision.selected,
+            return economy
+        return msgspec.structs.replace(
+            economy, decided=True, selected=decision.selected,
             accepted_version=accepted.version if accepted is not None else None,
             reason=decision.reason, engineer_tokens=decision.engineer_tokens,
             rerun_tokens=decision.rerun_tokens, seconds=decision.seconds,
@@ -261,27 +281,31 @@ class _History:
         suite: MeasurementSummary | None,
         held: MeasurementSummary | None,
     ) -> list[LedgerEntry]:
-        """The solved scenarios the candidates of iteration ``number`` broke."""
-        found = [
-            LedgerEntry(iteration=number, candidate=verdict.candidate, scenario=scenario)
-            for verdict in (decision.verdicts if decision is not None else ())
-            for scenario in verdict.regressions
-        ]
+        """The solved scenarios the candidates of iteration ``number`` broke, each patch's
+        breaks noted once (as the loop notes them: a duplicate adds nothing)."""
+        found: list[LedgerEntry] = []
+
+        def note(digest: str | None, candidate: int, scenario: str, role: str) -> None:
+            key = (digest or f"candidate {number}:{candidate}", scenario, role)
+            if key not in self.ledgered:
+                self.ledgered.add(key)
+                found.append(
+                    LedgerEntry(iteration=number, candidate=candidate, scenario=scenario,
+                                suite=role)
+                )  # fmt: skip
+
+        for verdict in decision.verdicts if decision is not None else ():
+            for scenario in verdict.regressions:
+                note(verdict.digest, verdict.candidate, scenario, "scenarios")
         for role, reference in (("regression", suite), ("held_out", held)):
             if reference is None:
                 continue
             for check in self.chain.measured:
                 if check.role != role or check.iteration != number or check.candidate is None:
                     continue
-                found += [
-                    LedgerEntry(
-                        iteration=number,
-                        candidate=check.candidate,
-                        scenario=scenario,
-                        suite=role,
-                    )
-                    for scenario, before in reference.values.items()
-                    if (before or 0.0) >= self.solved
-                    and (check.values.get(scenario) or 0.0) < (before or 0.0)
-                ]
+                for scenario, before in reference.values.items():
+                    if (before or 0.0) >= self.solved and (check.values.get(scenario) or 0.0) < (
+                        before or 0.0
+                    ):
+                        note(check.digest, check.candidate, scenario, role)
         return found

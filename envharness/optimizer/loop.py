@@ -18,8 +18,9 @@
    code failed counts as failed (:mod:`envharness.optimizer.measure`);
 6. **select** — the best candidate that improves, breaks no scenario the accepted harness
    solved, passes the significance gate (``alpha``, Bonferroni-corrected over the distinct
-   candidates measured), then the regression suite and the held-out split when given
-   (:mod:`envharness.optimizer.gate`);
+   outcome vectors measured), then the regression suite and the held-out split when given
+   (:mod:`envharness.optimizer.gate`); a candidate judged in an earlier iteration on the same
+   harness is not measured again, and an iteration that offers nothing new ends the run;
 7. **accept** — as ``harness-vN``: ``accepted_patch.json`` and ``versions/harness-vN.json`` in
    the run directory, an ``optimizer.accepted`` record in the store — and iterate on top of it
    (:mod:`envharness.optimizer.accept`).

@@ -16,7 +16,7 @@ blame for a bad session is read from the evidence, never guessed:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
@@ -30,7 +30,9 @@ __all__ = [
     "crashed",
     "fold_traces",
     "is_patch_failure",
+    "outcome_vector",
     "subset",
+    "unmeasured",
 ]
 
 INFRASTRUCTURE_ERRORS = frozenset({"SandboxInfrastructureError"})
@@ -51,6 +53,22 @@ def crashed(failures: Mapping[str, str], metric: str | None) -> frozenset[str]:
     if metric is None:
         return frozenset()
     return frozenset(scenario for scenario, why in failures.items() if why == "patch")
+
+
+def unmeasured(result: OptimizerMeasured) -> bool:
+    """The rerun says nothing about the patch (the experiment or the sandbox failed)."""
+    return result.error is not None or "infrastructure" in result.failures.values()
+
+
+def outcome_vector(
+    result: OptimizerMeasured, scenario_ids: Sequence[str], metric: str | None
+) -> Hashable:
+    """A rerun's behaviour on ``scenario_ids``, as the significance gate sees it: each
+    scenario's value and whether the patch's own code failed there (which caps its reward when
+    optimizing a ``metric``). Two candidates with the same vector get the same sign test
+    against the same reference: selecting among them is one test, not two."""
+    failed = crashed(result.failures, metric)
+    return tuple((result.values.get(s), s in failed) for s in scenario_ids)
 
 
 @dataclass(slots=True)

@@ -104,7 +104,12 @@ class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
 class IterationReport(msgspec.Struct, frozen=True, kw_only=True):
     """One iteration: every candidate's verdict, what was selected and why, what it spent, and
     ``hooks`` — for each candidate that was rerun, which hooks intervened how often
-    (``on_before_action:block_and_prompt`` → n; empty when its hooks never did)."""
+    (``on_before_action:block_and_prompt`` → n; empty when its hooks never did).
+
+    ``reruns`` is how many rerun experiments the iteration ran (candidates and gate checks),
+    ``reused`` how many valid candidates it judged without a rerun of their own (a duplicate
+    patch, or one judged in an earlier iteration on the same harness), and ``behaviours`` how
+    many distinct outcome vectors its reruns measured (the significance gate's divisor)."""
 
     iteration: int
     verdicts: tuple[CandidateVerdict, ...]
@@ -115,6 +120,9 @@ class IterationReport(msgspec.Struct, frozen=True, kw_only=True):
     rerun_tokens: int = 0
     seconds: float = 0.0
     hooks: dict[int, dict[str, int]] = {}
+    reruns: int = 0
+    reused: int = 0
+    behaviours: int = 0
 
 
 class OptimizationResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -215,7 +223,8 @@ def report_lines(result: OptimizationResult) -> list[str]:
         lines.append(
             f"iteration {iteration.iteration}: {iteration.reason}"
             f" (engineer {iteration.engineer_tokens} tokens, reruns {iteration.rerun_tokens}"
-            f" tokens, {iteration.seconds:.1f}s)"
+            f" tokens, {iteration.seconds:.1f}s; {iteration.reruns} rerun(s), "
+            f"{iteration.reused} candidate(s) judged without one)"
         )
         for verdict in iteration.verdicts:
             figures = ""

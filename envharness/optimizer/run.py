@@ -3,7 +3,10 @@
 :func:`execute` measures the baseline (refusing an environment that never says whether a
 session passed), then runs each iteration — failure packet, proposals, reruns, verdicts,
 selection, acceptance — and records how the run ended (``optimizer.status``) whatever happens,
-shielded from cancellation. The steps live in their own modules: asking the engineer
+shielded from cancellation. An iteration whose engineer offers nothing new — every valid
+answer a patch already judged on the same accepted harness, every invalid one an answer already
+given — ends the run ("found no new candidates; stopping after iteration N"): the next one
+would only repeat it. The steps live in their own modules: asking the engineer
 (:mod:`~envharness.optimizer.proposals`), judging (:mod:`~envharness.optimizer.gate`), accepting
 (:mod:`~envharness.optimizer.accept`) and reporting (:mod:`~envharness.optimizer.report`).
 """
@@ -20,7 +23,13 @@ from envharness.optimizer.context import RunContext
 from envharness.optimizer.engineers.contract import FailurePacket
 from envharness.optimizer.engineers.evidence import experiment_traces
 from envharness.optimizer.engineers.packets import build_packet
-from envharness.optimizer.gate import add_to_ledger, select, verdict
+from envharness.optimizer.gate import (
+    add_to_ledger,
+    distinct_outcomes,
+    repeated,
+    select,
+    verdict,
+)
 from envharness.optimizer.measure import subset
 from envharness.optimizer.patches.patch import HarnessPatch
 from envharness.optimizer.proposals import propose
@@ -38,12 +47,15 @@ async def execute(run: RunContext) -> OptimizationResult:
     run.directory.mkdir(parents=True, exist_ok=True)
     try:
         state = await _baseline(run)
+        stopped: str | None = None
         for iteration in range(1, run.config.iterations + 1):
             if run.config.stop_when_solved and run.solved_all(state.reference):
                 run.say(f"every scenario is solved; stopping before iteration {iteration}")
                 break
-            await _iteration(run, iteration, state)
+            stopped = await _iteration(run, iteration, state)
             write_report(run, run_result(run, state, "running", None))
+            if stopped is not None:
+                break
     except BaseException as exc:
         status, reason = _ending(exc)
         with anyio.CancelScope(shield=True):
@@ -55,8 +67,8 @@ async def execute(run: RunContext) -> OptimizationResult:
                 )
             )
         raise
-    await run.append(OptimizerStatus(status="completed"))
-    result = run_result(run, state, "completed", None)
+    await run.append(OptimizerStatus(status="completed", reason=stopped))
+    result = run_result(run, state, "completed", stopped)
     write_report(run, result)
     run.say(
         f"done: {result.baseline.passed}/{result.baseline.total} -> "
@@ -132,20 +144,35 @@ async def _require_signal(run: RunContext, measured: OptimizerMeasured) -> None:
 # -- one iteration -------------------------------------------------------------------------------
 
 
-async def _iteration(run: RunContext, iteration: int, state: RunState) -> None:
+async def _iteration(run: RunContext, iteration: int, state: RunState) -> str | None:
+    """Run (or replay) one iteration; the reason to stop the run after it, if any."""
     started = anyio.current_time()
     recorded = run.memo.decisions.get(iteration)
     packet = await _packet(run, state)
     proposed = await propose(run, iteration, packet, state)
+    judged = repeated(run, iteration)
     unique: dict[str, Proposed] = {}
     for item in proposed:
-        if item.stacked is not None and item.record.digest is not None:
-            unique.setdefault(item.record.digest, item)
+        digest = item.record.digest
+        if item.stacked is not None and digest is not None and digest not in judged:
+            unique.setdefault(digest, item)
+    stop = None
+    if not unique and _nothing_new(run, iteration, proposed):
+        stop = f"found no new candidates; stopping after iteration {iteration - 1}"
     measured = await _rerun(run, iteration, unique)
-    verdicts = [verdict(run, item, measured, unique, state) for item in proposed]
-    for judged in verdicts:
-        add_to_ledger(state, iteration, judged.candidate, judged.regressions)
+    behaviours = distinct_outcomes(run, unique, measured)
+    tests = len(set(behaviours.values()))
+    verdicts = [
+        verdict(run, item, measured, unique, state, tests=tests, judged=judged) for item in proposed
+    ]
+    for judged_one in verdicts:
+        if judged_one.digest is not None:
+            add_to_ledger(
+                state, iteration, judged_one.candidate, judged_one.regressions,
+                digest=judged_one.digest,
+            )  # fmt: skip
     chosen, verdicts, reason, checks = await select(run, iteration, verdicts, unique, state)
+    reason = stop or reason
     spent = Spent(
         engineer_tokens=sum(_tokens(c) for c in run.memo.costs.get(iteration, [])),
         rerun_tokens=sum(
@@ -171,6 +198,8 @@ async def _iteration(run: RunContext, iteration: int, state: RunState) -> None:
     version = None
     if chosen is not None:
         version = await accept(run, iteration, chosen, measured, checks, state)
+    reruns = [m for m in [*measured.values(), *checks] if m.iteration == iteration]
+    valid = sum(1 for item in proposed if item.stacked is not None)
     state.iterations.append(
         IterationReport(
             iteration=iteration,
@@ -186,9 +215,35 @@ async def _iteration(run: RunContext, iteration: int, state: RunState) -> None:
                 for item in proposed
                 if item.record.digest is not None and item.record.digest in measured
             },
+            reruns=len(reruns),
+            reused=valid - sum(1 for m in reruns if m.role == "candidate"),
+            behaviours=tests,
         )
     )
     run.say(f"iteration {iteration}: {reason}")
+    return stop
+
+
+def _nothing_new(run: RunContext, iteration: int, proposed: list[Proposed]) -> bool:
+    """Whether the engineer's answers only repeat what this accepted harness already got (the
+    caller checked that no valid one is new): an invalid answer whose text an earlier
+    iteration on the same harness got is no news either. The first iteration on a harness, and
+    one where the engineer itself failed every time (an outage may pass), are never nothing
+    new."""
+    since = max((number for number in run.memo.accepted if number < iteration), default=0)
+    if iteration - since < 2:
+        return False
+    if proposed and all(item.record.error is not None for item in proposed):
+        return False
+    given = {
+        record.text
+        for number in range(since + 1, iteration)
+        for record in run.memo.proposals.get(number, [])
+    }
+    return all(
+        item.record.error is not None or item.stacked is not None or item.record.text in given
+        for item in proposed
+    )
 
 
 async def _packet(run: RunContext, state: RunState) -> FailurePacket:

@@ -22,7 +22,7 @@ import msgspec
 
 from envharness.errors import ConfigurationError, EnvharnessError, NameTakenError, StoreError
 from envharness.optimizer.engineers.contract import FailurePacket
-from envharness.optimizer.versions import next_version_name
+from envharness.optimizer.versions import next_version_name, numbered_after
 from envharness.records import (
     Artifact,
     Cost,
@@ -176,9 +176,14 @@ class RunLog:
         await self.store.append([self._chain.seal(p, turn=turn) for p in payloads])
 
     async def accept(
-        self, make: Callable[[str], OptimizerAccepted], *, tries: int = NAME_TRIES
+        self,
+        make: Callable[[str], OptimizerAccepted],
+        *,
+        parent: str | None = None,
+        tries: int = NAME_TRIES,
     ) -> OptimizerAccepted:
-        """Commit the harness version ``make(name)`` under the next free ``harness-vN`` name.
+        """Commit the harness version ``make(name)`` under the next free ``harness-vN`` name
+        (numbered past ``parent``'s, which may come from another store: :func:`numbered_after`).
 
         The name is part of the record (its digest covers it), so it is chosen before the
         commit; the store's index refuses a name another run committed in the meantime (in this
@@ -188,7 +193,7 @@ class RunLog:
         must not append to this chain until this returns.
         """
         for _ in range(tries):
-            payload = make(await next_version_name(self.store))
+            payload = make(numbered_after(await next_version_name(self.store), parent))
             chain = SessionChain(self.run_id, next_seq=self._chain.next_seq, prev=self._chain.head)
             try:
                 await self.store.append([chain.seal(payload)])

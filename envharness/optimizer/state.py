@@ -41,8 +41,9 @@ class Spent:
 @dataclass(slots=True)
 class RunState:
     """The accepted harness so far and its measurements (train, held-out, regression), the
-    versions and iterations so far, the regression ledger, and what was spent since the last
-    accepted version."""
+    versions and iterations so far, the regression ledger (and which patch broke which scenario
+    of which suite, so each is noted once), and what was spent since the last accepted
+    version."""
 
     patch: HarnessPatch
     version: str | None
@@ -52,4 +53,5 @@ class RunState:
     versions: list[HarnessVersion] = field(default_factory=list)
     iterations: list[IterationReport] = field(default_factory=list)
     ledger: list[LedgerEntry] = field(default_factory=list)
+    ledgered: set[tuple[str, str, str]] = field(default_factory=set)
     spent: Spent = field(default_factory=Spent)

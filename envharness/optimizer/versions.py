@@ -27,6 +27,7 @@ __all__ = [
     "diff_versions",
     "harness_version",
     "next_version_name",
+    "numbered_after",
     "patch_text",
 ]
 
@@ -55,6 +56,17 @@ async def next_version_name(store: Store) -> str:
         if (match := _NAME.fullmatch(info.version))
     ]
     return f"harness-v{max(numbers, default=0) + 1}"
+
+
+def numbered_after(name: str, parent: str | None) -> str:
+    """``name`` (a ``harness-vN`` the store offers), numbered past ``parent`` when the parent is
+    a ``harness-vM`` with M >= N: a run that builds on a version from another store (or one
+    this store has not caught up with) names its version after its parent, never as its parent
+    — ``harness-v2 (from harness-v1)``, not ``harness-v1 (from harness-v1)``."""
+    own, base = _NAME.fullmatch(name), _NAME.fullmatch(parent or "")
+    if own is None or base is None or int(own.group(1)) > int(base.group(1)):
+        return name
+    return f"harness-v{int(base.group(1)) + 1}"
 
 
 async def _read(store: Store, info: HarnessVersionInfo) -> HarnessVersion:

@@ -59,6 +59,11 @@ def _same(history: RunHistory, result: OptimizationResult) -> None:
         assert derived_iteration.decided
         assert derived_iteration.reason == reported.reason
         assert derived_iteration.accepted_version == reported.accepted_version
+        assert (derived_iteration.reruns, derived_iteration.reused) == (
+            reported.reruns,
+            reported.reused,
+        )
+        assert derived_iteration.behaviours == reported.behaviours
         verdicts = tuple(c.verdict for c in derived_iteration.candidates)
         assert verdicts == reported.verdicts
     assert sorted(history.ledger, key=repr) == sorted(result.ledger, key=repr)

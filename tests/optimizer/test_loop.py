@@ -290,7 +290,7 @@ def test_a_significance_gate_refuses_a_gain_too_small_to_tell_from_noise(tmp_pat
     assert verdict.mean_reward == pytest.approx(4 / 6)
     assert verdict.p_value == pytest.approx(1 / 16)
     assert verdict.reason == (
-        "not significant: sign test p=0.0625 > alpha 0.05/1 distinct candidate = 0.05 "
+        "not significant: sign test p=0.0625 > alpha 0.05/1 distinct outcome = 0.05 "
         "(4 improved, 0 worsened)"
     )
     ungated = HarnessOptimizer(
@@ -303,8 +303,8 @@ def test_a_significance_gate_refuses_a_gain_too_small_to_tell_from_noise(tmp_pat
 
 def test_the_gate_is_corrected_for_the_distinct_candidates_tried(tmp_path: Path) -> None:
     """Keeping the best of K tries at ``alpha`` each accepts noise more often than ``alpha``:
-    the gate is ``alpha / m`` for m distinct patches measured (Bonferroni). Five tickets that
-    all improve give p = 1/32: enough alone, not against a second distinct candidate."""
+    the gate is ``alpha / m`` for m distinct outcome vectors measured (Bonferroni). Five tickets
+    that all improve give p = 1/32: enough alone, not against a second, different outcome."""
     result = HarnessOptimizer(
         desk(tmp_path / "two"),
         ScriptedEngineer([LOOK_UP_FIRST, DO_NOTHING]),
@@ -314,7 +314,7 @@ def test_the_gate_is_corrected_for_the_distinct_candidates_tried(tmp_path: Path)
     assert verdict.status == "rejected"
     assert verdict.p_value == pytest.approx(1 / 32)
     assert verdict.reason == (
-        "not significant: sign test p=0.0312 > alpha 0.05/2 distinct candidates = 0.025 "
+        "not significant: sign test p=0.0312 > alpha 0.05/2 distinct outcomes = 0.025 "
         "(5 improved, 0 worsened)"
     )
     assert result.accepted_version is None
