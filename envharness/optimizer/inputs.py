@@ -122,8 +122,8 @@ def require_a_passable_gate(
         needed = math.ceil(math.log2(1 / alpha))
         for_all = math.ceil(math.log2(candidates / alpha))
         several = (
-            f" ({for_all} for a gain to pass when all {candidates} candidates differ: the gate "
-            "is alpha / distinct candidates)"
+            f" ({for_all} for a gain to pass when all {candidates} candidates behave differently: "
+            "the gate is alpha / distinct outcomes)"
             if for_all > needed
             else ""
         )
