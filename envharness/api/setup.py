@@ -8,12 +8,19 @@ arguments into a :class:`~envharness.runtime.template.SessionTemplate`;
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from envharness.contracts.agent import Agent, AgentFactory, implementation_of
+from envharness.contracts.agent import (
+    Agent,
+    AgentFactory,
+    AgentStart,
+    implementation_of,
+    takes_start,
+)
 from envharness.contracts.budget import Budget
 from envharness.contracts.environment import Environment, EnvironmentSpec
 from envharness.contracts.operations import EnvironmentOperation, operation_ref
@@ -22,7 +29,12 @@ from envharness.errors import ConfigurationError
 from envharness.hooks import HarnessHooks
 from envharness.records import ExperimentConfig, new_id
 from envharness.runtime import SessionPlan, SessionRunner
-from envharness.runtime.hooking import check_hooks
+from envharness.runtime.hooking import (
+    DEFAULT_ON_BLOCK_LIMIT,
+    OnBlockLimit,
+    check_hooks,
+    check_on_block_limit,
+)
 from envharness.runtime.template import SessionTemplate, check_budget
 
 __all__ = [
@@ -58,10 +70,14 @@ def checked_template(
     hook_budget: float | None,
     max_blocks: int,
     budget: Budget | None = None,
+    on_block_limit: OnBlockLimit = DEFAULT_ON_BLOCK_LIMIT,
 ) -> SessionTemplate:
     """The harness's constructor arguments, checked; one environment is made to read its spec."""
+    agent_factories = _check_agent_factories(agents)
     factories = _Factories(
-        _check_factory(environment, "environment"), _check_agent_factories(agents)
+        _check_factory(environment, "environment"),
+        agent_factories,
+        frozenset(name for name, factory in agent_factories.items() if takes_start(factory)),
     )
     spec = factories.new_environment().spec
     roster = _roster(spec, list(factories.agents), roles or {})
@@ -74,6 +90,7 @@ def checked_template(
     if hook_budget is not None and hook_budget <= 0:
         raise ConfigurationError(f"hook_budget must be positive seconds or None, not {hook_budget}")
     check_count("max_blocks", max_blocks)
+    on_block_limit = check_on_block_limit(on_block_limit)
     check_count("max_concurrency", max_concurrency)
     named = _operations(operations)
     if not (isinstance(runner, type) and issubclass(runner, SessionRunner)):
@@ -90,6 +107,7 @@ def checked_template(
         hooks=checked_hooks,
         hook_budget=hook_budget,
         max_blocks=max_blocks,
+        on_block_limit=on_block_limit,
         runner=runner,
         budget=checked_budget(budget),
     )
@@ -246,6 +264,8 @@ class _Factories:
 
     environment: EnvironmentFactory
     agents: Mapping[str, AgentFactory]
+    starting: frozenset[str]
+    """The participants whose factories take ``context`` (found once, by signature)."""
 
     def new_environment(self) -> Environment[Any, Any]:
         environment: Environment[Any, Any] = _create(self.environment, "environment")
@@ -273,10 +293,14 @@ class _Factories:
             )
         return environment
 
-    def new_agents(self) -> dict[str, Agent]:
+    def new_agents(self, starts: Mapping[str, AgentStart]) -> dict[str, Agent]:
+        """Fresh agents; a factory that takes ``context`` is given its participant's start."""
         agents: dict[str, Agent] = {}
         for participant, factory in self.agents.items():
-            agent: Agent = _create(factory, f"agent {participant!r}")
+            made: Callable[[], Agent] = factory
+            if participant in self.starting:
+                made = functools.partial(factory, context=starts[participant])
+            agent: Agent = _create(made, f"agent {participant!r}", factory)
             implementation_of(agent, participant)
             agents[participant] = agent
         return agents
@@ -309,12 +333,14 @@ def _check_factory(factory: Any, what: str) -> Any:
     return factory
 
 
-def _create(factory: Callable[[], _T], what: str) -> _T:
-    """Call a user's factory; its failure is a setup error, reported before any session."""
+def _create(factory: Callable[[], _T], what: str, named: object = None) -> _T:
+    """Call a user's factory; its failure is a setup error, reported before any session.
+    ``named`` is the user's factory when ``factory`` wraps it."""
     try:
         return factory()
     except Exception as exc:
-        name = getattr(factory, "__qualname__", repr(factory))
+        shown = factory if named is None else named
+        name = getattr(shown, "__qualname__", repr(shown))
         raise ConfigurationError(
             f"{what}: creating it with {name}() raised {type(exc).__name__}: {exc}"
         ) from exc

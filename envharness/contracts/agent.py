@@ -9,14 +9,17 @@ is a separate program needs (see ``CommandAgent``). Each is a typed Protocol the
 once per session (:meth:`AgentCapabilities.of`), never by probing attributes turn by turn:
 
 - ``lifespan(context)`` returns an async context manager entered before the first turn and
-  exited when the session ends, however it ends; ``context`` says where the agent is and lets
-  it add ``log`` records to the evidence.
+  exited when the session ends, however it ends; ``context`` says where the agent is — its
+  participant and role, the scenario's id and input, the seed — and lets it add ``log``
+  records to the evidence.
 - ``feedback(turn, outcome, blocked)`` (sync or async) is called after each turn's evidence is
   committed, with the participant's executed outcome, or the reason its action was blocked. A
   ``feedback`` that also takes an ``action`` keyword is told what was executed, which differs
   from what the agent answered when a harness hook rewrote it.
 - ``can_snapshot`` with ``snapshot()`` and ``restore(state)`` (:class:`Snapshotting`): the
   agent's own state is kept in checkpoints and given back to a branch or a resume.
+- ``vetoed(turn, action, reason)`` (:class:`TakesVetoes`, sync or async): told, before it is
+  asked again in the same turn, that a harness hook vetoed its answer, and why.
 - ``runs_inline = True`` (:class:`RunsInline`): a sync ``act`` that is quick pure computation
   is called on the event loop instead of a worker thread (no timeout can interrupt it there).
 """
@@ -38,14 +41,17 @@ __all__ = [
     "AgentContext",
     "AgentFactory",
     "AgentReply",
+    "AgentStart",
     "Cost",
     "HasLifespan",
     "LogLevel",
     "RunsInline",
     "Snapshotting",
     "TakesFeedback",
+    "TakesVetoes",
     "implementation_of",
     "is_async_agent",
+    "takes_start",
 ]
 
 LogLevel = Literal["debug", "info", "warning", "error"]
@@ -58,8 +64,41 @@ class Agent(Protocol):
     def act(self, observation: Any) -> dict[str, Any] | AgentReply | Awaitable[Any]: ...
 
 
-AgentFactory = Callable[[], Agent]
-"""A class or zero-argument callable; it is called once per session (a fresh agent each time)."""
+AgentFactory = Callable[..., Agent]
+"""A class or callable, called once per session (a fresh agent each time): with no argument,
+or — when it has a parameter named ``context`` — with ``context=`` the session's
+:class:`AgentStart` for the participant (see :func:`takes_start`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentStart:
+    """What an agent is told of its task as its session starts: who it plays, the scenario's id
+    and input, and the seed — so a per-task policy needs nothing smuggled into observations.
+
+    Everything here is in the session's ``session.created`` record (its ``config``: the
+    participant's role, ``scenario.id``, ``scenario.input``, ``seed``), so what the agent was
+    told can be read back from the evidence. The scenario's ``reference`` (an answer key) and
+    ``metadata`` are never shown. ``input`` is the JSON form of the validated input, a copy of
+    the agent's own.
+    """
+
+    session_id: str
+    participant: str
+    role: str
+    scenario_id: str
+    input: Any
+    seed: int
+
+
+def takes_start(factory: Callable[..., object]) -> bool:
+    """Whether an agent factory wants its :class:`AgentStart`: it has a parameter named
+    ``context`` that can be passed by keyword (a class: its ``__init__``)."""
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a builtin or C callable: call it the plain way
+        return False
+    found = parameters.get("context")
+    return found is not None and found.kind in (found.KEYWORD_ONLY, found.POSITIONAL_OR_KEYWORD)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +119,8 @@ class AgentReply:
 
 @dataclass(frozen=True, slots=True)
 class AgentContext:
-    """Where an agent is acting, handed to its ``lifespan``; frozen, like all hook inputs."""
+    """Where an agent is acting and on what task, handed to its ``lifespan``; frozen, like all
+    hook inputs."""
 
     session_id: str
     participant: str
@@ -95,6 +135,22 @@ class AgentContext:
     current_turn: Callable[[], int | None] = lambda: None
     """The turn being played now (``None`` between turns): an agent that is not asked every
     turn (``turn_order="environment"``) learns from it which turn asks it."""
+    scenario_id: str = ""
+    """The scenario being played (as recorded in ``session.created``)."""
+    input: Any = None
+    """The scenario's input, in its JSON form (the agent's own copy; never its reference)."""
+
+    @property
+    def start(self) -> AgentStart:
+        """The same start an agent factory that takes ``context`` is given."""
+        return AgentStart(
+            session_id=self.session_id,
+            participant=self.participant,
+            role=self.role,
+            scenario_id=self.scenario_id,
+            input=self.input,
+            seed=self.seed,
+        )
 
 
 def implementation_of(agent: object, participant: str) -> str:

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
+from msgspec import UNSET
 
 from envharness.contracts.agent import AgentContext, AgentReply
 from envharness.errors import ConfigurationError
@@ -35,6 +36,7 @@ from envharness.protocol import (
     LogMessage,
     ProtocolError,
     ProtocolViolationError,
+    ScenarioInfo,
     Vetoed,
 )
 from envharness.protocol.process import (
@@ -259,6 +261,11 @@ class CommandAgentProcess:
             turns=context.turns,
             capabilities=tuple(sorted(CAPABILITIES)),
             limits=self.agent.limits,
+            scenario=(
+                ScenarioInfo(id=context.scenario_id, input=context.input)
+                if context.scenario_id
+                else UNSET
+            ),
         )
         timeout = self.agent.limits.ready_timeout
         ready = await self._answer(channel.handshake(hello), timeout, "ready", "hello")

@@ -43,6 +43,7 @@ __all__ = [
     "Ready",
     "Restore",
     "Restored",
+    "ScenarioInfo",
     "Shutdown",
     "Snapshot",
     "State",
@@ -138,6 +139,14 @@ class Vetoed(_Part, frozen=True):
     reason: Annotated[str, _doc("The hook's message: why, and usually what to do instead.")]
 
 
+class ScenarioInfo(_Part, frozen=True):
+    """The task this session plays: the scenario's id and input, as the session recorded them
+    (never the scenario's reference answer)."""
+
+    id: str
+    input: Annotated[Any, _doc("The scenario's input, in its JSON form.")] = None
+
+
 # -- host to agent -----------------------------------------------------------------------------
 
 
@@ -159,6 +168,13 @@ class Hello(_HostMessage, tag="hello", frozen=True):
         tuple[str, ...], _doc("Optional features the host may use with this agent.")
     ] = ()
     limits: Limits = Limits()
+    scenario: Annotated[
+        ScenarioInfo | UnsetType | None,
+        _doc(
+            "The scenario this session plays: its id and input, for an agent whose policy "
+            "depends on the task (an addition within version 1)."
+        ),
+    ] = UNSET
 
 
 class Act(_HostMessage, tag="act", frozen=True):

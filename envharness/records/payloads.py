@@ -144,7 +144,10 @@ class SessionConfig(_Part, frozen=True):
     hook_budget: float | None = None
     """Seconds one hook call may take (only when the session runs hooks)."""
     max_blocks: int | None = None
-    """Vetoes in a row after which a participant's turn is skipped (only with hooks)."""
+    """Vetoes in a row after which the block limit acts (only with hooks)."""
+    on_block_limit: Literal["skip", "run_last"] | UnsetType = UNSET
+    """What the block limit does: skip the participant's turn, or run its last answer
+    (recorded with hooks since it existed; absent in older sessions, which skipped)."""
 
 
 class ExperimentConfig(_Part, frozen=True):

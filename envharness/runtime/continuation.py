@@ -40,7 +40,7 @@ from envharness.runtime.resume import (
     restore_state,
     scenario_input,
 )
-from envharness.runtime.template import SessionPauses, SessionTemplate
+from envharness.runtime.template import SessionPauses, SessionTemplate, keeping_block_limit
 from envharness.store import Store
 
 __all__ = ["resume_experiment", "resume_session"]
@@ -91,6 +91,7 @@ async def resume_session(
         hooks=hooks,
         budget=budget,
     )
+    plan = keeping_block_limit(plan, config)
     changes = differences(config, plan.config())
     if changes and not declare_changes:
         raise ConfigurationError(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Literal, get_args
 
 import anyio
 import msgspec
@@ -46,11 +46,15 @@ from envharness.runtime.checks import SessionFailure, error_info
 from envharness.runtime.hook_memory import HookMemory
 
 __all__ = [
+    "BLOCK_LIMITS",
     "DEFAULT_HOOK_BUDGET",
     "DEFAULT_MAX_BLOCKS",
+    "DEFAULT_ON_BLOCK_LIMIT",
     "HookRunner",
+    "OnBlockLimit",
     "Validate",
     "check_hooks",
+    "check_on_block_limit",
     "with_hints",
 ]
 
@@ -59,6 +63,12 @@ DEFAULT_HOOK_BUDGET = 10.0
 DEFAULT_MAX_BLOCKS = 3
 """Consecutive ``block_and_prompt`` vetoes of one participant in one turn before its turn is
 skipped (the repeated-block policy: a blocked action never runs)."""
+OnBlockLimit = Literal["skip", "run_last"]
+"""What happens when a participant's answers were vetoed ``max_blocks`` times in a row in one
+turn: ``skip`` its turn (nothing runs), or ``run_last`` — run the last answer anyway, as a
+reference harness that treats the limit as the end of its re-prompting would."""
+DEFAULT_ON_BLOCK_LIMIT: OnBlockLimit = "skip"
+BLOCK_LIMITS: tuple[OnBlockLimit, ...] = get_args(OnBlockLimit)
 
 RecordFunction = Callable[..., RecordRow]
 """The session's ``_record(payload, turn=..., participant=...)``."""
@@ -94,6 +104,18 @@ def check_hooks(hooks: Any) -> HarnessHooks:
             f"hooks define {sorted(unknown)}, which are not hooks; hooks are {list(_MAY_RETURN)}"
         )
     return hooks
+
+
+def check_on_block_limit(value: Any) -> OnBlockLimit:
+    """``value`` if it names a block-limit policy; a clear refusal otherwise."""
+    for choice in BLOCK_LIMITS:
+        if value == choice and isinstance(value, str):
+            return choice
+    raise ConfigurationError(
+        f"on_block_limit must be one of {', '.join(map(repr, BLOCK_LIMITS))}, not {value!r}: "
+        "'skip' skips the participant's turn after max_blocks vetoes in a row, 'run_last' "
+        "runs its last answer"
+    )
 
 
 def with_hints(observation: Any, hints: list[str]) -> Any:

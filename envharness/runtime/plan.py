@@ -6,9 +6,11 @@ readers of results depend on these plain values, not on the turn loop.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from msgspec import UNSET
 
 from envharness._version import __version__
 from envharness.contracts.agent import Agent, implementation_of
@@ -20,7 +22,12 @@ from envharness.hooks import HarnessHooks
 from envharness.records import ErrorInfo, ParticipantRef, SessionConfig, Status
 from envharness.runtime.budgets import BudgetWatch
 from envharness.runtime.hook_memory import HookMemory
-from envharness.runtime.hooking import DEFAULT_HOOK_BUDGET, DEFAULT_MAX_BLOCKS
+from envharness.runtime.hooking import (
+    DEFAULT_HOOK_BUDGET,
+    DEFAULT_MAX_BLOCKS,
+    DEFAULT_ON_BLOCK_LIMIT,
+    OnBlockLimit,
+)
 
 __all__ = [
     "PAUSED_REASON",
@@ -30,6 +37,7 @@ __all__ = [
     "Resumption",
     "SessionPlan",
     "SessionResult",
+    "turn_limit_note",
 ]
 
 ProgressCallback = Callable[[str, int, int], None]
@@ -85,6 +93,9 @@ class SessionPlan:
     session's ``harness_version``."""
     hook_budget: float | None = DEFAULT_HOOK_BUDGET
     max_blocks: int = DEFAULT_MAX_BLOCKS
+    on_block_limit: OnBlockLimit = DEFAULT_ON_BLOCK_LIMIT
+    """After ``max_blocks`` vetoes in a row: skip the participant's turn, or run its last
+    answer (see :data:`~envharness.runtime.hooking.OnBlockLimit`)."""
     pause: PauseRequest | None = None
     """When given, the session pauses at the next turn boundary after it is requested."""
     settling: Callable[[], None] | None = None
@@ -123,6 +134,7 @@ class SessionPlan:
             action_timeout=self.action_timeout,
             hook_budget=self.hook_budget if self.hooks is not None else None,
             max_blocks=self.max_blocks if self.hooks is not None else None,
+            on_block_limit=self.on_block_limit if self.hooks is not None else UNSET,
             operations=tuple(operation_ref(o) for o in self.operations.values()),
         )
 
@@ -131,6 +143,19 @@ EpisodeEnd = Literal["done", "truncated", "turn_limit"]
 """How a completed session's episode ended: the environment said it was over (``done``) or cut
 it short (``truncated``, a time limit), or the session's ``turns`` ran out (``turn_limit``, also
 a truncation) — the trajectory's termination cause, known as the session ends."""
+
+
+def turn_limit_note(
+    ended_by: Iterable[EpisodeEnd | None], turns: int, fix: str = "pass --turns to play longer"
+) -> str | None:
+    """What to tell a user whose sessions ran out of turns before their environment ended
+    them (``None`` when none did): such an episode was cut, not finished — a default of
+    ``turns`` silently shortens every longer game. ``fix`` says how to give more turns."""
+    cut = sum(1 for end in ended_by if end == "turn_limit")
+    if not cut:
+        return None
+    sessions = "1 session" if cut == 1 else f"{cut} sessions"
+    return f"{sessions} ended by the turn limit (turns={turns}), not by the environment; {fix}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from random import Random
 from typing import Any
 
 import anyio
+import msgspec
 from msgspec import UNSET
 
 from envharness.contracts.agent import AgentCapabilities, AgentContext, LogLevel
@@ -477,6 +478,7 @@ class SessionRunner:
     def _agent_contexts(self) -> dict[str, AgentContext]:
         plan = self._plan
         environment = plan.environment.spec.reference()
+        told = msgspec.json.encode(plan.scenario.reference_record(plan.input).input)
 
         def logger(participant: str) -> Callable[[str, LogLevel, str | None], None]:
             def log(message: str, level: LogLevel = "info", stream: str | None = None) -> None:
@@ -498,6 +500,8 @@ class SessionRunner:
                 first_turn=self._turns_completed + 1,
                 log=logger(name),
                 current_turn=lambda: self._current_turn,
+                scenario_id=plan.scenario.id,
+                input=msgspec.json.decode(told),  # each agent its own copy
             )
             for name in plan.agents
         }

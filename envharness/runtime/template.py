@@ -9,24 +9,31 @@ harness is running, by id: what ``harness.pause(id)`` can reach.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from envharness.contracts.agent import Agent
+import msgspec
+from msgspec import UNSET
+
+from envharness.contracts.agent import Agent, AgentStart
 from envharness.contracts.budget import Budget
 from envharness.contracts.environment import Environment
 from envharness.contracts.operations import EnvironmentOperation
 from envharness.contracts.scenario import Scenario
 from envharness.errors import ConfigurationError
 from envharness.hooks import HarnessHooks
-from envharness.records import new_id
-from envharness.runtime.hooking import check_hooks
+from envharness.records import SessionConfig, new_id
+from envharness.runtime.hooking import DEFAULT_ON_BLOCK_LIMIT, OnBlockLimit, check_hooks
 from envharness.runtime.plan import PauseRequest, SessionPlan
 from envharness.runtime.session import SessionRunner
 
-__all__ = ["SessionPauses", "SessionTemplate", "check_budget"]
+__all__ = ["SessionPauses", "SessionTemplate", "check_budget", "keeping_block_limit"]
+
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +45,7 @@ class SessionTemplate:
     """
 
     new_environment: Callable[[], Environment[Any, Any]]
-    new_agents: Callable[[], dict[str, Agent]]
+    new_agents: Callable[[Mapping[str, AgentStart]], dict[str, Agent]]
     roster: Mapping[str, str]
     action_timeout: float | None
     operations: Mapping[str, EnvironmentOperation]
@@ -49,6 +56,7 @@ class SessionTemplate:
     runner: type[SessionRunner] = SessionRunner
     budget: Budget | None = None
     """What each session may spend, unless a call gives another budget."""
+    on_block_limit: OnBlockLimit = DEFAULT_ON_BLOCK_LIMIT
 
     def hooks_for(self, hooks: HarnessHooks | None) -> HarnessHooks | None:
         """The hooks a call asked for, else the template's own (``None``: no hooks)."""
@@ -75,10 +83,23 @@ class SessionTemplate:
         """One session's plan with fresh agents; ``input`` is the scenario's input, already
         validated against the environment's input type (by the caller, who may have checked
         a whole experiment's inputs at once)."""
+        session_id = session_id or new_id("ses")
+        told = _encode(scenario.reference_record(input).input)
+        starts = {
+            name: AgentStart(
+                session_id=session_id,
+                participant=name,
+                role=role,
+                scenario_id=scenario.id,
+                input=_decode(told),  # each agent its own copy
+                seed=seed,
+            )
+            for name, role in self.roster.items()
+        }
         return SessionPlan(
-            session_id=session_id or new_id("ses"),
+            session_id=session_id,
             environment=environment if environment is not None else self.new_environment(),
-            agents=self.new_agents(),
+            agents=self.new_agents(starts),
             roster=self.roster,
             scenario=scenario,
             input=input,
@@ -92,8 +113,24 @@ class SessionTemplate:
             hooks=self.hooks_for(hooks),
             hook_budget=self.hook_budget,
             max_blocks=self.max_blocks,
+            on_block_limit=self.on_block_limit,
             budget=self.budget_for(budget),
         )
+
+
+def keeping_block_limit(plan: SessionPlan, recorded: SessionConfig) -> SessionPlan:
+    """``plan`` with the block-limit policy ``recorded`` when the session started with hooks:
+    a resumed or branched session goes on under the rules it was recorded with, like its seed
+    (one recorded before the policy was, skipped). A session that ran without hooks recorded
+    none, and takes the harness's."""
+    if recorded.max_blocks is None:
+        return plan
+    policy = recorded.on_block_limit
+    return dataclasses.replace(
+        plan,
+        max_blocks=recorded.max_blocks,
+        on_block_limit=DEFAULT_ON_BLOCK_LIMIT if policy is UNSET else policy,
+    )
 
 
 def check_budget(budget: object, what: str = "budget") -> Budget:

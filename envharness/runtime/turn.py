@@ -38,6 +38,7 @@ from envharness.records import (
     ActionExecuted,
     Artifact,
     Cost,
+    Log,
     Observation,
     Outcome,
     ParticipantOutcome,
@@ -128,6 +129,7 @@ class TurnPlayer:
         "_plan",
         "_record",
         "_render",
+        "_run_last",
         "_sequential",
         "_settle",
         "_store",
@@ -162,6 +164,8 @@ class TurnPlayer:
         """Per turn, the ``seq`` of each ``outcome`` record (a score's findings cite them)."""
         environment = plan.environment
         self._sequential = environment.spec.turn_order == "sequential"
+        self._run_last = plan.on_block_limit == "run_last"
+        """Whether the block limit runs the last vetoed answer instead of skipping the turn."""
         # The harness refused an environment that declares the order but lacks acting().
         whose_turn = environment.spec.turn_order == "environment"
         self._acting = (
@@ -261,7 +265,7 @@ class TurnPlayer:
                     turn, participant, state, replies[participant], seen
                 )
                 if reply is None:
-                    continue  # blocked max_blocks times in a row: the turn is skipped
+                    continue  # vetoed max_blocks times in a row: the turn is skipped
             assert reply is not None
             judge: Literal["validation", "environment"] = "validation"
             if rewritten is not None:  # the hooks validated it against the action type
@@ -413,9 +417,11 @@ class TurnPlayer:
 
         Returns the reply that stands and the action a rewrite validated to (or ``None``). A
         ``block_and_prompt`` records ``action.blocked``, tells an agent that takes vetoes
-        (``vetoed(turn, action, reason)``) and asks the agent again, showing it the message;
-        after ``max_blocks`` blocks in a row the participant's turn is skipped (``None``): a
-        blocked action never runs.
+        (``vetoed(turn, action, reason)``) and asks the agent again, showing it the message.
+        After ``max_blocks`` vetoes in a row the plan's ``on_block_limit`` decides: ``skip``
+        records the last veto as a block too and skips the participant's turn (``None``), so
+        a blocked action never runs; ``run_last`` lets the last answer stand (recorded as
+        attempted, after the blocks before it, with a ``log`` saying why it ran).
         """
         hooking = self._hooking
         assert hooking is not None
@@ -430,6 +436,18 @@ class TurnPlayer:
                 return reply, (rewritten if isinstance(effect, Rewrite) else None)
             blocks += 1
             final = blocks >= hooking.max_blocks
+            if final and self._run_last:
+                self._record(
+                    Log(
+                        message=f"vetoed {blocks} time(s) in a row (max_blocks="
+                        f"{hooking.max_blocks}); on_block_limit='run_last' runs this last "
+                        f"answer: {effect.message}",
+                        level="warning",
+                        stream="harness",
+                    ),
+                    turn=turn, participant=participant,
+                )  # fmt: skip
+                return reply, None
             reason = effect.message
             if final:
                 reason = (
