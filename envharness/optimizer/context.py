@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
+from msgspec import UNSET
 
 from envharness.contracts.environment import Environment
 from envharness.contracts.scenario import Scenario
@@ -131,6 +132,7 @@ class RunContext:
             tokens=folded.tokens,
             seconds=rerun.seconds,
             error=folded.error,
+            cut=folded.cut or UNSET,
         )
         await self.append(record)
         self.memo.measurements[key] = record

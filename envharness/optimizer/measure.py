@@ -80,6 +80,8 @@ class Measurement:
     hooks: dict[str, int] = field(default_factory=dict)
     hook_errors: int = 0
     tokens: int = 0
+    cut: int = 0
+    """Sessions that ended by the turn limit rather than by the environment."""
     error: ErrorInfo | None = None
 
     @property
@@ -106,6 +108,7 @@ def fold_traces(
                 else:
                     measurement.failures[trace.scenario_id] = "infrastructure"
         measurement.tokens += trace.tokens
+        measurement.cut += trace.cut_by_turn_limit
         value = 0.0 if patch_failed else trace.value(metric)
         per_scenario.setdefault(trace.scenario_id, []).append(value)
         if measurement.failures.get(trace.scenario_id) == "infrastructure":

@@ -29,6 +29,8 @@ __all__ = [
     "LedgerEntry",
     "MeasurementSummary",
     "OptimizationResult",
+    "cut_by_turn_limit",
+    "cut_note",
     "report_lines",
     "summarize",
     "write_bytes",
@@ -54,6 +56,8 @@ class MeasurementSummary(msgspec.Struct, frozen=True, kw_only=True):
     hook_errors: int = 0
     tokens: int = 0
     seconds: float = 0.0
+    cut: int = 0
+    """Sessions the turn limit ended rather than the environment."""
 
 
 class HarnessVersion(msgspec.Struct, frozen=True, kw_only=True):
@@ -170,6 +174,7 @@ def summarize(
         hook_errors=measured.hook_errors,
         tokens=measured.tokens,
         seconds=measured.seconds,
+        cut=cut_by_turn_limit(measured),
     )
 
 
@@ -191,6 +196,21 @@ def write_bytes(path: Path, data: bytes) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def cut_by_turn_limit(measured: OptimizerMeasured) -> int:
+    """How many of a measurement's sessions the turn limit ended (none when unrecorded)."""
+    return measured.cut if isinstance(measured.cut, int) else 0
+
+
+def cut_note(cut: int) -> str:
+    """What to tell a user whose baseline sessions ran out of turns: their scores judge
+    episodes that were cut short, and so will every rerun's (reruns inherit ``turns``)."""
+    sessions = "1 baseline session" if cut == 1 else f"{cut} baseline sessions"
+    return (
+        f"{sessions} ended by the turn limit, not by the environment; reruns play the same "
+        "turns: raise the optimizer's turns (--turns) to play whole episodes"
+    )
 
 
 def _figure(summary: MeasurementSummary) -> str:
@@ -219,6 +239,8 @@ def report_lines(result: OptimizationResult) -> list[str]:
     ]
     if result.held_out is not None:
         lines.append(f"held-out: {_figure(result.held_out)}")
+    if result.baseline.cut:
+        lines.append(f"warning: {cut_note(result.baseline.cut)}")
     for iteration in result.iterations:
         lines.append(
             f"iteration {iteration.iteration}: {iteration.reason}"

@@ -35,7 +35,13 @@ from envharness.optimizer.patches.patch import HarnessPatch
 from envharness.optimizer.proposals import propose
 from envharness.optimizer.report import run_result, write_report
 from envharness.optimizer.rerun import candidate_version, error_info
-from envharness.optimizer.results import IterationReport, OptimizationResult, summarize
+from envharness.optimizer.results import (
+    IterationReport,
+    OptimizationResult,
+    cut_by_turn_limit,
+    cut_note,
+    summarize,
+)
 from envharness.optimizer.state import Proposed, RunState, Spent
 from envharness.records import Cost, OptimizerDecision, OptimizerMeasured, OptimizerStatus
 
@@ -105,6 +111,8 @@ async def _baseline(run: RunContext) -> RunState:
         f"baseline: {summary.passed}/{summary.total} passed "
         f"(mean {summary.mean_reward:.3f}) [{measured.experiment_id}]"
     )
+    if cut := cut_by_turn_limit(measured):
+        run.say(f"warning: {cut_note(cut)}")
     return state
 
 

@@ -524,6 +524,9 @@ class OptimizerMeasured(_Payload, tag="optimizer.measured", frozen=True):
     tokens: int = 0
     seconds: float = 0.0
     error: ErrorInfo | None = None
+    cut: int | UnsetType = UNSET
+    """How many of its sessions the turn limit ended rather than the environment (unset when
+    none did, so a measurement written before this field seals the same bytes)."""
 
 
 class CandidateVerdict(_Part, frozen=True):

@@ -55,6 +55,14 @@ class SessionTrace:
     hooks: list[HookCalled] = field(default_factory=list)
     tokens: int = 0
     scenario_input: Any = None
+    last_outcome_ended: bool = False
+    """Whether the last outcome recorded ended the episode (``done`` or ``truncated``)."""
+
+    @property
+    def cut_by_turn_limit(self) -> bool:
+        """The session completed because its ``turns`` ran out, not because the environment
+        ended the episode: its score judges a game that was cut short."""
+        return self.status == "completed" and not self.last_outcome_ended
 
     def value(self, metric: str | None) -> float:
         """The session's score: its pass (1.0 or 0.0), or ``metric``; a failed session is 0."""
@@ -80,6 +88,7 @@ async def read_trace(store: Store, session_id: str) -> SessionTrace:
             state = payload.state or state
         elif isinstance(payload, Outcome):
             state = payload.state
+            trace.last_outcome_ended = payload.done or payload.truncated is True
         elif isinstance(payload, ActionAttempted) and participant is not None:
             step = RawStep(
                 turn=record.turn or 0, participant=participant, action=payload.action, state=state
