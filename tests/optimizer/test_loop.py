@@ -344,8 +344,9 @@ def test_a_gate_no_candidate_could_pass_is_refused_before_spending(tmp_path: Pat
         ConfigurationError, match=r"with 4 scenario\(s\) no candidate could ever"
     ) as refused:
         optimizer.optimize(tickets(4))
-    assert "give at least 5 scenarios (7 for a gain to pass when all 4 candidates behave differently" in str(
-        refused.value
+    assert (
+        "give at least 5 scenarios (7 for a gain to pass when all 4 candidates behave "
+        "differently" in str(refused.value)
     )
     assert engineer.packets == []
     assert not (store / "evidence.sqlite3").exists(), "refused before anything was recorded"
