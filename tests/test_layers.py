@@ -110,6 +110,7 @@ INNER: dict[str, list[tuple[str, ...]]] = {
     ],
     "optimizer.engineers": [
         ("actions", "contract", "evidence"),
+        ("families",),
         ("grammar", "packets", "scripted"),
         ("mining",),
     ],

@@ -402,7 +402,7 @@ def test_mining_is_deterministic_and_seeds_only_reorder_ties(tmp_path: Path) -> 
 async def test_propose_is_the_engineer_contract(anyio_backend: str) -> None:
     packet = FailurePacket(environment="empty@1", hooks=("on_before_action",))
     assert await MiningEngineer().propose(packet, 4, seed=0) == []
-    assert MiningEngineer().version == "mining@1"
+    assert MiningEngineer().version == "mining@2"
 
 
 @pytest.mark.parametrize(

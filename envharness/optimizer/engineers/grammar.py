@@ -7,7 +7,10 @@ the predicates and state keys hooks can read, and outcomes.
 **Atoms and rules.** A rule is *condition → effect*. A condition is a conjunction of atoms
 (:class:`Atom`): the attempted action's name (``action["op"] == "open"``, or a free-text
 field's leading words, optionally *not* followed by a longer prefix seen in passing sessions),
-a predicate's value, a state key's value, "the same action as the last step", "the last step
+one of its argument fields (an integer or enum value: ``action["cell"] == 3``), whether a fact
+family marks its argument (``lit_<cell>`` is false for the attempted cell; see
+:mod:`envharness.optimizer.engineers.families`) or ranks it below another admissible option, a
+predicate's value, a state key's value, "the same action as the last step", "the last step
 failed". An atom is tested on a :class:`Situation` (a step, the participant's previous attempt)
 exactly as the generated hook code tests it. A :class:`Rule` carries the evidence the search
 (:mod:`envharness.optimizer.engineers.mining`) gathered for it and its rank.
@@ -16,8 +19,11 @@ exactly as the generated hook code tests it. A :class:`Rule` carries the evidenc
 what a search baseline samples from (``research/baselines.py``).
 
 **Writing the patch.** :func:`render` writes a rule with an effect — ``block_and_prompt`` (with
-a message naming what to do first), ``rewrite`` to an admissible action, or a ``hint`` shown
-before the agent acts — as an answer in the patch protocol.
+a message naming what to do first), ``rewrite`` to an admissible action (matched on its name and
+argument fields), ``choose`` (rewrite to the option that differs only in the family's argument
+and that the family marks, does not mark, or ranks first, as the rule's family atom says; or
+let the action through when there is none), or a ``hint`` shown before the agent acts — as an
+answer in the patch protocol.
 """
 
 from __future__ import annotations
@@ -36,6 +42,12 @@ from envharness.optimizer.engineers.actions import (
     first_word,
 )
 from envharness.optimizer.engineers.contract import FailurePacket, FailureStep
+from envharness.optimizer.engineers.families import (
+    Family,
+    argument_fields,
+    discover_families,
+    is_integer,
+)
 
 __all__ = [
     "Atom",
@@ -43,7 +55,9 @@ __all__ = [
     "Rule",
     "Situation",
     "failed",
+    "alternatives",
     "grammar_atoms",
+    "packet_sessions",
     "packet_steps",
     "render",
     "situations_of",
@@ -70,11 +84,15 @@ class Situation:
 @dataclass(frozen=True, slots=True)
 class Atom:
     """One condition. ``kind`` is one of ``field``, ``prefix``, ``not_prefix``, ``predicate``,
-    ``state``, ``repeat``, ``after_error``."""
+    ``state``, ``repeat``, ``after_error``, and, over a ``family`` (``name`` is its key):
+    ``family`` (the family marks the attempted argument: ``value`` true, or does not: false)
+    and ``not_best`` (another option is ranked higher, ``value`` ``"max"``, or lower, ``"min"``,
+    by the family)."""
 
     kind: str
     name: str = ""
     value: Any = None
+    family: Family | None = None
 
     @property
     def key(self) -> str:
@@ -82,7 +100,7 @@ class Atom:
 
     @property
     def on_action(self) -> bool:
-        return self.kind in ("field", "prefix", "not_prefix", "repeat")
+        return self.kind in ("field", "prefix", "not_prefix", "repeat", "family", "not_best")
 
     @property
     def cost(self) -> int:
@@ -91,6 +109,12 @@ class Atom:
     def holds(self, situation: Situation) -> bool:
         step = situation.step
         action = step.action if isinstance(step.action, dict) else {}
+        if self.family is not None:
+            family = self.family
+            if self.kind == "family":
+                return family.marks(step, action.get(family.field)) is self.value
+            if self.kind == "not_best":
+                return not ranked_first(step, family, str(self.value))
         if self.kind == "field":
             return bool(action.get(self.name) == self.value)
         if self.kind in ("prefix", "not_prefix"):
@@ -109,7 +133,15 @@ class Atom:
         raise ValueError(f"unknown atom kind {self.kind!r}")
 
     def code(self) -> str:
-        """The atom as a Python expression over ``ctx``, ``action`` and ``failed``."""
+        """The atom as a Python expression over ``ctx``, ``action``, ``failed`` and, for a
+        family, its ``fact`` function and ``ranked_first`` (see :func:`_prelude`)."""
+        if self.family is not None:
+            argument = f"fact(action.get({self.family.field!r}))"
+            if self.kind == "not_best":
+                return "not ranked_first"
+            if self.value is True:
+                return f"bool({argument})"
+            return f"{argument} is not None and not {argument}"
         if self.kind == "field":
             return f"action.get({self.name!r}) == {_literal(self.value)}"
         if self.kind in ("prefix", "not_prefix"):
@@ -124,6 +156,13 @@ class Atom:
         return "failed"
 
     def text(self) -> str:
+        if self.family is not None:
+            named = self.family.text()
+            if self.kind == "not_best":
+                order = "highest" if self.value == "max" else "lowest"
+                return f"another {self.family.field} has a {order} {named}"
+            marked = "marks" if self.value else "does not mark"
+            return f"{named} {marked} the action's {self.family.field}"
         if self.kind == "field":
             return f"the action's {self.name} is {self.value!r}"
         if self.kind == "prefix":
@@ -155,7 +194,12 @@ def _prefix_pattern(prefix: str) -> str:
 _REGEX_SPECIAL = frozenset(".^$*+?{}[]\\|()")
 
 
-_RESERVED = frozenset({"ctx", "nb", "action", "failed", "last", "option", "new", "key", "re"})
+_RESERVED = frozenset(
+    {
+        "ctx", "nb", "action", "failed", "last", "option", "new", "key", "re", "fact", "value",
+        "found", "alternatives", "best", "best_score", "score", "mine", "ranked_first",
+    }
+)  # fmt: skip
 
 
 def _text_name(field_name: str) -> str:
@@ -164,6 +208,45 @@ def _text_name(field_name: str) -> str:
     if usable and not field_name.startswith("_") and not keyword.iskeyword(field_name):
         return field_name
     return "text"
+
+
+def alternatives(step: FailureStep, family: Family) -> list[dict[str, Any]]:
+    """The options that differ from the attempted action only in the family's argument: the
+    admissible ones, or — when the environment does not say — the action with each index the
+    family covers. Exactly what the hook code's ``alternatives`` holds."""
+    action = step.action if isinstance(step.action, dict) else {}
+    field = family.field
+    if step.admissible is None:
+        return [{**action, field: value} for value in family.indices]
+    return [
+        option
+        for option in step.admissible
+        if isinstance(option, dict)
+        and option.get(field) is not None
+        and len(option) == len(action)
+        and all(option.get(key) == action.get(key) for key in action if key != field)
+    ]
+
+
+def ranked_first(step: FailureStep, family: Family, order: str) -> bool:
+    """Whether no alternative ranks above the attempted argument by ``family`` (``order``
+    ``"max"``: higher is better; ``"min"``: lower): what hook code's ``ranked_first`` holds."""
+    best: Any = None
+    for option in alternatives(step, family):
+        score = family.fact(step, option.get(family.field))
+        if _number(score) and (best is None or _better(score, best, order)):
+            best = score
+    action = step.action if isinstance(step.action, dict) else {}
+    mine = family.fact(step, action.get(family.field))
+    return best is None or (_number(mine) and not _better(best, mine, order))
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _better(score: Any, than: Any, order: str) -> bool:
+    return bool(score > than if order == "max" else score < than)
 
 
 def failed(outcome: Any) -> bool:
@@ -205,6 +288,9 @@ class Rule:
     changed: int = 0
     sessions: int = 0
     examples: list[str] = field(default_factory=list)
+    escapable: bool = True
+    """Whether, wherever it fired, some other option would not have fired it (else a block
+    vetoes every answer until the block limit)."""
 
     @property
     def key(self) -> str:
@@ -213,6 +299,22 @@ class Rule:
     @property
     def action_atoms(self) -> tuple[Atom, ...]:
         return tuple(atom for atom in self.atoms if atom.on_action)
+
+    @property
+    def family_atom(self) -> Atom | None:
+        """The rule's one atom over a fact family, if any."""
+        return next((atom for atom in self.atoms if atom.family is not None), None)
+
+    @property
+    def choice(self) -> str | None:
+        """What a ``choose`` rewrite picks: ``marked`` (the rule fires on an argument the
+        family does not mark), ``unmarked``, or the ``max``/``min`` ranked option."""
+        atom = self.family_atom
+        if atom is None:
+            return None
+        if atom.kind == "not_best":
+            return str(atom.value)
+        return "marked" if atom.value is False else "unmarked"
 
     @property
     def group(self) -> str:
@@ -241,14 +343,53 @@ class Rule:
 
 def packet_steps(packet: FailurePacket) -> list[FailureStep]:
     """Every step the packet shows: its failure clusters' examples, then its passing sessions."""
+    return [step for steps in packet_sessions(packet) for step in steps]
+
+
+def packet_sessions(packet: FailurePacket) -> list[tuple[FailureStep, ...]]:
+    """The steps of each session the packet shows (failure examples, then passing ones)."""
     examples = [cluster.example for cluster in packet.clusters] + list(packet.passing)
-    return [step for example in examples for step in example.steps]
+    return [example.steps for example in examples]
+
+
+def packet_arguments(packet: FailurePacket, name_field: str | None) -> dict[str, list[Any]]:
+    """The packet's argument fields with their values (see ``families.argument_fields``)."""
+    return argument_fields(packet_sessions(packet), name_field)
+
+
+def packet_families(
+    packet: FailurePacket, name_field: str | None, arguments: dict[str, list[Any]]
+) -> list[Family]:
+    """The fact families the packet shows, linked to the naming field or an argument field."""
+    steps = packet_steps(packet)
+    fields = dict(arguments)
+    if name_field is not None:
+        values = [
+            s.action[name_field]
+            for s in steps
+            if isinstance(s.action, dict) and is_integer(s.action.get(name_field))
+        ]
+        values += [
+            o[name_field]
+            for s in steps
+            for o in s.admissible or []
+            if isinstance(o, dict) and is_integer(o.get(name_field))
+        ]
+        named = list(dict.fromkeys(values))
+        if named:
+            fields[name_field] = named
+        else:
+            texts = [s.action.get(name_field) for s in steps if isinstance(s.action, dict)]
+            words = [first_word(t) for t in texts if isinstance(t, str) and t]
+            fields[name_field] = list(dict.fromkeys(words))
+    return discover_families(steps, packet.predicate_keys, fields)
 
 
 class Grammar(NamedTuple):
     """The grammar's atoms over a packet, unranked: what a rule may test about the attempted
-    action (``actions``), what it may test about the situation (``conditions``: state and
-    predicate values, repetition, a failed previous step), and the action's naming field."""
+    action (``actions``: its name, its argument fields, whether a fact family marks or ranks
+    its argument), what it may test about the situation (``conditions``: state and predicate
+    values, repetition, a failed previous step), and the action's naming field."""
 
     actions: list[Atom]
     conditions: list[Atom]
@@ -260,6 +401,7 @@ def grammar_atoms(packet: FailurePacket) -> Grammar:
     space a search baseline samples from (``research/baselines.py``)."""
     steps = packet_steps(packet)
     name_field = discriminating_field(step.action for step in steps)
+    arguments = packet_arguments(packet, name_field)
     action_atoms: dict[str, Atom] = {}
     conditions: dict[str, Atom] = {}
     for step in steps:
@@ -273,6 +415,10 @@ def grammar_atoms(packet: FailurePacket) -> Grammar:
         elif isinstance(value, int) and not isinstance(value, bool):
             atom = Atom("field", name_field or "", value)
             action_atoms.setdefault(atom.key, atom)
+        for argument in arguments:
+            if argument in action and argument != name_field:
+                atom = Atom("field", argument, action[argument])
+                action_atoms.setdefault(atom.key, atom)
         for name, flag in step.state.items():
             if isinstance(flag, str | int | float | bool):
                 atom = Atom("state", name, flag)
@@ -283,7 +429,19 @@ def grammar_atoms(packet: FailurePacket) -> Grammar:
             conditions.setdefault(atom.key, atom)
     for extra in (Atom("repeat"), Atom("after_error")):
         conditions.setdefault(extra.key, extra)
+    for family in packet_families(packet, name_field, arguments):
+        for atom in family_atoms(family):
+            action_atoms.setdefault(atom.key, atom)
     return Grammar(list(action_atoms.values()), list(conditions.values()), name_field)
+
+
+def family_atoms(family: Family) -> list[Atom]:
+    """What a rule may test with ``family``: whether it marks the attempted argument, and, for
+    a family of numbers, whether another option ranks above it."""
+    atoms = [Atom("family", family.key, flag, family) for flag in (True, False)]
+    if family.numeric:
+        atoms += [Atom("not_best", family.key, order, family) for order in ("max", "min")]
+    return atoms
 
 
 def situations_of(steps: Sequence[FailureStep]) -> Iterable[Situation]:
@@ -298,15 +456,26 @@ def situations_of(steps: Sequence[FailureStep]) -> Iterable[Situation]:
 
 
 def render(rule: Rule, effect: str, name_field: str | None, packet: FailurePacket) -> str:
-    """The answer in the patch protocol: ``<think>evidence</think><patch>[...]</patch>``."""
-    suggestion = rule.suggestion
-    what = action_label(suggestion, name_field) if suggestion is not None else None
-    message = _message(rule, what)
+    """The answer in the patch protocol: ``<think>evidence</think><patch>[...]</patch>``.
+
+    ``effect`` is ``block``, ``rewrite`` (to the rule's suggestion), ``choose`` (the rule's
+    family picks the argument; see :attr:`Rule.choice`) or ``hint``."""
+    suggestion = rule.suggestion if effect != "choose" else None
+    arguments = list(packet_arguments(packet, name_field))
+    what = _named(suggestion, name_field, arguments) if suggestion is not None else None
+    families = {atom.name for atom in rule.atoms if atom.family is not None}
+    if len(families) > 1:
+        raise ValueError("a rule tests at most one fact family")
+    if effect == "choose" and rule.choice is None:
+        raise ValueError("a choose rewrite needs a rule with a family atom")
+    message = _message(rule, what, effect)
     if effect == "hint":
         hook, code = "make_pre_hint", _hint_code(rule, message)
+    elif effect == "choose":
+        hook, code = "on_before_action", _choose_code(rule, message)
     else:
         hook = "on_before_action"
-        code = _before_action_code(rule, effect, message, suggestion, name_field)
+        code = _before_action_code(rule, effect, message, suggestion, name_field, arguments)
     think = (
         f"Seed: {rule.seed}. When {rule.describe()}, the agent failed: this rule would have "
         f"intervened in {rule.explained} failed session(s) "
@@ -320,10 +489,32 @@ def render(rule: Rule, effect: str, name_field: str | None, packet: FailurePacke
     return f"<think>{think}</think>\n<patch>{json.dumps(patch, indent=1)}</patch>"
 
 
-def _message(rule: Rule, what: str | None) -> str:
+def _named(action: Any, name_field: str | None, arguments: Sequence[str]) -> str:
+    """An action's name, with its argument fields (``place cell=3``)."""
+    label = action_label(action, name_field)
+    if not isinstance(action, dict):
+        return label
+    shown = [f"{key}={action[key]!r}" for key in arguments if key in action and key != name_field]
+    return " ".join([label, *shown])
+
+
+def _message(rule: Rule, what: str | None, effect: str = "block") -> str:
     precondition = next((a for a in rule.atoms if a.kind == "predicate" and rule.ordering), None)
     action = " and ".join(a.text() for a in _reading(rule.action_atoms)) or "this"
-    if any(a.kind == "repeat" for a in rule.atoms):
+    family = rule.family_atom
+    if family is not None and family.family is not None:
+        field, named = family.family.field, family.family.text()
+        wanted = {
+            "marked": f"that {named} marks",
+            "unmarked": f"that {named} does not mark",
+            "max": f"with the highest {named}",
+            "min": f"with the lowest {named}",
+        }[rule.choice or "marked"]
+        if effect == "choose":
+            text = f"Take the {field} {wanted}"
+        else:
+            text = f"Not this {field}: take one {wanted}"
+    elif any(a.kind == "repeat" for a in rule.atoms):
         text = "You just did exactly this and it did not help; do something different"
     elif precondition is not None:
         wanted = "true" if precondition.value is False else "false"
@@ -335,7 +526,10 @@ def _message(rule: Rule, what: str | None) -> str:
     return text + (f" (for example: {what})." if what else ".")
 
 
-_READING_ORDER = ("field", "prefix", "not_prefix", "repeat", "after_error", "predicate", "state")
+_READING_ORDER = (
+    "field", "prefix", "not_prefix", "family", "not_best", "repeat", "after_error", "predicate",
+    "state",
+)  # fmt: skip
 
 
 def _reading(atoms: Sequence[Atom]) -> list[Atom]:
@@ -346,18 +540,71 @@ def _conditions(atoms: Sequence[Atom]) -> str:
     return " and ".join(atom.code() for atom in _reading(atoms))
 
 
-def _prelude(atoms: Sequence[Atom]) -> list[str]:
-    """Locals the conditions read: free-text fields, and whether the last step failed."""
+def _prelude(atoms: Sequence[Atom], *, choosing: bool = False) -> list[str]:
+    """Locals the conditions read: free-text fields, whether the last step failed, and a fact
+    family's ``fact`` function, ``alternatives`` and ``ranked_first`` (also what a ``choose``
+    rewrite picks from)."""
     lines = []
     for name in sorted({a.name for a in atoms if a.kind in ("prefix", "not_prefix")}):
         lines.append(f"    {_text_name(name)} = str(action.get({name!r}, ''))")
     if any(a.kind == "after_error" for a in atoms):
         lines.append(_FAILED_CODE.rstrip("\n"))
+    family_atom = next((a for a in atoms if a.family is not None), None)
+    if family_atom is not None and family_atom.family is not None:
+        family = family_atom.family
+        lines += family.function("fact")
+        ranking = [a for a in atoms if a.kind == "not_best"]
+        if choosing or ranking:
+            lines += _alternatives_code(family)
+        if ranking:
+            lines += _ranking_code(family, str(ranking[0].value))
     return lines
 
 
+def _alternatives_code(family: Family) -> list[str]:
+    field = repr(family.field)
+    return [
+        "    alternatives = []",
+        "    for option in ctx.admissible or []:",
+        f"        if not isinstance(option, dict) or option.get({field}) is None:",
+        "            continue",
+        f"        same = [option.get(key) == action.get(key) for key in action if key != {field}]",
+        "        if len(option) == len(action) and all(same):",
+        "            alternatives.append(option)",
+        "    if ctx.admissible is None:",
+        f"        for value in {_literal(list(family.indices))}:",
+        "            option = dict(action)",
+        f"            option[{field}] = value",
+        "            alternatives.append(option)",
+    ]
+
+
+def _ranking_code(family: Family, order: str) -> list[str]:
+    field = repr(family.field)
+    better, at_least = (">", ">=") if order == "max" else ("<", "<=")
+    number = "isinstance({0}, (int, float)) and not isinstance({0}, bool)"
+    return [
+        "    best = None",
+        "    best_score = 0",
+        "    for option in alternatives:",
+        f"        score = fact(option.get({field}))",
+        f"        if {number.format('score')}:",
+        f"            if best is None or score {better} best_score:",
+        "                best = option",
+        "                best_score = score",
+        f"    mine = fact(action.get({field}))",
+        f"    ranked_first = best is None or ({number.format('mine')} "
+        f"and mine {at_least} best_score)",
+    ]
+
+
 def _before_action_code(
-    rule: Rule, effect: str, message: str, suggestion: Any, name_field: str | None
+    rule: Rule,
+    effect: str,
+    message: str,
+    suggestion: Any,
+    name_field: str | None,
+    arguments: Sequence[str] = (),
 ) -> str:
     lines = [
         "def on_before_action(ctx, nb):",
@@ -369,16 +616,20 @@ def _before_action_code(
     if effect == "rewrite" and suggestion is not None:
         label = action_label(suggestion, name_field)
         if isinstance(suggestion, dict) and name_field is not None:
-            wanted = suggestion.get(name_field)
+            keys = [name_field] + [
+                key for key in arguments if key != name_field and key in suggestion
+            ]
+            matched = " and ".join(
+                f"option.get({key!r}) == {_literal(suggestion.get(key))}" for key in keys
+            )
             lines += [
                 "    for option in ctx.admissible or []:",
-                f"        if isinstance(option, dict) and option.get({name_field!r}) == "
-                f"{_literal(wanted)}:",
+                f"        if isinstance(option, dict) and {matched}:",
                 f"            return rewrite(option, {message!r})",
                 "    if ctx.admissible is None:",
                 f"        new = {_literal(suggestion)}",
                 "        for key in action:",
-                f"            if key in new and key != {name_field!r}:",
+                f"            if key in new and key {_excluded(keys)}:",
                 "                new[key] = action[key]",
                 f"        return rewrite(new, {message!r})",
             ]
@@ -386,6 +637,40 @@ def _before_action_code(
             lines.append(f"    return rewrite({_literal(suggestion)}, {f'{label}: ' + message!r})")
             return "\n".join(lines) + "\n"
     lines.append(f"    return block_and_prompt({message!r})")
+    return "\n".join(lines) + "\n"
+
+
+def _excluded(keys: Sequence[str]) -> str:
+    """The test that a key is none of ``keys`` (the plain comparison for a single key)."""
+    return f"!= {keys[0]!r}" if len(keys) == 1 else f"not in {_literal(list(keys))}"
+
+
+def _choose_code(rule: Rule, message: str) -> str:
+    """Rewrite to the alternative the family picks; with none to pick, let the action through
+    (vetoing it would only repeat until the block limit)."""
+    atom = rule.family_atom
+    if atom is None or atom.family is None:
+        raise ValueError("a choose rewrite needs a rule with a family atom")
+    field = repr(atom.family.field)
+    lines = [
+        "def on_before_action(ctx, nb):",
+        "    action = ctx.action if isinstance(ctx.action, dict) else {}",
+    ]
+    lines += _prelude(rule.atoms, choosing=True)
+    choice = rule.choice
+    lines.append(f"    if not ({_conditions(rule.atoms)}):")
+    lines.append("        return None")
+    if choice in ("max", "min"):
+        lines += ["    if best is not None:", f"        return rewrite(best, {message!r})"]
+    else:
+        fact = f"fact(option.get({field}))"
+        picked = f"bool({fact})" if choice == "marked" else f"{fact} is not None and not {fact}"
+        lines += [
+            "    for option in alternatives:",
+            f"        if {picked}:",
+            f"            return rewrite(option, {message!r})",
+        ]
+    lines.append("    return None")
     return "\n".join(lines) + "\n"
 
 

@@ -12,36 +12,58 @@ which sessions passed. The rules it searches, and the hook code they are written
 - *preceded failure*: an action taken in a failed session while some predicate held;
 - *contrast*: in the same predicate situation, passing sessions chose another action;
 - *repetition*: the same action again right after it changed nothing or failed;
-- *recovery*: what passing sessions did after a failed step, where failing ones did not.
+- *recovery*: what passing sessions did after a failed step, where failing ones did not;
+- *family*: a failing step took an argument that a fact family did not mark (or marked, or
+  ranked below another option) while another admissible option was marked (unmarked, ranked
+  first): the rule names the family, and its rewrite *chooses* the argument by it.
+
+Each of the first three is tried with the action's name alone and with the name and one of
+its argument fields (an integer or enum value; a contrast then suggests the argument passing
+sessions took).
 
 **The ranking.** Each rule is replayed over the packet's steps: *explained* counts the failed
 sessions where it would have intervened, *changed* the passing steps it would have touched.
 Rules that change no passing step come first, then by failures explained, then those with
 ordering evidence, simpler ones, and earlier interventions. Proposals cover different actions
 before different variants of one, and every one is then proven by reruns like any other
-engineer's (this ranking only decides what is worth measuring).
+engineer's (this ranking only decides what is worth measuring). A rule that some failing step
+could not have escaped by any other option (its condition does not depend on what the agent
+chooses) is never proposed as a block — the veto would repeat until the block limit — only as
+a rewrite.
 """
 
 from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from envharness.optimizer.engineers.actions import action_label, discriminating_field
+import msgspec
+
+from envharness.optimizer.engineers.actions import (
+    action_key,
+    action_label,
+    discriminating_field,
+    distinct,
+)
 from envharness.optimizer.engineers.contract import (
     FailureExample,
     FailurePacket,
     FailureStep,
     Proposal,
 )
+from envharness.optimizer.engineers.families import Family
 from envharness.optimizer.engineers.grammar import (
     Atom,
     Rule,
     Situation,
+    alternatives,
+    packet_arguments,
+    packet_families,
     packet_steps,
+    ranked_first,
     render,
     situations_of,
     starts_with,
@@ -49,7 +71,7 @@ from envharness.optimizer.engineers.grammar import (
 
 __all__ = ["MiningEngineer", "mine_rules"]
 
-VERSION = "mining@1"
+VERSION = "mining@2"
 MAX_PREFIX_WORDS = 4
 
 
@@ -71,6 +93,9 @@ def mine_rules(packet: FailurePacket) -> tuple[list[Rule], str | None]:
     ] + [_Session(example, 1, False) for example in packet.passing]
     steps = packet_steps(packet)
     name_field = discriminating_field(step.action for step in steps)
+    argument_values = packet_arguments(packet, name_field)
+    arguments = list(argument_values)
+    families = packet_families(packet, name_field, argument_values)
     situations = {id(s): list(situations_of(s.example.steps)) for s in sessions}
     rules: dict[str, Rule] = {}
 
@@ -91,6 +116,7 @@ def mine_rules(packet: FailurePacket) -> tuple[list[Rule], str | None]:
         found.first_index = min(found.first_index, evidence.get("index", 1_000))
 
     passing_by_situation = _passing_choices(sessions, situations, name_field)
+    passing_arguments = _passing_choices(sessions, situations, name_field, arguments)
     recovery = _recoveries(sessions, situations, name_field)
     state_atoms = _state_atoms(steps)
     for session in sessions:
@@ -101,16 +127,19 @@ def mine_rules(packet: FailurePacket) -> tuple[list[Rule], str | None]:
             step = situation.step
             if step.blocked is not None:
                 continue
-            for action_atom in _action_atoms(step, name_field):
-                label = action_label(step.action, name_field)
-                add([action_atom], "preceded failure", index=situation.index)
+            for family in families:
+                _family_seeds(family, situation, name_field, add)
+            for condition in _action_conditions(step, name_field, arguments):
+                label = _label(step.action, name_field, arguments if len(condition) > 1 else ())
+                choices = passing_arguments if len(condition) > 1 else passing_by_situation
+                add(condition, "preceded failure", index=situation.index)
                 for name, value in step.predicates.items():
                     atom = Atom("predicate", name, value)
                     flip = _flip(chain, position, name, value)
                     if flip is not None and flip > position:
                         enabling = chain[flip].step.action
                         add(
-                            [action_atom, atom],
+                            [*condition, atom],
                             "ordering",
                             ordering=True,
                             distance=flip - position,
@@ -118,14 +147,21 @@ def mine_rules(packet: FailurePacket) -> tuple[list[Rule], str | None]:
                             suggestion=enabling,
                         )
                     else:
-                        add([action_atom, atom], "preceded failure", index=situation.index)
-                    other = passing_by_situation.get((name, value), {})
+                        add([*condition, atom], "preceded failure", index=situation.index)
+                    other = choices.get((name, value), {})
                     chosen = [a for lab, a in other.items() if lab != label]
+                    # an argument contrast suggests the same action with another argument
+                    chosen.sort(
+                        key=lambda a: _label(a, name_field) != _label(step.action, name_field)
+                    )
                     if chosen and label not in other:
-                        add([action_atom, atom], "contrast", suggestion=chosen[0])
+                        add([*condition, atom], "contrast", suggestion=chosen[0])
                 for atom in state_atoms:
                     if atom.holds(situation):
-                        add([action_atom, atom], "preceded failure", index=situation.index)
+                        add([*condition, atom], "preceded failure", index=situation.index)
+                if len(condition) > 1:
+                    continue
+                action_atom = condition[0]
                 if situation.previous is not None:
                     if Atom("repeat").holds(situation):
                         add([Atom("repeat")], "repetition", index=situation.index)
@@ -148,6 +184,9 @@ def mine_rules(packet: FailurePacket) -> tuple[list[Rule], str | None]:
     for rule in rules.values():
         _score(rule, sessions, situations)
     ranked = sorted((r for r in rules.values() if r.explained > 0), key=Rule.rank)
+    seen = distinct([step.action for step in steps])
+    for rule in ranked:
+        rule.escapable = _escapable(rule, sessions, situations, seen)
     return ranked, name_field
 
 
@@ -166,6 +205,85 @@ def _action_atoms(step: FailureStep, name_field: str | None) -> list[Atom]:
     return []
 
 
+def _action_conditions(
+    step: FailureStep, name_field: str | None, arguments: Sequence[str]
+) -> list[tuple[Atom, ...]]:
+    """What a rule may say about the attempted action: its name, and its name with one of its
+    argument fields."""
+    named = _action_atoms(step, name_field)
+    if not named or not isinstance(step.action, dict):
+        return [(atom,) for atom in named]
+    conditions: list[tuple[Atom, ...]] = [(named[0],)]
+    for argument in arguments:
+        if argument != name_field and argument in step.action:
+            conditions.append((named[0], Atom("field", argument, step.action[argument])))
+    return conditions
+
+
+def _label(action: Any, name_field: str | None, arguments: Sequence[str] = ()) -> str:
+    """The action's name, with its argument fields' values when ``arguments`` are given."""
+    label = action_label(action, name_field)
+    if not arguments or not isinstance(action, dict):
+        return label
+    shown = {key: action[key] for key in arguments if key in action and key != name_field}
+    return label + (json.dumps(shown, sort_keys=True) if shown else "")
+
+
+def _family_seeds(
+    family: Family, situation: Situation, name_field: str | None, add: Callable[..., None]
+) -> None:
+    """Rules over ``family`` for one failing step: the argument it took was not marked while
+    another option was (or marked while another was not, or ranked below another)."""
+    step = situation.step
+    action = step.action
+    if not isinstance(action, dict) or family.field not in action:
+        return
+    named = [] if family.field == name_field else _action_atoms(step, name_field)[:1]
+    options = [o.get(family.field) for o in alternatives(step, family)]
+    marked = family.marks(step, action.get(family.field))
+    for flag in (False, True):
+        if marked is flag and any(family.marks(step, o) is (not flag) for o in options):
+            atom = Atom("family", family.key, flag, family)
+            add([*named, atom], "family", index=situation.index)
+    if family.numeric:
+        for order in ("max", "min"):
+            if not ranked_first(step, family, order):
+                atom = Atom("not_best", family.key, order, family)
+                add([*named, atom], "family", index=situation.index)
+
+
+def _escapable(
+    rule: Rule,
+    sessions: Sequence[_Session],
+    situations: dict[int, list[Situation]],
+    seen: Sequence[Any],
+) -> bool:
+    """Whether at every failing step the rule fired on, another option (an admissible one, or
+    an action seen in the packet) would not have fired it."""
+    for session in sessions:
+        if not session.failing:
+            continue
+        for situation in situations[id(session)]:
+            step = situation.step
+            if step.blocked is not None or not rule.holds(situation):
+                continue
+            options = step.admissible if step.admissible is not None else seen
+            attempted = action_key(step.action)
+            if not any(
+                action_key(option) != attempted
+                and not rule.holds(
+                    Situation(
+                        step=msgspec.structs.replace(step, action=option),
+                        previous=situation.previous,
+                        index=situation.index,
+                    )
+                )
+                for option in options
+            ):
+                return False
+    return True
+
+
 def _flip(chain: Sequence[Situation], position: int, name: str, value: Any) -> int | None:
     """The index of the step whose execution changed predicate ``name`` away from ``value``
     (the step *before* the first one that sees the new value), or ``None``."""
@@ -180,8 +298,10 @@ def _passing_choices(
     sessions: Sequence[_Session],
     situations: dict[int, list[Situation]],
     name_field: str | None,
+    arguments: Sequence[str] = (),
 ) -> dict[tuple[str, Any], dict[str, Any]]:
-    """For each (predicate, value): the actions passing sessions took while it held."""
+    """For each (predicate, value): the actions passing sessions took while it held, by name
+    (and argument values, when ``arguments`` are given)."""
     found: dict[tuple[str, Any], dict[str, Any]] = {}
     for session in sessions:
         if session.failing:
@@ -190,7 +310,7 @@ def _passing_choices(
             step = situation.step
             if step.blocked is not None:
                 continue
-            label = action_label(step.action, name_field)
+            label = _label(step.action, name_field, arguments)
             for name, value in step.predicates.items():
                 found.setdefault((name, value), {}).setdefault(label, step.action)
     return found
@@ -328,12 +448,14 @@ def _score(
 @dataclass(frozen=True, slots=True)
 class _Candidate:
     rule: Rule
-    effect: str  # "block", "rewrite" or "hint"
+    effect: str  # "block", "choose", "rewrite" or "hint"
 
 
 def _ordered(rules: Sequence[Rule]) -> list[_Candidate]:
     """Blocks first, covering different actions (groups) before variants of one; within a
-    group, the best rule and then its simplest form; then rewrites; then hints."""
+    group, the best rule and then its simplest form; each rule over a fact family followed by
+    its ``choose`` rewrite; then rewrites; then hints. Rules no option escapes are never
+    blocks."""
     groups: dict[str, list[Rule]] = {}
     for rule in rules:
         groups.setdefault(rule.group, []).append(rule)
@@ -351,7 +473,10 @@ def _ordered(rules: Sequence[Rule]) -> list[_Candidate]:
     while any(depth < len(members) for members in groups.values()):
         rounds.extend(members[depth] for members in groups.values() if depth < len(members))
         depth += 1
-    blocks = [_Candidate(rule, "block") for rule in rounds if rule.action_atoms]
+    blocks: list[list[_Candidate]] = []
+    for rule in rounds:
+        own = [_Candidate(rule, "block")] if rule.action_atoms and rule.escapable else []
+        blocks.append(own + ([_Candidate(rule, "choose")] if rule.choice is not None else []))
     rewrites = [
         _Candidate(rule, "rewrite")
         for rule in rounds
@@ -365,7 +490,9 @@ def _ordered(rules: Sequence[Rule]) -> list[_Candidate]:
         and not any(a.kind == "repeat" for a in rule.atoms)
     ]
     two_rounds = sum(min(2, len(members)) for members in groups.values())
-    return blocks[:two_rounds] + rewrites + blocks[two_rounds:] + hints
+    first = [candidate for own in blocks[:two_rounds] for candidate in own]
+    later = [candidate for own in blocks[two_rounds:] for candidate in own]
+    return first + rewrites + later + hints
 
 
 class MiningEngineer:
