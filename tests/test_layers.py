@@ -121,6 +121,11 @@ INNER: dict[str, list[tuple[str, ...]]] = {
         ("parse", "policy"),
         ("executable",),
     ],
+    "optimizer.patches.sandbox": [
+        ("_hookrt",),
+        ("contract", "regex_workers"),
+        ("local", "process"),
+    ],
     "adapters": [
         ("_optional", "_png"),
         ("replay", "spaces"),

@@ -138,6 +138,9 @@ REJECTED = [
             ("forbidden term #1",)),
     Attempt("answer-leak-split", "return hint('ORD-4711' + '-SECRET')", ("forbidden term #1",)),
     Attempt("parse-bomb", "return " + "-" * 100_000 + "1", ("nesting", "syntax error")),
+    # Padding runs in C to whatever width the hook asks: seconds and gigabytes in one call.
+    Attempt("padding-width-bomb", 'x = "a".ljust(10**10)', ("attribute ljust",)),
+    Attempt("zfill-width-bomb", 'return hint("1".zfill(10**10))', ("attribute zfill",)),
 ]  # fmt: skip
 
 
@@ -159,10 +162,29 @@ NEUTRALIZED = [
             "    return hint('caught')", kind="lines"),
     Attempt("catastrophic-regex", 'return re.match("(a+)+$", "a" * 40 + "b")', kind="cpu",
             sandboxes=("subprocess",), limits=SandboxLimits(timeout_s=60.0), cpu_seconds=1),
+    # A backtracking match holds the GIL: in-process it would freeze the host for ever (issue
+    # 18). LocalSandbox hands it to a regex worker it kills at the deadline.
     Attempt("catastrophic-regex-wall-clock", 'return re.match("(a+)+$", "a" * 40 + "b")',
-            kind="timeout", sandboxes=("subprocess",), limits=SandboxLimits(timeout_s=0.3)),
-    Attempt("memory-bomb-past-the-guards", 'x = "a".ljust(10**9)', kind="memory",
-            sandboxes=("subprocess",)),
+            kind="timeout", limits=SandboxLimits(timeout_s=0.3)),
+    Attempt("catastrophic-compiled-regex",
+            'p = re.compile("(x+x+)+y")\nreturn hint(str(p.findall("x" * 40)))',
+            kind="timeout", limits=SandboxLimits(timeout_s=0.1)),
+    Attempt("catastrophic-regex-caught", "try:\n    re.search('(a|aa)*c', 'a' * 60)\n"
+            "except (ArithmeticError, AttributeError, IndexError, KeyError, LookupError, "
+            "OverflowError, TypeError, ValueError, ZeroDivisionError):\n"
+            "    return hint('caught')", kind="timeout", limits=SandboxLimits(timeout_s=0.1)),
+    # Quadratic, exponential-in-lines or width-driven C work, each refused before it starts.
+    Attempt("quadratic-sum-of-lists", "return hint(str(len(sum([[0] * 1000] * 100000, []))))",
+            kind="exception"),
+    Attempt("printf-width-bomb", 'return hint("%*d" % (10**10, 1))', kind="exception"),
+    Attempt("doubling-then-sort", "x = list(range(10**6))\nfor i in range(8):\n"
+            "    x = x + x\nreturn hint(str(len(sorted(x))))", kind="exception"),
+    Attempt("aliased-repeat-then-compare",
+            "a = [[0] * 10**6] * 10**6\nb = [[0] * 10**6] * 10**6\nreturn hint(str(a == b))",
+            kind="exception"),
+    Attempt("memory-bomb-past-the-guards",
+            'x = "a" * 999999\nx = "".join([x for i in range(300)])',
+            kind="memory", sandboxes=("subprocess",)),
     Attempt("comprehension-memory-bomb", "x = [[0] * 999999 for _ in range(999999)]",
             kind="memory", sandboxes=("subprocess",)),
     Attempt("lone-surrogate-effect", "return hint('\\ud800')", kind="result"),
@@ -182,9 +204,9 @@ NEUTRALIZED = [
     # One list held thousands of times costs a pointer each; converting it to JSON used to copy
     # every element in the runtime's own untraced code (unbounded time and memory in-process).
     Attempt("aliased-list-through-json-dumps",
-            "return hint(str(len(json.dumps([[0] * 1000] * 3000))))", kind="exception"),
-    Attempt("aliased-list-into-notebook", "nb['x'] = [[0] * 1000] * 3000", kind="notebook"),
-    Attempt("aliased-list-rewrite", "return rewrite([[0] * 1000] * 3000)", kind="result"),
+            "return hint(str(len(json.dumps([[0] * 1000] * 500))))", kind="exception"),
+    Attempt("aliased-list-into-notebook", "nb['x'] = [[0] * 1000] * 500", kind="notebook"),
+    Attempt("aliased-list-rewrite", "return rewrite([[0] * 1000] * 500)", kind="result"),
     # Python refuses to write integers over 4,300 digits as text: the sandbox's own encoding used
     # to fail there, and the patch's failure passed for the sandbox's (infrastructure, no blame).
     Attempt("blame-dodging-int-in-notebook", "nb['x'] = 10**4400", kind="notebook"),
@@ -222,7 +244,8 @@ def host_state() -> Any:
         dict(_hookrt.SAFE_BUILTINS),
         repr(_hookrt.MATH),
         _hookrt.MATH.pi,
-        _hookrt.RE.match,
+        _hookrt.regex_op,
+        _hookrt.REGEX_FAST_STEPS,
     )
 
 

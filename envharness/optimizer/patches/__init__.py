@@ -6,7 +6,8 @@ One module, one job (each imports only those above it in this list):
   (``SandboxInfrastructureError``);
 - ``patch`` — :class:`HarnessPatch`: code hooks and the JSON an engineer writes them in;
 - ``sandbox/`` — what runs a patch's code: ``contract`` (the :class:`Sandbox` seam, limits),
-  ``_hookrt`` (the standard-library hook runtime, also run as the worker script), ``local``
+  ``_hookrt`` (the standard-library hook runtime, also run as the worker scripts),
+  ``regex_workers`` (matches ``LocalSandbox`` runs where they can be killed), ``local``
   (in-process) and ``process`` (worker processes under kernel limits);
 - ``parse`` — reads an answer's ``<think>…</think><patch>…</patch>``;
 - ``policy`` — the AST policy: which Python a code hook may be written in;

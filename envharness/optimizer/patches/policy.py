@@ -16,7 +16,7 @@ What the rules defend (docs/patches.md has the full list and what is *not* defen
   ``compile``/``open``, no string naming a dunder;
 - no hiding from the budget: no ``while`` (loop over something bounded), no generators, no
   bare or broad ``except`` and no ``finally`` (either could swallow the budget's stop), no
-  ``raise``;
+  ``raise``, no padding methods (``ljust``, ``zfill``…: C work as wide as the hook asks);
 - no state outside ``nb``: the module holds only the hook function; attributes are never
   assigned (ctx and the helpers are read-only); no ``global``/``nonlocal``, classes or lambdas;
 - no answer leakage: code may not mention the environment's forbidden terms.
@@ -137,6 +137,11 @@ FORBIDDEN_ATTRIBUTES: dict[str, str] = {
     "format": "str.format is not allowed (format strings can reach attributes): use an f-string",
     "format_map": "str.format_map is not allowed (format strings can reach attributes)",
     "mro": "mro is not allowed (it leads to every class)",
+    **{
+        name: f"str.{name} is not allowed (it pads in C to any width, past every budget): use "
+        "an f-string such as f'{text:>10}' (widths up to 3 digits)"
+        for name in ("ljust", "rjust", "center", "zfill", "expandtabs")
+    },
 }
 """Attributes hook code may not use, besides names starting with ``_`` and the prefixes below."""
 _FORBIDDEN_PREFIXES = ("f_", "tb_", "gi_", "cr_", "ag_", "co_")

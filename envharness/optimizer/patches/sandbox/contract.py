@@ -33,7 +33,7 @@ from envharness.optimizer.patches.sandbox import _hookrt
 __all__ = ["HookCall", "HookOutcome", "HookProgram", "Sandbox", "SandboxBase", "SandboxLimits"]
 
 _PATCH_KINDS: frozenset[str] = frozenset(
-    {"exception", "timeout", "lines", "cpu", "memory", "recursion", "result", "notebook"}
+    {"exception", "timeout", "lines", "cpu", "memory", "recursion", "result", "notebook", "crash"}
 )
 
 

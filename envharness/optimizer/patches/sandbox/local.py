@@ -1,19 +1,23 @@
 """``LocalSandbox``: hook code in this process, in a worker thread, under the runtime's budgets.
 
-Fast (no process, no serialisation) and good for patches that already passed validation, for
-tests and for loading an accepted patch in production. Its limits are those the runtime can
-enforce from Python: the line budget and the wall-clock deadline (checked on every line by a
-per-thread trace function, so they work off the main thread and cannot be caught by the hook),
-the arithmetic and ``range`` guards, the restricted builtins and read-only helpers. It **cannot**
-stop time or memory spent inside one call into C code (a catastrophic regex, a huge ``join``):
-after ``timeout_s + abandon_grace_s`` the caller gets a ``PatchFailure`` and the thread is
-abandoned, still running until that C call returns. Use ``SubprocessSandbox`` for untrusted code.
+Fast (no process per call, no serialisation) and good for patches that already passed
+validation, for tests and for loading an accepted patch in production. Its limits are those the
+runtime can enforce from Python: the line budget and the wall-clock deadline (checked on every
+line by a per-thread trace function, so they work off the main thread and cannot be caught by
+the hook), the arithmetic, ``+``, ``%``, ``sum`` and ``range`` guards, the restricted builtins
+and read-only helpers. A C call holds the GIL — the whole process — until it returns, so the one
+that can run without bound on a tiny input, a backtracking regex, never runs in this process
+when the runtime cannot bound its cost: it goes to a regex worker process
+(:mod:`~envharness.optimizer.patches.sandbox.regex_workers`) that is killed at the call's
+deadline. What is left (memory, and C work on values built up over many lines: docs/patches.md)
+is why ``SubprocessSandbox`` is the sandbox for untrusted code.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -32,6 +36,7 @@ from envharness.optimizer.patches.sandbox.contract import (
     SandboxLimits,
     failure,
 )
+from envharness.optimizer.patches.sandbox.regex_workers import RegexWorkers
 
 __all__ = ["ABANDON_GRACE_S", "LocalSandbox"]
 
@@ -41,8 +46,9 @@ _CACHED_PROGRAMS = 64
 
 
 class LocalSandbox(SandboxBase):
-    """Runs hook code in-process; ``async with`` is accepted (and does nothing) for symmetry
-    with :class:`~envharness.optimizer.patches.sandbox.SubprocessSandbox`."""
+    """Runs hook code in-process. ``async with`` (or :meth:`close`) stops its regex workers,
+    which start only when a hook runs a match whose cost the runtime cannot bound; a forgotten
+    sandbox stops them when it is collected or the interpreter exits."""
 
     def __init__(
         self, limits: SandboxLimits | None = None, *, abandon_grace_s: float = ABANDON_GRACE_S
@@ -51,10 +57,25 @@ class LocalSandbox(SandboxBase):
         self._grace = abandon_grace_s
         self._programs: OrderedDict[str, _hookrt.Program] = OrderedDict()
         self._lock = threading.Lock()
+        self._regex = RegexWorkers()
+        self._finalizer = weakref.finalize(self, self._regex.close)
 
     @property
     def name(self) -> str:
         return "local"
+
+    @property
+    def regex_pids(self) -> tuple[int, ...]:
+        """The running regex workers' process ids (for diagnosis)."""
+        return self._regex.pids
+
+    def close(self) -> None:
+        """Kill the regex workers (a call still running a match fails); bounded."""
+        self._finalizer()
+
+    async def _close(self, exc: BaseException | None) -> None:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self.close)
 
     async def _call(self, call: HookCall) -> HookOutcome:
         with anyio.move_on_after(self._limits.timeout_s + self._grace):
@@ -62,9 +83,9 @@ class LocalSandbox(SandboxBase):
         raise PatchFailure(
             call.hook,
             f"ran past its {self._limits.timeout_s:g}s wall-clock timeout inside one call the "
-            "line budget cannot interrupt (C code such as a regex); LocalSandbox abandoned the "
-            "thread, which runs on until that call returns — use SubprocessSandbox for untrusted "
-            "patches",
+            "line budget cannot interrupt (C code such as a sort of a huge list); LocalSandbox "
+            "abandoned the thread, which runs on until that call returns — use "
+            "SubprocessSandbox for untrusted patches",
             kind="timeout",
         )
 
@@ -83,7 +104,12 @@ class LocalSandbox(SandboxBase):
         try:
             compiled = self._compiled(call.program)
             effect, result, lines = _hookrt.run_call(
-                compiled, call.hook, call.ctx, call.notebook, self._limits.runtime()
+                compiled,
+                call.hook,
+                call.ctx,
+                call.notebook,
+                self._limits.runtime(),
+                self._regex.run,
             )
         except _hookrt.HookError as exc:
             raise failure(call.hook, exc.kind, exc.message) from None
