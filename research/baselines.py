@@ -74,6 +74,8 @@ class RandomPatchEngineer:
             if effect == "rewrite" and suggestion is None:
                 effect = "block"
             rule = Rule(atoms=tuple(atoms), seed="random draw", suggestion=suggestion)
+            if effect != "hint" and rule.family_atom is not None and rng.random() < 0.5:
+                effect = "choose"  # a fact family's rule may also rewrite to the marked option
             text = render(rule, effect, field, packet)
             if any(term in text.lower() for term in forbidden):
                 continue
