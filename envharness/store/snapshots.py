@@ -211,6 +211,19 @@ class SnapshotStore:
         )
         return [str(row[0]) for row in rows]
 
+    async def snapshots_of_experiment(self, experiment_id: str) -> dict[str, int]:
+        """The snapshots that hold a trajectory of one of this experiment's sessions, each with
+        how many of them it holds: what was frozen from the experiment (one indexed query)."""
+        rows = await self._read(
+            lambda c: c.execute(
+                "SELECT t.snapshot_id, COUNT(*) FROM snapshot_trajectories AS t"
+                " JOIN sessions AS s ON s.id = t.session_id WHERE s.experiment_id = ?"
+                " GROUP BY t.snapshot_id ORDER BY t.snapshot_id",
+                (experiment_id,),
+            ).fetchall()
+        )
+        return {str(row[0]): int(row[1]) for row in rows}
+
     # -- datasets ------------------------------------------------------------------------------
 
     async def put_dataset(

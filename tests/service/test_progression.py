@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from envharness.service.pages.plot import Point, Series, line_chart, nice_ticks
+from envharness.service.pages.plot import HEIGHT, LANE, Mark, Point, Series, line_chart, nice_ticks
 from envharness.service.pages.progression import MAX_SERIES, POINTS, Signals, _Outcome
 from tests.service._support import World, get_page, make_world
 from tests.service._trajectory_support import trio_session, write_signal_session
@@ -150,3 +150,21 @@ def test_the_chart_is_self_contained_svg_with_round_ticks() -> None:
     assert "<b" not in svg.replace("<br", "")
     assert 'class="done-line"' in svg
     assert svg.count("<polyline") == 0
+
+
+def test_markers_sit_in_lanes_under_the_axis_and_link_escaped() -> None:
+    series = Series("total", 0, (Point(1, 1, 1.0, 1.0, 1.0), Point(4, 4, 2.0, 2.0, 2.0)))
+    plain = line_chart([series], first=1, last=4)
+    marks = [
+        Mark(2, "checkpoint", "⚑", "checkpoint <x>", "/sessions/s/turns?turn=2#r9"),
+        Mark(3, "blocked", "✕", "blocked", "/sessions/s/turns?turn=3&a=<b>#r12"),
+        Mark(4, "blocked", "✕", "blocked", "/sessions/s/turns?turn=4#r20"),
+    ]
+    svg = line_chart([series], first=1, last=4, marks=marks)
+    heights = [re.findall(r'viewBox="0 0 \d+ (\d+)"', drawn) for drawn in (plain, svg)]
+    assert heights == [[str(HEIGHT)], [str(HEIGHT + 2 * LANE + 6)]]  # a lane per kind
+    assert re.findall(r'data-kind="(\w+)"', svg) == ["checkpoint", "blocked"]
+    assert svg.count("<a href=") == 3
+    assert "checkpoint &lt;x&gt;" in svg
+    assert "a=&lt;b&gt;" in svg
+    assert "style=" not in svg

@@ -2,9 +2,11 @@
 
 An experiment's page shows what its sessions share — the configuration frozen when it
 started — where each session stands, as a scenarios x trials grid whose cells link to the
-sessions, and what they spent. While the experiment runs, ``viewer.js`` follows its event stream
-from the position the page was rendered at and updates the cells, the counts and the status in
-place (what was spent is as of the page's rendering).
+sessions, what they spent, and what was frozen from them (:mod:`.frozen_view`). While the
+experiment runs, ``viewer.js`` follows its event stream from the position the page was rendered
+at and updates the cells, the counts and the status in place; when a session ends it fetches
+the page again for the cells' verdicts and turn counts and the results card, which only the
+server draws (what was spent is as of the page's rendering).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from envharness.service.pages.config_view import (
     operations_table,
     version_settings,
 )
+from envharness.service.pages.frozen_view import frozen_card
 from envharness.service.pages.html import DASH, Html, html, join, json_block, number, value
 from envharness.service.pages.layout import is_terminal, page, status_badge, when
 from envharness.service.pages.results_view import (
@@ -232,6 +235,7 @@ async def experiment_page(call: Call[NoParameters]) -> Response:
         _spent(spent, members, full),
     ]
     if config is not None:
+        parts.append(await frozen_card(call.service.store, info.id, len(members)))
         parts.append(_configuration(config))
     else:
         parts.append(

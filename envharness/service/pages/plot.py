@@ -15,7 +15,17 @@ from dataclasses import dataclass
 
 from envharness.service.pages.html import Html, html, join, number
 
-__all__ = ["HEIGHT", "PALETTE", "WIDTH", "Point", "Series", "line_chart", "nice_ticks"]
+__all__ = [
+    "HEIGHT",
+    "LANE",
+    "PALETTE",
+    "WIDTH",
+    "Mark",
+    "Point",
+    "Series",
+    "line_chart",
+    "nice_ticks",
+]
 
 WIDTH = 960
 HEIGHT = 300
@@ -24,6 +34,8 @@ PALETTE = 8
 _LEFT, _RIGHT, _TOP, _BOTTOM = 60, 18, 14, 34
 _DOTS_UP_TO = 120
 """Points per series drawn as dots (with a tooltip) when there are this few."""
+LANE = 18
+"""Height of one lane of event markers under the chart."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +58,18 @@ class Series:
     """In turn order; a bucket with no value is absent (the line breaks there)."""
     step: int = 1
     """Turns per bucket: consecutive points further apart than this are not joined."""
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """An event under the chart at ``turn``: drawn as ``glyph`` in the lane of its ``kind``
+    (class ``event-{kind}``), titled ``text``, linking to ``href``."""
+
+    turn: int
+    kind: str
+    glyph: str
+    text: str
+    href: str
 
 
 def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
@@ -73,9 +97,11 @@ def line_chart(
     last: int,
     done: int | None = None,
     label: str = "",
+    marks: Sequence[Mark] = (),
 ) -> Html:
     """The chart of ``series`` over turns ``first`` .. ``last`` (``done``: the turn the
-    environment said the episode was over, marked)."""
+    environment said the episode was over, marked), with ``marks`` in lanes under the turn
+    axis, one lane per kind in the order they first appear."""
     values = [v for s in series for p in s.points for v in (p.low, p.high)]
     low, high = (min(values), max(values)) if values else (0.0, 1.0)
     if high == low:
@@ -131,6 +157,9 @@ def line_chart(
         )
     for one in series:
         parts.append(_series(one, x, y))
+    lanes = list(dict.fromkeys(mark.kind for mark in marks))
+    for index, kind in enumerate(lanes):
+        parts.append(_lane(index, kind, [m for m in marks if m.kind == kind], x))
     parts.append(
         html(
             '<line class="axis" x1="{l}" x2="{r}" y1="{b}" y2="{b}"/>'
@@ -147,9 +176,38 @@ def line_chart(
         'xmlns="http://www.w3.org/2000/svg"><title>{label}</title>'
         "{parts}</svg>",
         w=WIDTH,
-        h=HEIGHT,
+        h=HEIGHT + LANE * len(lanes) + (6 if lanes else 0),
         label=label,
         parts=join(parts),
+    )
+
+
+def _lane(index: int, kind: str, marks: Sequence[Mark], x: Callable[[float], float]) -> Html:
+    """One row of markers under the axis: a label, a rule, and a linked glyph per mark."""
+    middle = HEIGHT + 6 + LANE * index + LANE / 2
+    glyphs = join(
+        html(
+            '<a href="{href}"><text x="{x}" y="{y}" text-anchor="middle">{g}<title>{t}</title>'
+            "</text></a>",
+            href=mark.href,
+            x=_f(x(mark.turn)),
+            y=_f(middle + 4),
+            g=mark.glyph,
+            t=mark.text,
+        )
+        for mark in marks
+    )
+    return html(
+        '<g class="event event-{kind}" data-kind="{kind}"><line class="event-lane" x1="{l}" '
+        'x2="{r}" y1="{y}" y2="{y}"/><text class="tick" x="{tx}" y="{ty}" text-anchor="end">'
+        "{kind}</text>{glyphs}</g>",
+        kind=kind,
+        l=_LEFT,
+        r=WIDTH - _RIGHT,
+        y=_f(middle),
+        tx=_LEFT - 6,
+        ty=_f(middle + 4),
+        glyphs=glyphs,
     )
 
 

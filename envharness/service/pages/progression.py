@@ -22,10 +22,21 @@ from urllib.parse import urlencode
 import msgspec
 from starlette.responses import Response
 
+from envharness.service.pages.chart_events import (
+    EVENT_KINDS,
+    ChartEvents,
+    events_list,
+    read_findings,
+)
 from envharness.service.pages.html import DASH, Html, html, join, number
 from envharness.service.pages.layout import page
-from envharness.service.pages.plot import PALETTE, Point, Series, line_chart
-from envharness.service.pages.session_view import SessionView, load_session, session_head
+from envharness.service.pages.plot import PALETTE, Mark, Point, Series, line_chart
+from envharness.service.pages.session_view import (
+    SessionView,
+    live_attributes,
+    load_session,
+    session_head,
+)
 from envharness.service.params import MAX_INTEGER
 from envharness.service.routing import READERS, Call, Endpoint, viewer_page
 from envharness.store import RecordFilter
@@ -76,6 +87,7 @@ class _Outcome(msgspec.Struct):
 
     done: bool = False
     signals: dict[str, float | None] = {}
+    truncated: bool | None = None
 
 
 _outcome = msgspec.json.Decoder(_Outcome)
@@ -184,28 +196,41 @@ class Signals:
         return self.first + -(-index * self.span // self.count)
 
 
+MARKED_KINDS = ("outcome", "action.blocked", "checkpoint")
+"""What the range's scan reads: the outcomes, and the records that become event markers."""
+
+
 async def read_signals(
     call: Call[ProgressionQuery], session: SessionView, first: int, last: int
-) -> Signals:
-    """Fold the ``outcome`` records of turns ``first`` .. ``last``, read from the first
-    outcome of turn ``first`` on (a page at a time), into :class:`Signals`."""
+) -> tuple[Signals, ChartEvents]:
+    """Fold the ``outcome`` records of turns ``first`` .. ``last`` into :class:`Signals`, and
+    the blocked actions, checkpoints and truncations among them into :class:`ChartEvents`:
+    one scan from the first record of turn ``first`` (a page at a time), then the findings."""
     store = call.service.store
     session_id = session.info.id
     found = Signals(first, last, selected=tuple(dict.fromkeys(call.query.signal)))
+    events = ChartEvents(first, last)
     start = -1
-    seek = RecordFilter(kinds=("outcome",), turn=first, limit=1)
+    seek = RecordFilter(turn=first, limit=1)
     async with aclosing(store.rows(session_id, seek)) as rows:
         async for row in rows:
             start = row.seq - 1
-    selection = RecordFilter(kinds=("outcome",), after=start)
+    selection = RecordFilter(kinds=MARKED_KINDS, after=start)
     async with aclosing(store.rows(session_id, selection)) as rows:
         async for row in rows:
+            if row.turn is not None and row.turn > last:
+                break
+            if row.kind != "outcome":
+                events.add_row(row)
+                continue
             if row.turn is None or row.turn < first:
                 continue
-            if row.turn > last:
-                break
-            found.add(row.turn, _outcome.decode(row.payload))
-    return found
+            outcome = _outcome.decode(row.payload)
+            found.add(row.turn, outcome)
+            if outcome.truncated is True:
+                events.truncated(row.turn)
+    await read_findings(store, session_id, events)
+    return found, events
 
 
 async def _turn_bounds(call: Call[ProgressionQuery], session: SessionView) -> tuple[int, int]:
@@ -226,17 +251,24 @@ async def progression_page(call: Call[ProgressionQuery]) -> Response:
     start = lowest if query.start is None else query.start
     end = highest if query.end is None else query.end
     start, end = min(start, end), max(start, end)
-    signals = await read_signals(call, session, start, end)
+    signals, events = await read_signals(call, session, start, end)
+    live = live_attributes(info, info.records - 1)
+    if live:  # drawn again by the server as outcomes and markers commit (viewer.js)
+        live = html('{a} data-refresh="progression-card" data-kinds="{k}"', a=live,
+                    k=" ".join((*MARKED_KINDS, "finding")))  # fmt: skip
     body = html(
-        '<div class="session">{head}{controls}<section class="card progression">'
+        '<div class="session">{head}{controls}<div id="progression-live"{live}>'
+        '<section class="card progression" id="progression-card">'
         '<div class="card-head"><h2>Signals, turns {start} to {end}</h2><span class="muted">'
-        "{what}</span></div>{chart}{legend}</section></div>",
+        "{what}</span></div>{chart}{events}{legend}</section></div></div>",
         head=session_head(session, "progression"),
         controls=_controls(info.id, query, start, end, lowest, highest),
+        live=live,
         start=start,
         end=end,
         what=_what(signals),
-        chart=_chart(signals),
+        chart=_chart(info.id, signals, events),
+        events=events_list(info.id, events),
         legend=_legend(info.id, query, signals, start, end),
     )
     return page(
@@ -252,7 +284,7 @@ def _what(signals: Signals) -> str:
     return f"{signals.outcomes:,} outcome records; {per}"
 
 
-def _chart(signals: Signals) -> Html:
+def _chart(session_id: str, signals: Signals, events: ChartEvents) -> Html:
     series = signals.series()
     if not signals.outcomes:
         return Html(
@@ -277,8 +309,17 @@ def _chart(signals: Signals) -> Html:
             last=signals.last,
             done=signals.done,
             label=f"{names} over turns {signals.first} to {signals.last}",
+            marks=_marks(session_id, events),
         ),
     )
+
+
+def _marks(session_id: str, events: ChartEvents) -> list[Mark]:
+    """The markers in lanes by kind (checkpoints first), each linking to its turn."""
+    return [
+        Mark(event.turn, event.kind, event.glyph, event.text, event.href(session_id))
+        for event in sorted(events.events, key=lambda e: (EVENT_KINDS.index(e.kind), e.turn))
+    ]
 
 
 def _legend(

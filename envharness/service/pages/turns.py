@@ -1,8 +1,10 @@
 """A session's Turns page: the turn grid, a window of :data:`TURNS_PER_PAGE` turns at a time.
 
 Each window is read with one short query from the first record of its first turn, so a session
-of 10,000 turns opens as fast as one of three. When the window is the live end of a running
-session, the page carries the last seq it shows and ``viewer.js`` streams what commits after it.
+of 10,000 turns opens as fast as one of three. A session that has not ended opens on its latest
+turns under the banner of :mod:`.live_view` (``?follow=1``: follow mode); when the window is the
+live end of a running session, the page carries the last seq it shows and ``viewer.js`` streams
+what commits after it.
 
 An observation with a text view shows the text, colours and all, with its JSON one click away;
 an artifact shows a link and, for an image or a text, a preview (:mod:`.artifact_view`).
@@ -32,8 +34,9 @@ from envharness.records import (
 from envharness.service.access import Access
 from envharness.service.pages.artifact_view import artifact_previews
 from envharness.service.pages.html import Html, html, join, value
-from envharness.service.pages.layout import page
+from envharness.service.pages.layout import is_terminal, page
 from envharness.service.pages.lineage_view import compare_link, intervention_text
+from envharness.service.pages.live_view import live_banner, session_verdict
 from envharness.service.pages.render import (
     failure_note,
     group_turns,
@@ -53,16 +56,33 @@ from envharness.service.routing import Call
 from envharness.service.wire.sessions import BranchLink
 from envharness.store import RecordFilter, SessionInfo
 
-__all__ = ["TURNS_PER_PAGE", "TurnsQuery", "session_turns"]
+__all__ = ["TURNS_PER_PAGE", "TurnsQuery", "session_turns", "withheld_failure_note"]
 
 TURNS_PER_PAGE = 20
 
 
 class TurnsQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    turn: Annotated[int, msgspec.Meta(ge=1, le=MAX_INTEGER, description="First turn shown.")] = 1
+    turn: (
+        Annotated[
+            int,
+            msgspec.Meta(
+                ge=1, le=MAX_INTEGER,
+                description="First turn shown (default: the first; for a session that has "
+                "not ended, the latest turns).",
+            ),
+        ]
+        | None
+    ) = None  # fmt: skip
     participant: Annotated[
         str | None, msgspec.Meta(description="Only this participant's rows.")
     ] = None
+    follow: Annotated[
+        bool,
+        msgspec.Meta(
+            description="Follow a running session: open its latest turns and keep the newest "
+            "in view (without script, the page reloads itself every few seconds)."
+        ),
+    ] = False
 
 
 async def session_turns(call: Call[TurnsQuery]) -> Response:
@@ -70,13 +90,15 @@ async def session_turns(call: Call[TurnsQuery]) -> Response:
     info = session.info
     query = call.query
     access = session.access
-    first = query.turn
+    live = not is_terminal(info.status)
+    latest = query.follow or (query.turn is None and live)
+    first = _latest_window(info) if latest else query.turn or 1
     selection = access.records(RecordFilter(participant=query.participant))
     start = await _first_seq_of_turn(call, access, info.id, first, query.participant)
-    if start is None and first == 1:
+    if start is None and (first == 1 or latest):
         # A branch's turns go on from its parent's: its first turn is not turn 1.
         found = await _first_turn(call, access, info.id, query.participant)
-        if found is not None:
+        if found is not None and found[1] >= first:
             start, first = found
     last = first + TURNS_PER_PAGE - 1
     records: list[Record] = []
@@ -100,8 +122,7 @@ async def session_turns(call: Call[TurnsQuery]) -> Response:
     others = (record for view in views for record in view.others)
     previews = await artifact_previews(call.service.store, info.id, others)
     tail = info.turns_completed <= last
-    failed = await _failure(call, access, info) if tail else None
-    failure = failure_note(info.id, failed) if failed is not None else None
+    failure = await _failure_box(call, access, info) if tail else None
     timeline = [
         (view.first_seq,
          turn_section(info.id, view, roster, previews, failure if view is views[-1] else None))
@@ -130,16 +151,32 @@ async def session_turns(call: Call[TurnsQuery]) -> Response:
         items=join(item for _, item in sorted(timeline)),
         empty=empty,
     )
-    live = live_attributes(info, after, access.principal.participant or query.participant)
+    streamed = live_attributes(info, after, access.principal.participant or query.participant)
+    if streamed and not access.sees_everything:
+        streamed = html('{s} data-reasons="withheld"', s=streamed)
+    banner = Html("")
+    if tail and (live or query.follow):
+        seen = max((view.turn for view in views), default=0)
+        banner = live_banner(
+            info.id,
+            info.status,
+            turn=max(seen, info.turns_completed),
+            planned=session.planned,
+            verdict=session_verdict(info.id, session.scores if access.sees_everything else None),
+            follow=query.follow and live,
+            participant=query.participant,
+            reload_turn=None if query.turn is not None else first,
+        )
     body = html(
-        '<div class="session">{head}{filters}<div id="timeline" data-session="{id}"{live}>'
-        "{sections}</div>{pager}</div>",
+        '<div class="session">{head}{filters}{banner}<div id="timeline" data-session="{id}"'
+        '{live}>{sections}</div><div id="live-end"></div>{pager}</div>',
         head=session_head(session, "turns"),
-        filters=_participant_chips(session, query),
+        filters=_participant_chips(session, query, first),
+        banner=banner,
         id=info.id,
-        live=live if tail else Html(""),
+        live=streamed if tail else Html(""),
         sections=sections,
-        pager=_turn_pager(info, query, tail),
+        pager=_turn_pager(info, query.participant, first, tail),
     )
     return page(call.service, call.principal, title=f"{info.id} · turns", body=body,
                 active="sessions")  # fmt: skip
@@ -147,6 +184,32 @@ async def session_turns(call: Call[TurnsQuery]) -> Response:
 
 STATUS_SCAN = 16
 """Records read from a session's end to find its final status (it is among the last few)."""
+
+
+def _latest_window(info: SessionInfo) -> int:
+    """The first turn of the window that ends with the turn after the last complete one: the
+    turn in progress, or the one a session failed or was stopped in."""
+    return max(1, info.turns_completed + 1 - TURNS_PER_PAGE + 1)
+
+
+async def _failure_box(call: Call[TurnsQuery], access: Access, info: SessionInfo) -> Html | None:
+    """What a failed session shows on the last turn shown: its error for a reader who may see
+    it; for a participant, that it failed there (the reason is session-level, withheld)."""
+    if info.status != "failed":
+        return None
+    if not access.sees_everything:
+        return withheld_failure_note()
+    found = await _failure(call, access, info)
+    return failure_note(info.id, found) if found is not None else None
+
+
+def withheld_failure_note() -> Html:
+    """A failed session's mark for a participant (``viewer.js`` draws the same)."""
+    return Html(
+        '<div class="kv-failure" role="alert"><span class="tag tag-failed">failed here</span> '
+        '<span class="kv-withheld">the session failed in this turn; why is not shown to a '
+        "participant</span></div>"
+    )
 
 
 async def _failure(call: Call[TurnsQuery], access: Access, info: SessionInfo) -> Record | None:
@@ -257,10 +320,10 @@ async def _first_seq_of_turn(
     return None
 
 
-def _participant_chips(session: SessionView, query: TurnsQuery) -> Html:
+def _participant_chips(session: SessionView, query: TurnsQuery, first: int) -> Html:
     if not session.access.sees_everything or len(session.roster) < 2:
         return Html("")
-    base = f"/sessions/{session.info.id}/turns?turn={query.turn}"
+    base = f"/sessions/{session.info.id}/turns?turn={first}"
     chips = [
         html(
             '<a class="chip{a}" href="{href}">Everyone</a>',
@@ -280,18 +343,18 @@ def _participant_chips(session: SessionView, query: TurnsQuery) -> Html:
     return html('<nav class="chips" aria-label="Participants">{c}</nav>', c=join(chips))
 
 
-def _turn_pager(info: SessionInfo, query: TurnsQuery, tail: bool) -> Html:
-    if query.turn == 1 and tail:
+def _turn_pager(info: SessionInfo, participant: str | None, first: int, tail: bool) -> Html:
+    if first == 1 and tail:
         return Html("")
-    who = f"&participant={query.participant}" if query.participant else ""
+    who = f"&participant={participant}" if participant else ""
     base = f"/sessions/{info.id}/turns?turn="
     earlier = (
         html('<a href="{b}{n}{w}">← Turns {n}&ndash;{m}</a>', b=base,
-             n=max(1, query.turn - TURNS_PER_PAGE), m=query.turn - 1, w=who)
-        if query.turn > 1
+             n=max(1, first - TURNS_PER_PAGE), m=first - 1, w=who)
+        if first > 1
         else Html("<span></span>")
     )  # fmt: skip
-    later_start = query.turn + TURNS_PER_PAGE
+    later_start = first + TURNS_PER_PAGE
     later = (
         html('<a href="{b}{n}{w}">Turns {n}&ndash; →</a>', b=base, n=later_start, w=who)
         if not tail
@@ -305,8 +368,8 @@ def _turn_pager(info: SessionInfo, query: TurnsQuery, tail: bool) -> Html:
         '<nav class="pager">{earlier}<span>turns {a}&ndash;{z} of {total}{jump}</span>'
         "{later}</nav>",
         earlier=earlier,
-        a=query.turn,
-        z=min(query.turn + TURNS_PER_PAGE - 1, max(info.turns_completed, query.turn)),
+        a=first,
+        z=min(first + TURNS_PER_PAGE - 1, max(info.turns_completed, first)),
         total=info.turns_completed,
         jump=jump,
         later=later,

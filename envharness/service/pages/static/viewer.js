@@ -547,29 +547,241 @@
     holder.replaceChildren(badge);
   }
 
+  // -- a failed session's error, on the last turn shown (render.py: failure_note) ------------
+  function failureNote(record) {
+    const box = el("div", "kv-failure");
+    box.setAttribute("role", "alert");
+    box.id = "r" + record.seq;
+    box.append(seqLink(record), tag("tag-failed", "failed here"), " ", record.payload.reason || "");
+    const error = record.payload.error;
+    if (error) {
+      const message = el("div", "kv-error-message");
+      message.append(el("span", "mono", error.type), ": " + error.message);
+      box.append(message);
+    }
+    return box;
+  }
+
+  // What a reader who may not read the session's status record is shown (turns.py:
+  // withheld_failure_note); an admin narrowed to one participant gets a link to the Overview.
+  function unexplainedFailure(container) {
+    const box = el("div", "kv-failure");
+    box.setAttribute("role", "alert");
+    box.append(tag("tag-failed", "failed here"), " ");
+    if (container.dataset.reasons === "withheld") {
+      box.append(el("span", "kv-withheld",
+        "the session failed in this turn; why is not shown to a participant"));
+    } else {
+      const link = el("a", "", "why it failed →");
+      link.href = "/sessions/" + encodeURIComponent(container.dataset.live);
+      box.append(link);
+    }
+    return box;
+  }
+
+  function placeFailure(timeline, box) {
+    if (timeline.querySelector(".kv-failure")) return;
+    const turns = timeline.querySelectorAll("section.turn");
+    if (turns.length) {
+      turns[turns.length - 1].append(box);
+      return;
+    }
+    const empty = timeline.querySelector(".empty-turns");
+    if (empty) empty.replaceChildren(box);
+    else {
+      const card = el("section", "card empty-turns");
+      card.append(box);
+      timeline.append(card);
+    }
+  }
+
+  // -- the live banner and follow mode (live_view.py) -----------------------------------------
+  const VERDICT_TEXT = { passed: "passed", failed: "not passed", none: "no verdict" };
+  const TERMINAL = ["completed", "failed", "stopped", "interrupted"];
+
+  function newestTurn(timeline) {
+    const turns = timeline.querySelectorAll("section.turn");
+    return turns.length ? turns[turns.length - 1] : null;
+  }
+
+  // The ended banner as the server draws it (it reads the scores): swapped in when the stream
+  // could not tell the verdict.
+  function serverBanner() {
+    const url = new URL(window.location.href);
+    url.searchParams.set("follow", "1");
+    url.hash = "";
+    fetch(url.href, { credentials: "same-origin", headers: { Accept: "text/html" } })
+      .then((response) => (response.ok ? response.text() : null))
+      .then((text) => {
+        if (text === null) return;
+        const fresh = new DOMParser().parseFromString(text, "text/html").getElementById("live-banner");
+        const current = document.getElementById("live-banner");
+        if (fresh && current && fresh.dataset.state === "ended") {
+          current.replaceWith(document.importNode(fresh, true));
+        }
+      })
+      .catch(() => {});
+  }
+
+  function Banner(banner, timeline) {
+    const turn = document.getElementById("live-turn");
+    const toggle = document.getElementById("live-follow");
+    const versions = {};  // score version -> passed, as the stream brings them
+    let following = banner.dataset.follow === "on";
+
+    const setFollow = (on) => {
+      following = on;
+      banner.dataset.follow = on ? "on" : "off";
+      if (toggle) {
+        toggle.textContent = on ? "following · stop" : "follow";
+        toggle.setAttribute("aria-pressed", on ? "true" : "false");
+        const here = new URL(window.location.href);
+        here.searchParams.delete("turn");
+        if (on) here.searchParams.set("follow", "1");
+        else here.searchParams.delete("follow");
+        window.history.replaceState(null, "", here.pathname + here.search);
+        const other = new URL(here.href);  // where the link goes without script
+        if (on) other.searchParams.delete("follow");
+        else other.searchParams.set("follow", "1");
+        toggle.href = other.pathname + other.search;
+      }
+      if (on) reveal();
+    };
+
+    const reveal = () => {
+      if (!following) return;
+      const newest = newestTurn(timeline);
+      (newest || timeline).scrollIntoView({ block: "end" });
+    };
+
+    if (toggle) {
+      toggle.addEventListener("click", (event) => {
+        event.preventDefault();
+        setFollow(!following);
+      });
+      // Reading back up is a wish to stop following: the page no longer pulls the reader down.
+      window.addEventListener("wheel", (event) => {
+        if (following && event.deltaY < 0) setFollow(false);
+      }, { passive: true });
+      window.addEventListener("keydown", (event) => {
+        if (following && ["ArrowUp", "PageUp", "Home"].includes(event.key)) setFollow(false);
+      });
+    }
+    if (following) reveal();
+
+    return {
+      record(record) {
+        if (record.kind === "score" && record.payload.passed !== undefined) {
+          versions[record.payload.version] = record.payload.passed;
+        }
+        if (record.turn !== null && turn && record.turn > Number(turn.textContent)) {
+          turn.textContent = String(record.turn);
+        }
+        if (record.turn !== null) reveal();
+      },
+      end(status) {
+        let verdict = banner.dataset.verdict;
+        if (verdict !== undefined) {
+          const found = Object.keys(versions).sort()
+            .map((version) => versions[version]).find((passed) => passed !== null);
+          if (found !== undefined) verdict = found ? "passed" : "failed";
+          else serverBanner();  // a stream narrowed to one participant carries no score
+          banner.dataset.verdict = verdict;
+        }
+        banner.dataset.state = "ended";
+        banner.dataset.follow = "off";
+        banner.classList.add("ended");
+        const text = el("span", "");
+        text.id = "live-banner-text";
+        const said = el("b", "", status);
+        said.id = "live-status";
+        const count = el("span", "", turn ? turn.textContent : "0");
+        count.id = "live-turn";
+        text.append(said, " at turn ", count);
+        if (verdict !== undefined && VERDICT_TEXT[verdict]) text.append(" · " + VERDICT_TEXT[verdict]);
+        banner.replaceChildren(text);
+        reveal();
+      },
+    };
+  }
+
+  // -- a fragment of the page drawn again by the server as records commit ---------------------
+  // A container with data-refresh="ID" (the Progression chart) fetches its own page again and
+  // swaps in the element with that id: the server draws it, the script only moves it in.
+  const REFRESH_GAP_MS = 1000;
+
+  function Refresher(apply) {
+    let busy = false;
+    let again = false;
+    const run = () => {
+      if (busy) { again = true; return; }
+      busy = true;
+      fetch(window.location.href, { credentials: "same-origin", headers: { Accept: "text/html" } })
+        .then((response) => (response.ok ? response.text() : null))
+        .then((text) => {
+          if (text !== null) apply(new DOMParser().parseFromString(text, "text/html"));
+        })
+        .catch(() => {})
+        .finally(() => {
+          window.setTimeout(() => {
+            busy = false;
+            if (again) { again = false; run(); }
+          }, REFRESH_GAP_MS);
+        });
+    };
+    return run;
+  }
+
+  function swapIn(fresh, id) {
+    const found = fresh.getElementById(id);
+    const current = document.getElementById(id);
+    if (found && current) current.replaceWith(document.importNode(found, true));
+  }
+
   function follow(container) {
     const session = container.dataset.live;
     const params = new URLSearchParams({ after: container.dataset.after || "-1" });
     if (container.dataset.participant) params.set("participant", container.dataset.participant);
+    for (const kind of (container.dataset.kinds || "").split(" ").filter(Boolean)) {
+      params.append("kind", kind);
+    }
     const source = new EventSource("/api/sessions/" + encodeURIComponent(session) + "/events?" + params);
-    const note = el("div", "live-note");
-    note.append(el("span", "pulse"), "Live: new records appear as they are recorded");
-    container.before(note);
     const timeline = container.id === "timeline" ? container : null;
+    const bannerNode = timeline ? document.getElementById("live-banner") : null;
+    const banner = bannerNode ? Banner(bannerNode, timeline) : null;
+    const fragment = container.dataset.refresh;
+    const refresh = fragment ? Refresher((fresh) => swapIn(fresh, fragment)) : null;
+    const note = el("div", "live-note");
+    note.append(el("span", "pulse"), refresh
+      ? "Live: redrawn as outcomes are recorded"
+      : "Live: new records appear as they are recorded");
+    if (banner) {  // the banner says what is live; the note says the stream is open
+      note.replaceChildren("updating live");
+      bannerNode.append(note);
+    } else container.before(note);
+    let failed = false;
     source.addEventListener("record", (event) => {
       const record = JSON.parse(event.data);
       if (record.kind === "session.status") setStatus(record.payload.status);
-      if (timeline && record.turn !== null) addToTurn(timeline, record);
+      if (timeline && record.kind === "session.status" && record.payload.status === "failed") {
+        failed = true;
+        placeFailure(timeline, failureNote(record));
+      } else if (timeline && record.turn !== null) addToTurn(timeline, record);
       else if (timeline) addMarker(timeline, record);
+      if (banner) banner.record(record);
+      if (refresh) refresh();
     });
     source.addEventListener("end", (event) => {
       source.close();
       const end = JSON.parse(event.data);
       setStatus(end.status);
+      if (timeline && end.status === "failed" && !failed) placeFailure(timeline, unexplainedFailure(container));
+      if (banner) banner.end(end.status);
       note.replaceChildren("Session " + end.status + ".");
       note.classList.remove("live-note");
       note.classList.add("muted");
-      if (!timeline) window.location.reload();
+      if (refresh) refresh();
+      else if (!timeline) window.location.reload();
     });
   }
 
@@ -631,8 +843,32 @@
     return null;
   }
 
+  // A session's verdict and turn count are drawn by the server: when a session ends (its score
+  // commits before its status) the cells and the results card are fetched again and swapped
+  // in; while sessions run, their "turn k/N" is refreshed every TURN_REFRESH_MS.
+  const TURN_REFRESH_MS = 10000;
+
+  function redrawRuns(container) {
+    return Refresher((fresh) => {
+      for (const found of fresh.querySelectorAll("a.run[data-session]")) {
+        const run = runFor(container, found.dataset.session);
+        if (!run || run.outerHTML === found.outerHTML) continue;
+        const changed = run.dataset.verdict !== found.dataset.verdict;
+        const copy = document.importNode(found, true);
+        run.replaceWith(copy);
+        if (changed) flash(copy);
+      }
+      swapIn(fresh, "results");
+      recount(container);
+    });
+  }
+
   function followExperiment(container) {
     const experiment = container.dataset.liveExperiment;
+    const redrawn = redrawRuns(container);
+    const ticker = window.setInterval(() => {
+      if (container.querySelector('a.run[data-status="running"]')) redrawn();
+    }, TURN_REFRESH_MS);
     const params = new URLSearchParams({ after: container.dataset.after || "-1" });
     const source = new EventSource(
       "/api/experiments/" + encodeURIComponent(experiment) + "/events?" + params);
@@ -668,6 +904,7 @@
       if (data.reason && !run.title.endsWith(data.reason)) run.title += " · " + data.reason;
       flash(run);
       recount(container);
+      if (TERMINAL.includes(data.status)) redrawn();
     });
     source.addEventListener("experiment.status", (event) => {
       const holder = document.getElementById("experiment-status");
@@ -675,6 +912,8 @@
     });
     source.addEventListener("end", (event) => {
       source.close();
+      window.clearInterval(ticker);
+      redrawn();
       const end = JSON.parse(event.data);
       const holder = document.getElementById("experiment-status");
       if (holder) holder.replaceChildren(badge(end.status));
