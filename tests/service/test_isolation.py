@@ -251,6 +251,7 @@ async def test_a_participant_s_crawl_of_every_page_and_filter_shows_only_its_own
                 ("/sessions?compare={}", hidden[0], _MISSING_SESSION),
                 ("/sessions?experiment={}", experiment["id"], _MISSING_EXPERIMENT),
                 ("/api/sessions?experiment={}", experiment["id"], _MISSING_EXPERIMENT),
+                ("/sessions/{}/turns?follow=1", hidden[0], _MISSING_SESSION),
             ]
             if participant == "dana":
                 pairs += [
@@ -271,6 +272,15 @@ async def test_a_participant_s_crawl_of_every_page_and_filter_shows_only_its_own
                 if seen.status_code == 303:  # compare-selected: the Compare page then decides
                     followed = await client.get(seen.headers["location"])
                     assert followed.status_code == 404, (participant, template)
+            # Following its own session live shows its own view; the snapshots and datasets
+            # made from an experiment (which name every session) are not a participant's.
+            followed = await client.get(f"/sessions/{own}/turns", params={"follow": "1"})
+            assert followed.status_code == 200, (participant, followed.text[:300])
+            assert 'id="live-banner"' in followed.text
+            _assert_shows_only_own(followed.text, participant, mine, set(hidden), "follow")
+            if participant != "dana":
+                page = await client.get(f"/experiments/{experiment['id']}")
+                assert 'id="frozen"' not in page.text
             # Paging walks its own sessions only, a page at a time.
             paged: list[str] = []
             after: str | None = None
