@@ -1,5 +1,6 @@
 """End to end in a real browser: ``envharness serve`` (the command itself, in its own process)
-over a quickstart store, and Debian's Chromium driven by Playwright.
+over a quickstart store, and Debian's Chromium driven by Playwright (``_browser.py`` drives
+both).
 
 The browser signs in through the one-time link ``serve`` prints, visits every destination —
 overview, experiments, an experiment, sessions, each tab of a session and of its branch,
@@ -7,10 +8,17 @@ lineage, a record, compare, verify, the API reference; Trajectories with a traje
 snapshots, a snapshot, datasets, a dataset and sources; Harnesses with a version, its diff, its
 optimizer run and a rerun experiment (over a copy of the store where the real optimizer then
 accepted two versions) — and each page must render with no console error, no failed request and
-no 4xx/5xx answer; patch code that holds ``<script>`` must show as text. A session written by
-another process while its Turns page is open must show its new records in that page without a
-reload (EventSource), and its end too. Screenshots of every page go to the test's temporary
-directory (printed with ``-s``).
+no 4xx/5xx answer; patch code that holds ``<script>`` must show as text. Then what a user reads
+off the results-first views: an experiment's results and its verdict-coloured grid; the
+sessions list searched, filtered and two sessions ticked and compared; a fresh link from
+``envharness login-link`` signing a browser in once, and "Link expired" after. A session
+written by another process while its Turns page is open must show its new records in that page
+without a reload (EventSource), and its end too; the card game's artifacts must be previewed.
+
+One server per store serves the whole module; each test signs a fresh browser context in with
+a fresh one-time link. Screenshots of every page go to the test's temporary directory (printed
+with ``-s``); with ``ENVHARNESS_SCREENSHOTS_DIR=docs/images`` a handful are also kept there
+for the docs.
 
 Playwright's own browser download does not work here: the test drives ``/usr/bin/chromium``
 (``apt-get install chromium``; ``python3 tools/dev.py test`` installs it when it can). Without
@@ -21,88 +29,72 @@ deselect it with ``-m "not browser"``.
 from __future__ import annotations
 
 import json
-import os
 import re
+import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from tests.service._browser import (
+    CARD_TABLE,
+    LIVE_TIMEOUT_MS,
+    NEWEST_JS,
+    ROOT,
+    Served,
+    Viewer,
+    Watch,
+    envharness,
+    fresh_tab,
+    launched_browser,
+    newest_record,
+    open_live_turns,
+    running_session,
+    serving,
+    signed_in,
+)
+
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, ConsoleMessage, Page, Request, Response
+    from playwright.sync_api import Browser
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = Path("/usr/bin/chromium")
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-LIVE_TIMEOUT_MS = 5_000
-"""How long a committed record may take to show in the open page (the server polls every
-250 ms; this is a bound for a loaded CI machine, not a performance claim)."""
-STOP_GRACE_S = 15
 
-
-def _envharness(*args: str | Path) -> list[str]:
-    return [sys.executable, "-m", "envharness.cli", *map(str, args)]
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with launched_browser() as launched:
+        yield launched
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail(
-            "the browser test needs Playwright's Python package: pip install -e '.[dev]' "
-            "(or deselect it: -m 'not browser')"
-        )
-    if not CHROMIUM.exists():
-        pytest.fail(
-            f"the browser test drives Debian's Chromium at {CHROMIUM}, which is missing: "
-            "apt-get install chromium (python3 tools/dev.py test does it as root), "
-            "or deselect it: -m 'not browser'"
-        )
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=FLAGS
-        )
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("browser") / "store"
+def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The quickstart's store as written, never served: the stores below start as copies (a
+    store a running ``serve`` writes to, its sign-ins say, is not one to copy)."""
+    path = tmp_path_factory.mktemp("browser-quickstart") / "store"
     subprocess.run(
-        _envharness("--store", path, "quickstart", "--turns", "3"),
+        envharness("--store", path, "quickstart", "--turns", "3"),
         check=True, capture_output=True, cwd=ROOT, timeout=120,
     )  # fmt: skip
     return path
 
 
 @pytest.fixture(scope="module")
-def harness_store(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the quickstart's store, taken before any test changed it, where the real
-    optimizer then accepted two harness versions (``tests/service/_harness_store.py``, in a
-    process of its own, as a user's ``optimize`` would)."""
-    path = Path(shutil.copytree(store, tmp_path_factory.mktemp("browser-harnesses") / "store"))
+def store(quickstart: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return Path(shutil.copytree(quickstart, tmp_path_factory.mktemp("browser") / "store"))
+
+
+@pytest.fixture(scope="module")
+def harness_store(quickstart: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the quickstart's store where the real optimizer then accepted two harness
+    versions (``tests/service/_harness_store.py``, in a process of its own, as a user's
+    ``optimize`` would)."""
+    path = Path(shutil.copytree(quickstart, tmp_path_factory.mktemp("browser-harnesses") / "store"))
     subprocess.run(
         [sys.executable, "-m", "tests.service._harness_store", str(path)],
         check=True, capture_output=True, cwd=ROOT, timeout=120,
@@ -110,155 +102,32 @@ def harness_store(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
     return path
 
 
-@dataclass
-class Served:
-    base: str
-    link: str
-
-
-@pytest.fixture
-def served(store: Path, tmp_path: Path) -> Iterator[Served]:
-    with _serve(store, tmp_path) as found:
+@pytest.fixture(scope="module")
+def served(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One ``serve`` of the quickstart store for the module: each test signs a fresh browser
+    in with a fresh one-time link."""
+    with serving(store, tmp_path_factory.mktemp("serve")) as found:
         yield found
 
 
-@pytest.fixture
-def served_harnesses(harness_store: Path, tmp_path: Path) -> Iterator[Served]:
-    with _serve(harness_store, tmp_path) as found:
-        yield found
-
-
-@contextmanager
-def _serve(
-    store: Path, tmp_path: Path, *options: str, env: dict[str, str] | None = None
+@pytest.fixture(scope="module")
+def served_harnesses(
+    harness_store: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:
-    """``envharness serve --port 0`` (a free loopback port), stopped with Ctrl-C afterwards."""
-    log = tmp_path / "serve.stderr"
-    with (
-        log.open("w") as stderr,
-        subprocess.Popen(
-            _envharness("--store", store, "serve", "--port", "0", *options),
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-            cwd=ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-        ) as process,  # fmt: skip
-    ):
-        assert process.stdout is not None
-        try:
-            lines = [process.stdout.readline() for _ in range(2)]
-            found = re.search(r"(http://127\.0\.0\.1:\d+)/login\?code=\S+", lines[1])
-            assert found, (lines, log.read_text())
-            yield Served(base=found.group(1), link=found.group(0))
-        finally:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=STOP_GRACE_S)
-            finally:
-                if process.poll() is None:
-                    process.kill()
-                    process.wait()
-    errors = log.read_text()
-    assert process.returncode == 0, errors
-    assert "Traceback" not in errors, errors
-
-
-@dataclass
-class Watch:
-    """Everything that went wrong in a page since the last :meth:`check`."""
-
-    problems: list[str] = field(default_factory=list)
-
-    def attach(self, page: Page) -> None:
-        page.on("console", self._console)
-        page.on("pageerror", lambda error: self.problems.append(f"page error: {error}"))
-        page.on("response", self._response)
-        page.on("requestfailed", self._failed)
-
-    def _console(self, message: ConsoleMessage) -> None:
-        if message.type == "error":
-            self.problems.append(f"console error: {message.text} at {message.location}")
-
-    def _response(self, response: Response) -> None:
-        if response.status >= 400:
-            self.problems.append(f"{response.status} for {response.request.method} {response.url}")
-
-    def _failed(self, request: Request) -> None:
-        # Leaving a page cancels what it still loads (its live stream, the icon): "aborted".
-        # Anything the server refused shows as a response above; what CSP blocks, as a
-        # console error.
-        if request.failure == "net::ERR_ABORTED":
-            return
-        self.problems.append(f"request failed: {request.url} ({request.failure})")
-
-    def check(self, where: str) -> None:
-        found, self.problems = self.problems, []
-        assert found == [], where
-
-
-@dataclass
-class Viewer:
-    """A signed-in browser tab, its watch, and where its screenshots go."""
-
-    page: Page
-    watch: Watch
-    base: str
-    shots: Path
-    taken: int = 0
-
-    def visited(self, name: str, heading: str | None = None) -> None:
-        """The page that is open now rendered, without errors: screenshot it."""
-        self.page.wait_for_load_state("load")
-        assert self.page.title().endswith("· envharness"), self.page.url
-        if heading is not None:
-            assert heading in self.page.locator("main h1").first.inner_text(), self.page.url
-        self.taken += 1
-        self.page.screenshot(path=self.shots / f"{self.taken:02d}-{name}.png", full_page=True)
-        self.watch.check(f"{name}: {self.page.url}")
-
-    def click(self, selector: str) -> None:
-        with self.page.expect_navigation():
-            self.page.locator(selector).first.click()
-
-    def hrefs(self, selector: str) -> list[str]:
-        found: list[str] = self.page.eval_on_selector_all(
-            selector, "links => links.map(link => link.getAttribute('href'))"
-        )
-        return found
+    with serving(harness_store, tmp_path_factory.mktemp("serve-harnesses")) as found:
+        yield found
 
 
 @pytest.fixture
 def viewer(browser: Browser, served: Served, tmp_path: Path) -> Iterator[Viewer]:
-    with _signed_in(browser, served, tmp_path) as found:
+    with signed_in(browser, served, tmp_path / "screenshots") as found:
         yield found
 
 
 @pytest.fixture
 def harness_viewer(browser: Browser, served_harnesses: Served, tmp_path: Path) -> Iterator[Viewer]:
-    with _signed_in(browser, served_harnesses, tmp_path) as found:
+    with signed_in(browser, served_harnesses, tmp_path / "screenshots") as found:
         yield found
-
-
-@contextmanager
-def _signed_in(browser: Browser, served: Served, tmp_path: Path) -> Iterator[Viewer]:
-    """A fresh browser context (no cookies), signed in through the one-time link."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    try:
-        page = context.new_page()
-        watch = Watch()
-        watch.attach(page)
-        shots = tmp_path / "screenshots"
-        shots.mkdir()
-        viewer = Viewer(page, watch, served.base, shots)
-        page.goto(served.link)  # the page posts the code by itself, then lands on /
-        page.wait_for_url(f"{served.base}/")
-        assert page.locator(".who .role").inner_text() == "viewer · read-only"
-        viewer.visited("overview")
-        yield viewer
-        print(f"screenshots: {shots}")
-    finally:
-        context.close()
 
 
 def test_serve_open_signs_the_browser_in_without_the_code_on_its_command_line(
@@ -273,7 +142,7 @@ def test_serve_open_signs_the_browser_in_without_the_code_on_its_command_line(
         f"with open({str(record)!r}, 'w') as out:\n    json.dump(sys.argv, out)\n"
     )
     opener.chmod(0o700)
-    with _serve(store, tmp_path, "--open", env={"BROWSER": f"{opener} %s"}) as served:
+    with serving(store, tmp_path, "--open", env={"BROWSER": f"{opener} %s"}) as served:
         deadline = time.monotonic() + 60  # a hang, not a measure
         while not record.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -321,7 +190,8 @@ def test_every_destination_renders_without_errors(viewer: Viewer) -> None:
     assert {"Overview", "Turns", "Configuration"} <= set(labels)
     for label, href in zip(labels, tabs, strict=True):  # Progression too, once it exists
         page.goto(viewer.base + href)
-        viewer.visited(f"branch-{label.lower()}")
+        published = "session-turns" if label == "Turns" else ""
+        viewer.visited(f"branch-{label.lower()}", publish=published)
     assert page.locator("main").get_by_text("Lineage").count()  # on Configuration
 
     page.goto(viewer.base + branch + "/turns")
@@ -341,7 +211,7 @@ def test_every_destination_renders_without_errors(viewer: Viewer) -> None:
 
     page.goto(viewer.base + branch)
     viewer.click("a.compare-link")
-    viewer.visited("compare")
+    viewer.visited("compare", publish="compare")
     assert "/compare?left=" in page.url
 
     page.goto(viewer.base + "/")
@@ -382,7 +252,7 @@ def test_trajectories_and_harnesses_render_without_errors(harness_viewer: Viewer
     viewer.click("nav.global a[href='/harnesses']")
     viewer.visited("harnesses", "Harnesses")
     viewer.click("table.harness-versions a[href='/harnesses/versions/harness-v2']")
-    viewer.visited("harness-version", "harness-v2")
+    viewer.visited("harness-version", "harness-v2", publish="harness-version")
     code = page.locator("figure.hook-code pre.code").first.inner_text()
     assert "<script>alert('patched')</script>" in code  # shown as text, never run
     assert page.locator("main script").count() == 0
@@ -402,46 +272,191 @@ def test_trajectories_and_harnesses_render_without_errors(harness_viewer: Viewer
     viewer.visited("optimizer-runs", "Optimizer runs")
 
 
+def test_the_experiment_page_leads_with_its_results(viewer: Viewer) -> None:
+    """How well the quickstart sweep went, before how it ran: none of the six judged sessions
+    passed, so nothing about it may look green — not the pass rate, not a grid cell, not the
+    *completed* its sessions ended with."""
+    page = viewer.page
+    viewer.click("nav.global a[href='/experiments']")
+    row = page.locator("main table tbody tr", has_text="quickstart sweep")
+    assert row.locator(".results-rate").inner_text() == "0 / 6"
+    assert "results-none" in (row.locator(".results-rate").get_attribute("class") or "")
+    assert row.locator("td.num").inner_text() == "6.2 total"  # the main metric's mean
+    viewer.visited("experiments-results", "Experiments")
+
+    viewer.click("main a[href^='/experiments/exp_']")
+    viewer.visited("experiment-results", "quickstart sweep", publish="experiment-results")
+    assert page.locator("main section.card").first.get_attribute("id") == "results"
+    headline = page.locator("#results .results-headline .stat")
+    assert headline.nth(0).locator(".stat-n").inner_text() == "0 / 6"
+    assert headline.nth(0).locator(".stat-l").text_content() == "passed · 0% [0%, 39%]"
+    assert headline.nth(1).locator(".stat-n").inner_text() == "6.2"
+    assert headline.nth(1).locator(".stat-l").text_content() == "mean total [4.6, 7.8] n=10"
+    scopes = page.locator("#results table tbody tr")
+    assert scopes.locator("td:first-child").all_inner_texts() == [
+        "warm-up", "count-down", "far-target", "below-zero", "overshoot", "all",
+    ]  # fmt: skip
+    assert scopes.last.locator("td").all_inner_texts() == [
+        "all", "0 of 6 0% [0%, 39%]", "6.2 [4.6, 7.8] (10)", "3 [3, 3] (10)",
+    ]  # fmt: skip
+
+    cells = page.locator("#experiment-grid a.run").evaluate_all(
+        """runs => runs.map(run => [run.dataset.verdict,
+             run.querySelector('.results-verdict').textContent,
+             run.querySelector('.badge').textContent,
+             run.querySelector('.results-turn').textContent])"""
+    )
+    assert sorted(map(tuple, cells)) == sorted(
+        [("failed", "not passed", "completed", "turn 3/3")] * 6
+        + [("none", "no verdict", "completed", "turn 3/3")] * 4
+    )
+    drawn = page.evaluate(_COLOURS_JS)
+    assert drawn["failedCell"] == drawn["bad"], drawn  # red, like every "not passed"
+    assert drawn["passedCell"] == drawn["ok"], drawn  # how a passed cell would look
+    green = {drawn["ok"], drawn["okText"]}
+    assert green.isdisjoint(drawn["completedBadge"]), drawn  # the run ended: slate, not green
+    assert green.isdisjoint(drawn["completedCount"]), drawn
+
+
+_COLOURS_JS = """() => {
+    const style = node => getComputedStyle(node);
+    const probe = (tag, attributes) => {  // styled by the viewer's own CSS, never inline
+        const node = document.createElement(tag);
+        Object.entries(attributes).forEach(([name, value]) => node.setAttribute(name, value));
+        document.querySelector('#experiment-grid').append(node);
+        const found = [style(node).backgroundColor, style(node).color];
+        node.remove();
+        return found;
+    };
+    const [ok, okText] = probe('span', {class: 'tag tag-ok'});
+    const [bad] = probe('span', {class: 'tag tag-blocked'});
+    const [passedCell] = probe('a', {class: 'run', 'data-verdict': 'passed'});
+    const badge = style(document.querySelector('#experiment-grid .run .badge'));
+    const count = style(document.querySelector('.stat-n.status-completed'));
+    return {
+        ok, okText, bad, passedCell,
+        failedCell: style(document.querySelector('.run[data-verdict=failed]')).backgroundColor,
+        completedBadge: [badge.backgroundColor, badge.color],
+        completedCount: [count.color],
+    };
+}"""
+"""The colours the page draws, next to those of a passed and a not-passed verdict."""
+
+
+def test_sessions_search_filters_and_compare_selected(viewer: Viewer) -> None:
+    """Find the warm-up sessions that completed, tick one (Compare needs two: the list stays
+    as it was, with a note), tick a second and compare them; a search with no match says so."""
+    page = viewer.page
+    viewer.click("nav.global a[href='/sessions']")
+    form = page.locator("form.search-form")
+    form.locator("input[name=q]").fill("warm-up")
+    form.locator("select[name=status]").select_option("completed")
+    viewer.click("form.search-form button[type=submit]")
+    viewer.visited("sessions-search", "Sessions", publish="sessions-search")
+    chosen = parse_qs(urlsplit(page.url).query)  # a plain GET form: a link to share
+    assert (chosen["q"], chosen["status"]) == (["warm-up"], ["completed"]), page.url
+    assert page.locator(".search-count").inner_text() == "3 of 14 sessions"
+    assert form.locator("input[name=q]").input_value() == "warm-up"
+    assert form.locator("select[name=status]").input_value() == "completed"
+    rows = page.locator("table.search-results tbody tr")
+    assert rows.locator(".search-title").all_inner_texts() == [
+        "warm-up · alice, bob · quickstart sweep",
+        "warm-up · alice, bob · quickstart sweep",
+        "warm-up · alice · standalone",
+    ]
+    assert rows.locator(".badge").all_inner_texts() == ["completed"] * 3
+    assert rows.locator("td:nth-child(4) .tag").all_text_contents() == [
+        "not passed", "not passed", "passed",
+    ]  # fmt: skip
+    left, right = (rows.nth(n).locator("input.search-pick") for n in (0, 2))
+    left_id, right_id = left.get_attribute("value"), right.get_attribute("value")
+
+    left.check()
+    viewer.click("#search-compare button[type=submit]")
+    viewer.visited("compare-one-ticked", "Sessions")
+    note = page.locator(".search-compare-note").inner_text()
+    assert note.startswith("Compare takes exactly two sessions; 1 was ticked."), note
+    assert page.locator(".search-count").inner_text() == "3 of 14 sessions"  # filters kept
+    assert page.locator(f"input.search-pick[value='{left_id}']").is_checked()
+
+    page.locator(f"input.search-pick[value='{right_id}']").check()
+    viewer.click("#search-compare button[type=submit]")
+    viewer.visited("compare-selected", "Compare sessions")
+    assert page.url == f"{viewer.base}/compare?left={left_id}&right={right_id}"
+    assert page.locator(".side a.mono").all_inner_texts() == [left_id, right_id]
+    assert "3 of 3 differ" in page.locator(".page-head .sub").inner_text()
+    total = page.locator("table.scores-diff tbody tr", has_text="total")
+    assert total.locator("td").all_inner_texts() == ["total", "5", "3", "-2"]
+    assert total.locator(".delta .down").count() == 1  # drawn red: the right one is lower
+
+    page.goto(f"{viewer.base}/sessions?q=no-such-scenario")
+    viewer.visited("sessions-no-match", "Sessions")
+    assert page.locator(".search-empty").inner_text() == (
+        "No session matches “no-such-scenario” with these filters. Show every session."
+    )
+    assert page.locator(".search-count").inner_text() == "0 of 14 sessions"
+    viewer.click(".search-empty a")
+    viewer.visited("sessions-all", "Sessions")
+    assert page.locator(".search-count").inner_text() == "14 of 14 sessions"
+
+
+def test_login_link_signs_a_browser_in_once_while_serve_runs(
+    browser: Browser, served: Served, store: Path, tmp_path: Path
+) -> None:
+    """``envharness login-link`` (the command, in its own process) finds the running server
+    by itself; its link signs one browser in, and shows any later one "Link expired" with the
+    command for a new link."""
+    made = subprocess.run(
+        envharness("--store", store, "login-link"),
+        check=True, capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    link = made.stdout.strip()
+    assert re.fullmatch(rf"{re.escape(served.base)}/login\?code=\S+", link), made
+    assert "one use" in made.stderr, made.stderr
+    with fresh_tab(browser, served.base, tmp_path / "first") as first:
+        first.page.goto(link)  # the page posts the code by itself, then lands on /
+        first.page.wait_for_url(f"{served.base}/")
+        assert first.page.locator(".who .role").inner_text() == "viewer · read-only"
+        first.visited("signed-in-by-login-link", "Overview")
+    with fresh_tab(browser, served.base, tmp_path / "again") as again:
+        again.page.goto(link)
+        again.page.wait_for_selector("main h1:has-text('Link expired')")
+        # The refusal is the page's point: its 400 (which Chromium echoes to the console),
+        # and nothing else, went wrong.
+        refused = again.watch.take()
+        assert refused[0] == f"400 for POST {served.base}/login", refused
+        assert [problem.split(" at {")[0] for problem in refused[1:]] == [
+            "console error: Failed to load resource: the server responded with a status of "
+            "400 (Bad Request)"
+        ], refused
+        again.visited("link-expired", "Link expired")
+        card = again.page.locator("main .signin").inner_text()
+        assert "already used or has expired" in card, card
+        assert again.page.locator("main .signin pre code").inner_text() == (
+            f"envharness --store {shlex.quote(str(store))} login-link"
+        )
+        assert again.page.locator(".who .role").count() == 0  # not signed in
+
+
 def test_the_live_timeline_shows_records_as_another_process_writes_them(
     viewer: Viewer, store: Path, tmp_path: Path
 ) -> None:
     page = viewer.page
-    log = tmp_path / "writer.log"
-    with (
-        log.open("w") as output,
-        subprocess.Popen(
-            [sys.executable, "-m", "tests.service._slow_session", str(store)],
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-        ) as writer,  # fmt: skip
-    ):
-        try:
-            session_id = _running_session(viewer, writer, log)
-            page.goto(f"{viewer.base}/sessions/{session_id}")
-            viewer.visited("running-overview")
-            viewer.click("nav.tabs a[href$='/turns']")
-            if page.locator("nav.pager a", has_text="latest").count():
-                viewer.click("nav.pager a:has-text('latest')")
-            page.wait_for_selector(".live-note")  # viewer.js follows the session
-            viewer.visited("running-turns")
-            page.evaluate("window.loadedOnce = true")
-            shown = _newest_record(page)
-            page.wait_for_function(
-                f"() => {_NEWEST_JS} > {shown}", timeout=LIVE_TIMEOUT_MS
-            )  # a record committed after the page was rendered, added in place
-            assert page.evaluate("window.loadedOnce") is True, "the page reloaded"
-            assert page.locator("#timeline section.turn").count() >= 1
-            viewer.visited("live-record")
-        finally:
-            writer.send_signal(signal.SIGINT)  # the session records `stopped`
-            try:
-                writer.wait(timeout=STOP_GRACE_S)
-            finally:
-                if writer.poll() is None:
-                    writer.kill()
-                    writer.wait()
-    assert writer.returncode == 0, log.read_text()
+    with running_session(viewer, store, tmp_path / "writer.log") as writer:
+        page.goto(f"{viewer.base}/sessions/{writer.session_id}")
+        viewer.visited("running-overview")
+        open_live_turns(viewer, writer.session_id)
+        viewer.visited("running-turns")
+        page.evaluate("window.loadedOnce = true")
+        shown = newest_record(page)
+        page.wait_for_function(
+            f"() => {NEWEST_JS} > {shown}", timeout=LIVE_TIMEOUT_MS
+        )  # a record committed after the page was rendered, added in place
+        assert page.evaluate("window.loadedOnce") is True, "the page reloaded"
+        assert page.locator("#timeline section.turn").count() >= 1
+        viewer.visited("live-record")
+    # Leaving the block stopped the writer with Ctrl-C: the session records `stopped`.
+    assert writer.process.returncode == 0, writer.log.read_text()
     page.wait_for_selector(
         "#session-status .badge[data-status='stopped']", timeout=LIVE_TIMEOUT_MS
     )  # the end of the stream, shown in place too
@@ -456,32 +471,17 @@ def test_the_live_timeline_draws_text_views_private_outcomes_and_artifacts(
     with the JSON behind a click, a private outcome with its reward, an artifact with its
     image, and the truncated end — with no console error (the CSP admits no inline style)."""
     page = viewer.page
-    log = tmp_path / "table.log"
-    with (
-        log.open("w") as output,
-        subprocess.Popen(
-            [sys.executable, "-m", "tests.service._views_support", str(store)],
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-        ) as writer,  # fmt: skip
-    ):
-        completed = False
-        try:
-            session_id = _running_session(viewer, writer, log, scenario="slow-table")
-            page.goto(f"{viewer.base}/sessions/{session_id}/turns")
-            page.wait_for_selector(".live-note")
-            shown = _newest_record(page)
-            page.wait_for_selector(
-                "#session-status .badge[data-status='completed']", timeout=LIVE_TIMEOUT_MS * 4
-            )  # cut short by the table's time limit
-            completed = True
-        finally:
-            if not completed and writer.poll() is None:
-                writer.send_signal(signal.SIGINT)
-            # The page may show the end before the writer has closed its store and exited.
-            writer.wait(timeout=STOP_GRACE_S)
-    assert writer.returncode == 0, log.read_text()
+    with running_session(
+        viewer, store, tmp_path / "table.log", module=CARD_TABLE, scenario="slow-table",
+        ends_by_itself=True,
+    ) as writer:  # fmt: skip
+        page.goto(f"{viewer.base}/sessions/{writer.session_id}/turns")
+        page.wait_for_selector(".live-note")
+        shown = newest_record(page)
+        page.wait_for_selector(
+            "#session-status .badge[data-status='completed']", timeout=LIVE_TIMEOUT_MS * 4
+        )  # cut short by the table's time limit
+    assert writer.process.returncode == 0, writer.log.read_text()
     live = page.evaluate(
         """shown => [...document.querySelectorAll('#timeline [id]')]
              .filter(node => /^r(\\d+)$/.test(node.id) && Number(node.id.slice(1)) > shown)
@@ -507,38 +507,33 @@ def test_the_live_timeline_draws_text_views_private_outcomes_and_artifacts(
         )
     viewer.visited("live-table")
     page.reload()
-    assert page.locator(".artifact-preview img").count() >= 1  # as the server draws it
-    viewer.visited("table-turns")
+    viewer.visited("table-turns", publish="text-views-artifacts")
+    _artifact_previews_as_the_server_draws_them(viewer, writer.session_id)
 
 
-_NEWEST_JS = (
-    "Math.max(-1, ...[...document.querySelectorAll('#timeline [id]')]"
-    ".map(node => /^r(\\d+)$/.exec(node.id)).filter(Boolean).map(match => Number(match[1])))"
-)
-"""The highest record seq shown in the timeline."""
-
-
-def _newest_record(page: Page) -> int:
-    newest: Any = page.evaluate(_NEWEST_JS)
-    return int(newest)
-
-
-def _running_session(
-    viewer: Viewer, writer: subprocess.Popen[bytes], log: Path, scenario: str | None = None
-) -> str:
-    """The id of the session the writer runs, once it is in the store (asked through the
-    API with the browser's own sign-in)."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        assert writer.poll() is None, log.read_text()
-        answer = viewer.page.request.get(f"{viewer.base}/api/sessions?status=running")
-        assert answer.ok, answer.status
-        running = [
-            found
-            for found in answer.json()["sessions"]
-            if scenario is None or found["scenario_id"] == scenario
-        ]
-        if running and running[0]["turns_completed"] >= 1:
-            return str(running[0]["id"])
-        time.sleep(0.1)
-    raise AssertionError(f"the slow session never started: {log.read_text()}")
+def _artifact_previews_as_the_server_draws_them(viewer: Viewer, session_id: str) -> None:
+    """An image drawn (and loaded: 2 pixels wide), a text by its first lines in its colours,
+    markup in it as text; HTML and SVG never drawn, their links downloads; every Open link
+    answers with the file."""
+    page = viewer.page
+    frame = page.locator("#timeline li:has(.artifact-link)", has_text="frame.png").first
+    assert frame.locator(".artifact-preview img").evaluate("image => image.naturalWidth") == 2
+    board = page.locator("#timeline li:has(.artifact-link)", has_text="board.txt").first
+    text = board.locator(".artifact-preview pre.textview")
+    assert text.locator("span.ansi-fg2").first.inner_text().startswith("table after move")
+    assert "<b>not markup</b>" in text.inner_text()  # escaped, shown as typed
+    for name in ("page.html", "drawing.svg"):
+        kept = page.locator("#timeline li:has(.artifact-link)", has_text=name).first
+        assert kept.locator(".artifact-preview").count() == 0, name
+    assert page.locator("main script, main iframe, main object, main embed").count() == 0
+    served_as = {"frame.png": "inline", "board.txt": "inline", "page.html": "attachment",
+                 "drawing.svg": "attachment"}  # fmt: skip
+    for name, disposition in served_as.items():
+        item = page.locator("#timeline li:has(.artifact-link)", has_text=name).first
+        href = item.locator("a.artifact-link").get_attribute("href")
+        assert href is not None, name
+        assert href.startswith(f"/api/sessions/{session_id}/records/"), href
+        answer = page.request.get(viewer.base + href)  # what Open fetches, with this sign-in
+        assert answer.ok, (name, answer.status)
+        assert answer.headers["content-disposition"].startswith(disposition), name
+    viewer.watch.check("artifact links")
