@@ -343,6 +343,16 @@ _COLOURS_JS = """() => {
 """The colours the page draws, next to those of a passed and a not-passed verdict."""
 
 
+_BADGE_AND_PASSED_JS = """() => {
+    const colours = node => [getComputedStyle(node).backgroundColor, getComputedStyle(node).color];
+    const rows = document.querySelectorAll('table.search-results tbody tr');
+    const passed = [...rows].map(row => row.querySelector('td:nth-child(4) .tag'))
+        .find(tag => tag && tag.textContent.trim() === 'passed');
+    return [colours(rows[0].querySelector('.badge.status-completed')), colours(passed)];
+}"""
+"""A completed run's badge and a passed verdict's tag, as the sessions list draws them."""
+
+
 def test_sessions_search_filters_and_compare_selected(viewer: Viewer) -> None:
     """Find the warm-up sessions that completed, tick one (Compare needs two: the list stays
     as it was, with a note), tick a second and compare them; a search with no match says so."""
@@ -368,6 +378,8 @@ def test_sessions_search_filters_and_compare_selected(viewer: Viewer) -> None:
     assert rows.locator("td:nth-child(4) .tag").all_text_contents() == [
         "not passed", "not passed", "passed",
     ]  # fmt: skip
+    badge, passed = page.evaluate(_BADGE_AND_PASSED_JS)
+    assert badge != passed, (badge, passed)  # "completed" beside "passed": never the same green
     left, right = (rows.nth(n).locator("input.search-pick") for n in (0, 2))
     left_id, right_id = left.get_attribute("value"), right.get_attribute("value")
 
