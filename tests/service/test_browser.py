@@ -459,21 +459,50 @@ def test_the_live_timeline_shows_records_as_another_process_writes_them(
         viewer.visited("running-overview")
         open_live_turns(viewer, writer.session_id)
         viewer.visited("running-turns")
+        banner = page.locator("#live-banner")
+        assert banner.get_attribute("data-state") == "live"
+        assert banner.get_attribute("data-follow") == "off"
+        assert page.locator("#live-status").inner_text() == "running"
         page.evaluate("window.loadedOnce = true")
+        # Follow: the toggle keeps the address in step (a link to share) and the newest turn
+        # in view as records arrive, without a reload.
+        page.locator("#live-follow").click()
+        assert banner.get_attribute("data-follow") == "on"
+        assert page.locator("#live-follow").get_attribute("aria-pressed") == "true"
+        assert parse_qs(urlsplit(page.url).query).get("follow") == ["1"], page.url
+        turn = int(page.locator("#live-turn").inner_text())
         shown = newest_record(page)
         page.wait_for_function(
             f"() => {NEWEST_JS} > {shown}", timeout=LIVE_TIMEOUT_MS
         )  # a record committed after the page was rendered, added in place
+        page.wait_for_function(
+            f"() => Number(document.getElementById('live-turn').textContent) > {turn}",
+            timeout=LIVE_TIMEOUT_MS,
+        )  # the banner counts the turns as they commit
+        assert page.evaluate(_NEWEST_TURN_IN_VIEW_JS), "following, yet the newest turn is not shown"
         assert page.evaluate("window.loadedOnce") is True, "the page reloaded"
         assert page.locator("#timeline section.turn").count() >= 1
-        viewer.visited("live-record")
+        viewer.visited("live-record", publish="session-live-follow")
+        page.keyboard.press("Home")  # reading back up stops following
+        assert banner.get_attribute("data-follow") == "off"
+        assert "follow" not in parse_qs(urlsplit(page.url).query), page.url
     # Leaving the block stopped the writer with Ctrl-C: the session records `stopped`.
     assert writer.process.returncode == 0, writer.log.read_text()
     page.wait_for_selector(
         "#session-status .badge[data-status='stopped']", timeout=LIVE_TIMEOUT_MS
     )  # the end of the stream, shown in place too
+    page.wait_for_selector("#live-banner[data-state='ended']", timeout=LIVE_TIMEOUT_MS)
+    assert page.locator("#live-status").inner_text() == "stopped"
     assert page.evaluate("window.loadedOnce") is True, "the page reloaded"
     viewer.visited("live-stopped")
+
+
+_NEWEST_TURN_IN_VIEW_JS = """() => {
+    const turns = document.querySelectorAll('#timeline section.turn');
+    const box = turns[turns.length - 1].getBoundingClientRect();
+    return box.bottom <= window.innerHeight + 2 && box.bottom > 0;
+}"""
+"""Whether the bottom of the newest turn is on screen (follow mode scrolls it into view)."""
 
 
 def test_the_live_timeline_draws_text_views_private_outcomes_and_artifacts(
