@@ -45,7 +45,12 @@ from envharness.runtime.compare import Comparison
 from envharness.runtime.experiment import (
     ExperimentResult,
 )
-from envharness.runtime.hooking import DEFAULT_HOOK_BUDGET, DEFAULT_MAX_BLOCKS
+from envharness.runtime.hooking import (
+    DEFAULT_HOOK_BUDGET,
+    DEFAULT_MAX_BLOCKS,
+    DEFAULT_ON_BLOCK_LIMIT,
+    OnBlockLimit,
+)
 from envharness.scoring import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
@@ -95,6 +100,7 @@ class EnvironmentHarness:
         hook_budget: float | None = DEFAULT_HOOK_BUDGET,
         max_blocks: int = DEFAULT_MAX_BLOCKS,
         budget: Budget | None = None,
+        on_block_limit: OnBlockLimit = DEFAULT_ON_BLOCK_LIMIT,
     ) -> None:
         self.aio = AsyncEnvironmentHarness(
             store,
@@ -110,6 +116,7 @@ class EnvironmentHarness:
             hook_budget=hook_budget,
             max_blocks=max_blocks,
             budget=budget,
+            on_block_limit=on_block_limit,
         )
 
         self._portal = Portal()

@@ -13,36 +13,49 @@ from __future__ import annotations
 
 import functools
 from concurrent.futures import Future
-from contextlib import ExitStack
+from contextlib import AbstractAsyncContextManager, ExitStack, nullcontext
+from typing import cast
 
 import anyio
 from anyio.from_thread import BlockingPortal
 
 from envharness._portal import Portal
+from envharness.api.remote_control import RemoteControl
 from envharness.api.sessions import OpenStore
 from envharness.api.setup import PlannedExperiment, checked_budget
 from envharness.contracts.budget import Budget
 from envharness.errors import ConfigurationError, collapsing
+from envharness.records import Status
 from envharness.runtime.budgets import BudgetWatch
 from envharness.runtime.continuation import resume_experiment
 from envharness.runtime.experiment import (
     ExperimentProgress,
     ExperimentResult,
     ExperimentRunner,
+    ExperimentSession,
+    derive_seed,
 )
 from envharness.runtime.plan import PauseRequest, ProgressCallback
+from envharness.runtime.resume import read_experiment
 from envharness.runtime.template import SessionTemplate
+from envharness.store import Store
 
-__all__ = ["AsyncExperiment", "Experiment"]
+__all__ = ["AsyncExperiment", "Experiment", "ended_experiment"]
 
 
 class AsyncExperiment:
     """One experiment, ready to run once."""
 
     def __init__(
-        self, planned: PlannedExperiment, template: SessionTemplate, open_store: OpenStore
+        self,
+        planned: PlannedExperiment,
+        template: SessionTemplate,
+        open_store: OpenStore,
+        remote: RemoteControl | None = None,
     ) -> None:
         self.id = planned.id
+        self._remote = remote
+        """Where ``envharness stop`` / ``pause`` from another process reach it."""
         self.config = planned.config
         self._planned = planned
         self._template = template
@@ -99,11 +112,12 @@ class AsyncExperiment:
                 ),
             )
             self._runner = runner
-            with anyio.CancelScope() as scope:
-                self._scope = scope
-                if self._stop_requested:
-                    scope.cancel()
-                return await runner.run()
+            async with self._reachable():
+                with anyio.CancelScope() as scope:
+                    self._scope = scope
+                    if self._stop_requested:
+                        scope.cancel()
+                    return await runner.run()
         if runner.result is None:  # stopped before it recorded anything
             raise ConfigurationError(f"experiment {self.id} was stopped before it started")
         return runner.result
@@ -125,17 +139,27 @@ class AsyncExperiment:
             self._runner = None  # stopped before anything was recorded: simply run it
             return await self.run()
         with collapsing():
-            async with self._open_store() as store:
-                return await resume_experiment(
-                    store,
-                    self._template,
-                    self.id,
-                    declare_changes=None,
-                    progress=None,
-                    hooks=self._planned.hooks,
-                    pause=self._pause,
-                    budget=self.budget,
-                )
+            async with self._open_store() as store, self._reachable():
+                with anyio.CancelScope() as scope:
+                    self._scope = scope
+                    return await resume_experiment(
+                        store,
+                        self._template,
+                        self.id,
+                        declare_changes=None,
+                        progress=None,
+                        hooks=self._planned.hooks,
+                        pause=self._pause,
+                        budget=self.budget,
+                    )
+                return await ended_experiment(store, self.id)
+
+    def _reachable(self) -> AbstractAsyncContextManager[object]:
+        """While it runs, ``envharness pause`` / ``stop`` in another process reach it as
+        :meth:`pause` and :meth:`stop` do here."""
+        if self._remote is None:
+            return nullcontext()
+        return self._remote.reachable(self.id, pause=self._pause, stop=self.stop)
 
     def pause(self) -> None:
         """Pause at the next turn boundary: running sessions finish the turn they are playing
@@ -154,6 +178,29 @@ class AsyncExperiment:
         self._stop_requested = True
         if self._scope is not None:
             self._scope.cancel()
+
+
+async def ended_experiment(store: Store, experiment_id: str) -> ExperimentResult:
+    """How an experiment whose run was stopped ended, as its evidence records it."""
+    recorded = await read_experiment(store, experiment_id)
+    config = recorded.config
+    sessions = tuple(
+        ExperimentSession(scenario_id, trial, derive_seed(config.seed, scenario_id, trial), result)
+        for (scenario_id, trial), result in recorded.sessions.items()
+    )
+    completed = sum(1 for s in sessions if s.result.status == "completed")
+    failed = sum(1 for s in sessions if s.result.status == "failed")
+    total = len(config.scenarios) * config.trials
+    return ExperimentResult(
+        id=experiment_id,
+        name=config.name,
+        status=cast(Status, recorded.status),
+        total=total,
+        completed=completed,
+        failed=failed,
+        stopped=total - completed - failed,
+        sessions=sessions,
+    )
 
 
 class Experiment:

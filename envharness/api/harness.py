@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 
-from envharness.api.experiments import AsyncExperiment
-from envharness.api.sessions import PreparedSession, Session
+from envharness.api.experiments import AsyncExperiment, ended_experiment
+from envharness.api.remote_control import RemoteControl
+from envharness.api.sessions import PreparedSession, Session, ended_session
 from envharness.api.sessions import snapshot as freeze_sessions
 from envharness.api.sessions import trajectory as read_trajectory
 from envharness.api.setup import (
@@ -49,7 +50,12 @@ from envharness.runtime.branching import (
 from envharness.runtime.compare import Comparison, compare_sessions
 from envharness.runtime.continuation import resume_experiment, resume_session
 from envharness.runtime.experiment import ExperimentResult
-from envharness.runtime.hooking import DEFAULT_HOOK_BUDGET, DEFAULT_MAX_BLOCKS
+from envharness.runtime.hooking import (
+    DEFAULT_HOOK_BUDGET,
+    DEFAULT_MAX_BLOCKS,
+    DEFAULT_ON_BLOCK_LIMIT,
+    OnBlockLimit,
+)
 from envharness.runtime.plan import PauseRequest
 from envharness.runtime.template import SessionPauses
 from envharness.scoring import (
@@ -123,6 +129,7 @@ class AsyncEnvironmentHarness:
         hook_budget: float | None = DEFAULT_HOOK_BUDGET,
         max_blocks: int = DEFAULT_MAX_BLOCKS,
         budget: Budget | None = None,
+        on_block_limit: OnBlockLimit = DEFAULT_ON_BLOCK_LIMIT,
     ) -> None:
         self.store = Path(store).expanduser()
         self._template = checked_template(
@@ -138,11 +145,14 @@ class AsyncEnvironmentHarness:
             hook_budget=hook_budget,
             max_blocks=max_blocks,
             budget=budget,
+            on_block_limit=on_block_limit,
         )
         self._max_concurrency = max_concurrency
         self._open: Store | None = None
         self._exit_stack: AsyncExitStack | None = None
         self._pauses = SessionPauses()
+        self._remote = RemoteControl(self.store)
+        """The runs ``envharness stop`` / ``pause`` in another process can reach."""
 
     async def __aenter__(self) -> Self:
         """Keep the store (and its one writer) open across runs: concurrent sessions then
@@ -241,6 +251,7 @@ class AsyncEnvironmentHarness:
             self.store,
             self._pauses,
             progress,
+            self._remote,
         )
 
     def pause(self, session_id: str) -> None:
@@ -273,17 +284,25 @@ class AsyncEnvironmentHarness:
         """
         budget = checked_budget(budget)
         async with self._writable_store() as store:
-            result = await resume_session(
-                store,
-                self._template,
-                session_id,
-                declare_changes=declare_changes,
-                progress=progress,
-                hooks=hooks,
-                pauses=self._pauses,
-                budget=budget,
-            )
-        return Session.of(result, self.store)
+            session_id = (await store.session(session_id)).id
+            stop = anyio.CancelScope()
+            async with (
+                self._pauses.holding(session_id) as pause,
+                self._remote.reachable(session_id, pause=pause, stop=stop.cancel),
+            ):
+                with stop:
+                    result = await resume_session(
+                        store,
+                        self._template,
+                        session_id,
+                        declare_changes=declare_changes,
+                        progress=progress,
+                        hooks=hooks,
+                        pause=pause,
+                        budget=budget,
+                    )
+                    return Session.of(result, self.store)
+                return await ended_session(store, session_id, self.store)
 
     async def resume_experiment(
         self,
@@ -301,18 +320,24 @@ class AsyncEnvironmentHarness:
         ``budget`` is the whole experiment's (none unless given), counting what it spent
         before; each session keeps the harness's own session budget."""
         budget = checked_budget(budget)
+        pause = PauseRequest()
+        stop = anyio.CancelScope()
         with collapsing():
             async with self._writable_store() as store:
-                return await resume_experiment(
-                    store,
-                    self._template,
-                    experiment_id,
-                    declare_changes=declare_changes,
-                    progress=progress,
-                    hooks=hooks,
-                    pause=PauseRequest(),
-                    budget=budget,
-                )
+                experiment_id = (await store.experiment(experiment_id)).id
+                async with self._remote.reachable(experiment_id, pause=pause, stop=stop.cancel):
+                    with stop:
+                        return await resume_experiment(
+                            store,
+                            self._template,
+                            experiment_id,
+                            declare_changes=declare_changes,
+                            progress=progress,
+                            hooks=hooks,
+                            pause=pause,
+                            budget=budget,
+                        )
+                    return await ended_experiment(store, experiment_id)
 
     async def continue_(
         self,
@@ -329,18 +354,26 @@ class AsyncEnvironmentHarness:
         check_count("turns", turns)
         budget = checked_budget(budget)
         async with self._writable_store() as store:
-            result = await resume_session(
-                store,
-                self._template,
-                session_id,
-                declare_changes=declare_changes,
-                progress=progress,
-                hooks=hooks,
-                pauses=self._pauses,
-                more_turns=turns,
-                budget=budget,
-            )
-        return Session.of(result, self.store)
+            session_id = (await store.session(session_id)).id
+            stop = anyio.CancelScope()
+            async with (
+                self._pauses.holding(session_id) as pause,
+                self._remote.reachable(session_id, pause=pause, stop=stop.cancel),
+            ):
+                with stop:
+                    result = await resume_session(
+                        store,
+                        self._template,
+                        session_id,
+                        declare_changes=declare_changes,
+                        progress=progress,
+                        hooks=hooks,
+                        pause=pause,
+                        more_turns=turns,
+                        budget=budget,
+                    )
+                    return Session.of(result, self.store)
+                return await ended_session(store, session_id, self.store)
 
     def experiment(
         self,
@@ -374,7 +407,7 @@ class AsyncEnvironmentHarness:
             hooks=hooks,
             budget=budget,
         )
-        return AsyncExperiment(planned, self._template, self._writable_store)
+        return AsyncExperiment(planned, self._template, self._writable_store, self._remote)
 
     # -- checkpoints, branches, comparisons ------------------------------------------------------
 

@@ -12,8 +12,12 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
+
+import anyio
 
 from envharness._portal import call_blocking
+from envharness.api.remote_control import RemoteControl
 from envharness.errors import ConfigurationError
 from envharness.records import ErrorInfo, Status
 from envharness.runtime import ProgressCallback, SessionPlan, SessionResult
@@ -22,7 +26,7 @@ from envharness.runtime.template import SessionPauses, SessionTemplate
 from envharness.store import Store, read_store
 from envharness.trajectories import Entitlement, Snapshot, Trajectory, freeze, project
 
-__all__ = ["PreparedSession", "Session", "snapshot", "trajectory"]
+__all__ = ["PreparedSession", "Session", "ended_session", "snapshot", "trajectory"]
 
 OpenStore = Callable[[], AbstractAsyncContextManager[Store]]
 """Opens the store a harness writes to (its open one, or one for the block)."""
@@ -77,7 +81,15 @@ class Session:
 class PreparedSession:
     """A standalone session, checked and named, that runs when :meth:`run` is awaited."""
 
-    __slots__ = ("_open_store", "_pauses", "_plan", "_progress", "_store_path", "_template")
+    __slots__ = (
+        "_open_store",
+        "_pauses",
+        "_plan",
+        "_progress",
+        "_remote",
+        "_store_path",
+        "_template",
+    )
 
     def __init__(
         self,
@@ -87,7 +99,10 @@ class PreparedSession:
         store_path: Path,
         pauses: SessionPauses,
         progress: ProgressCallback | None,
+        remote: RemoteControl | None = None,
     ) -> None:
+        self._remote = remote
+        """Where ``envharness stop`` / ``pause`` from another process reach it."""
         self._plan = plan
         self._template = template
         self._open_store = open_store
@@ -106,14 +121,28 @@ class PreparedSession:
             self._plan.pause.request()
 
     async def run(self) -> Session:
-        """Run the session to its end; how it ended (failures end it ``failed``)."""
+        """Run the session to its end; how it ended (failures end it ``failed``, and a stop
+        from ``envharness stop`` ``stopped``)."""
+        remote = self._remote or RemoteControl(self._store_path)
+        stop = anyio.CancelScope()
         async with (
             self._open_store() as store,
             self._pauses.holding(self.id, self._plan.pause) as pause,
+            remote.reachable(self.id, pause=pause, stop=stop.cancel),
         ):
             plan = dataclasses.replace(self._plan, pause=pause)
-            result = await self._template.runner(store, plan, self._progress).run()
-        return Session.of(result, self._store_path)
+            with stop:
+                return Session.of(
+                    await self._template.runner(store, plan, self._progress).run(),
+                    self._store_path,
+                )
+            return await ended_session(store, self.id, self._store_path)
+
+
+async def ended_session(store: Store, session_id: str, path: Path) -> Session:
+    """How a session that was stopped (its run cancelled) ended, as its index records it."""
+    info = await store.session(session_id)
+    return Session(info.id, cast(Status, info.status), info.turns_completed, path, info.reason)
 
 
 async def trajectory(path: Path, trajectory_id: str) -> Trajectory:

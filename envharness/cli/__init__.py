@@ -11,10 +11,11 @@ Each module imports only those above it in this list:
    conformance kit's results as they come) and :mod:`.manifest_run` (``run experiment.toml``).
 2. The commands, one typer app per module, each command a top-level function:
    :mod:`.serve`, :mod:`.tokens` (``token``), :mod:`.run` (``quickstart``, ``run``,
-   ``resume``), :mod:`.lifecycle` (``checkpoint``, ``branch``, ``continue``, ``compare``,
-   ``stop``, ``pause``), :mod:`.experiments`, :mod:`.trajectories`, :mod:`.snapshots` (``snapshot``,
-   and ``export snapshot ID``), :mod:`.sessions` (``sessions list|show``, ``verify``,
-   ``export``), :mod:`.artifacts` (``artifact``), :mod:`.datasets` (``dataset``),
+   ``resume``), :mod:`.lifecycle` (``checkpoint``, ``branch``, ``continue``, ``compare``),
+   :mod:`.control` (``stop``, ``pause``), :mod:`.experiments`, :mod:`.trajectories`,
+   :mod:`.snapshots` (``snapshot``, and ``export snapshot ID``), :mod:`.sessions`
+   (``sessions list|show``, ``verify``, ``export``), :mod:`.artifacts` (``artifact``),
+   :mod:`.datasets` (``dataset``),
    :mod:`.sources` (``import``, ``sources``), :mod:`.harness_versions` (``harness``),
    :mod:`.optimize` (``selftest``, ``optimize``), :mod:`.check_env` (``check-env``) and
    :mod:`.protocol`.

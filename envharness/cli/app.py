@@ -24,6 +24,7 @@ from envharness._version import __version__
 from envharness.cli import (
     artifacts,
     check_env,
+    control,
     datasets,
     experiments,
     harness_versions,
@@ -39,6 +40,7 @@ from envharness.cli import (
     trajectories,
 )
 from envharness.cli.edge import EXIT_INTERRUPTED, translate_errors
+from envharness.cli.help_ranges import drop_unreachable_bounds
 from envharness.cli.options import HelpGroup
 from envharness.cli.state import DEFAULT_STORE, STORE_ENV, CliState
 
@@ -46,7 +48,12 @@ __all__ = ["app", "main"]
 
 
 class _Group(HelpGroup):
-    """The root group: one place where every command's errors become exit statuses."""
+    """The root group: one place where every command's errors become exit statuses, and
+    where every command's help leaves out bounds nobody could meet."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        drop_unreachable_bounds(self)
 
     def invoke(self, ctx: Any) -> Any:
         with translate_errors():
@@ -72,6 +79,7 @@ app.add_typer(sources.app)
 app.add_typer(optimize.app)
 app.add_typer(run.app)
 app.add_typer(lifecycle.app)
+app.add_typer(control.app)
 app.add_typer(sessions.app)
 app.add_typer(artifacts.app)
 app.add_typer(check_env.app)

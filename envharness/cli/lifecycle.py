@@ -1,14 +1,10 @@
-"""``checkpoint``, ``branch``, ``continue``, ``compare``, ``stop`` and ``pause``: a session's
-life after ``run``, from the command line as from Python.
+"""``checkpoint``, ``branch``, ``continue`` and ``compare``: a session's life after ``run``,
+from the command line as from Python (``stop`` and ``pause`` are :mod:`envharness.cli.control`'s).
 
 A checkpoint is named ``SESSION@SEQ`` (its session and record seq, as ``checkpoint`` prints
 it), or found by ``SESSION --turn N``. ``branch`` and ``continue`` need the code that ran the
 session — the environment, and for ``continue`` the agents — given as ``resume`` takes it;
 ``checkpoint`` and ``compare`` need only the store.
-
-``stop`` and ``pause`` cannot reach a session that another process runs: the harness only
-offers them in-process (:meth:`~envharness.AsyncEnvironmentHarness.pause`, cancelling the
-run). They say so, and name the runner process and what does reach it, rather than pretend.
 """
 
 from __future__ import annotations
@@ -30,20 +26,31 @@ from envharness.cli.edge import (
     resume_hint,
 )
 from envharness.cli.loading import code_words, command_line_harness, environment_factory
+from envharness.cli.model_agents import ModelOptions, budget_from, unpriced_note
 from envharness.cli.options import (
+    ActionFormatOption,
     ActionTimeout,
     Agents,
+    ApiKeyEnv,
+    BaseUrl,
+    BudgetSeconds,
+    BudgetTokens,
+    BudgetUsd,
     EnvironmentCommand,
     EnvironmentOption,
+    MaxTokens,
+    PriceOption,
     Roles,
+    Temperature,
+    Template,
 )
 from envharness.cli.render import printable
 from envharness.cli.state import CliState
+from envharness.manifest.model_agents import DEFAULT_KEY_ENV
 from envharness.records import SessionCreated
 from envharness.runtime.branching import CheckpointRef, branch, list_checkpoints, take_checkpoint
-from envharness.runtime.compare import Comparison, compare_sessions
+from envharness.runtime.compare import Comparison, alignment_note, compare_sessions
 from envharness.store import RecordFilter, Store, open_store, read_store
-from envharness.store.owners import ENDED
 
 __all__ = [
     "app",
@@ -52,8 +59,6 @@ __all__ = [
     "compare_command",
     "comparison_lines",
     "continue_command",
-    "pause_command",
-    "stop_command",
 ]
 
 app = typer.Typer()
@@ -184,14 +189,31 @@ def continue_command(
         ),
     ] = None,
     action_timeout: ActionTimeout = DEFAULT_ACTION_TIMEOUT,
+    base_url: BaseUrl = None,
+    api_key_env: ApiKeyEnv = DEFAULT_KEY_ENV,
+    temperature: Temperature = None,
+    template: Template = None,
+    max_tokens: MaxTokens = None,
+    action_format: ActionFormatOption = None,
+    price: PriceOption = None,
+    budget_usd: BudgetUsd = None,
+    budget_tokens: BudgetTokens = None,
+    budget_seconds: BudgetSeconds = None,
 ) -> None:
     """Play more turns of a completed, paused (a branch), stopped or interrupted session.
-    Exit status 0 when the new turns completed, 1 when not."""
+    Exit status 0 when the new turns completed, 1 when not.
+
+    The budgets count what the session spent before: after a budget stopped it, give a larger
+    one."""
     store = CliState.of(ctx).store
     if environment is not None and environment_option is not None:
         raise CliError("the environment is given twice, as ENVIRONMENT and --environment")
     if not agent or (environment or environment_option or environment_command) is None:
         raise CliError("continue needs the code that ran it: ENVIRONMENT and --agent NAME=SPEC")
+    models = ModelOptions(
+        base_url, api_key_env, temperature, template, max_tokens, action_format, price
+    )
+    budget = budget_from(budget_usd, budget_tokens, budget_seconds)
     harness = command_line_harness(
         store,
         environment_option or environment,
@@ -200,7 +222,12 @@ def continue_command(
         what="--environment" if environment_option else "ENVIRONMENT",
         action_timeout=action_timeout,
         environment_command=environment_command,
+        models=models,
+        budget=budget,
     )
+    note = unpriced_note(agent, models, budget)
+    if note is not None:
+        typer.echo(note, err=True)
 
     async def continued() -> tuple[str, str, int]:
         found = await harness.continue_(session, turns=turns, declare_changes=declare_changes)
@@ -244,28 +271,10 @@ def compare_command(
     else:
         for line in comparison_lines(comparison):
             typer.echo(line)
-    if environments[0] != environments[1]:
-        typer.echo(
-            f"note: A ran {environments[0]} and B ran {environments[1]}: turns, participants "
-            "and score metrics align by name only, and the same value may mean different "
-            "things in each; compare sessions of one environment (a branch with its parent, "
-            "two trials of a scenario) to see what a change did",
-            err=True,
-        )
+    if (note := alignment_note(comparison, *environments)) is not None:
+        typer.echo(f"note: {note}", err=True)
     if not comparison.identical:
         raise typer.Exit(EXIT_NO)
-
-
-@app.command("stop")
-def stop_command(ctx: typer.Context, session: Session) -> None:
-    """Say how to stop a running session: only the process running it can."""
-    _refuse_remote(CliState.of(ctx).store, session, "stop")
-
-
-@app.command("pause")
-def pause_command(ctx: typer.Context, session: Session) -> None:
-    """Say how to pause a running session: only the process running it can."""
-    _refuse_remote(CliState.of(ctx).store, session, "pause")
 
 
 def comparison_lines(comparison: Comparison) -> list[str]:
@@ -329,30 +338,6 @@ async def _checkpoint(store: Path, target: str, turn: int | None) -> CheckpointR
     raise CliError(
         f"no checkpoint {wanted}; it has: {have}. Take one at its last complete turn with "
         f"`envharness checkpoint {info.id}`"
-    )
-
-
-def _refuse_remote(store: Path, session: str, verb: str) -> None:
-    async def looked() -> tuple[str, str, Any]:
-        reader = await read_store(store)
-        info = await reader.session(session)
-        return info.id, info.status, await reader.session_owner(info.id)
-
-    session_id, status, owner = anyio.run(looked)
-    if status in ENDED or status in {"paused", "created"}:
-        raise CliError(f"session {session_id} is not running (it is {status}); nothing to {verb}")
-    where = f"process {owner.pid} on {owner.host}" if owner is not None else "another process"
-    how = (
-        f"press Ctrl-C where it runs (or `kill -INT {owner.pid}`): the session is recorded "
-        "as stopped, with every other session that process runs"
-        if verb == "stop" and owner is not None
-        else "call harness.pause(session_id) in the Python program running it"
-        if verb == "pause"
-        else "press Ctrl-C where it runs"
-    )
-    raise CliError(
-        f"session {session_id} is run by {where}; a command cannot {verb} it from here "
-        f"(the harness offers {verb} only to the process running the session): {how}"
     )
 
 

@@ -28,6 +28,11 @@ from envharness.contracts.budget import Budget
 from envharness.contracts.command_agent import CommandAgent
 from envharness.errors import ConfigurationError, EnvharnessError
 from envharness.manifest.model_agents import model_name
+from envharness.runtime.hooking import (
+    DEFAULT_MAX_BLOCKS,
+    DEFAULT_ON_BLOCK_LIMIT,
+    check_on_block_limit,
+)
 
 __all__ = [
     "code_words",
@@ -187,11 +192,14 @@ def command_line_harness(
     environment_command: str | None = None,
     models: ModelOptions | None = None,
     budget: Budget | None = None,
+    max_blocks: int = DEFAULT_MAX_BLOCKS,
+    on_block_limit: str = DEFAULT_ON_BLOCK_LIMIT,
 ) -> AsyncEnvironmentHarness:
     """The harness a command line describes: the environment (a reference named ``what`` in
     errors, or ``--environment-command``), ``--agent NAME=SPEC`` and ``--role NAME=ROLE``
-    pairs, ``--action-timeout`` (0 for no limit), the model agents' options and the session's
-    budget. Used by ``run``, ``resume`` and ``optimize``."""
+    pairs, ``--action-timeout`` (0 for no limit), the model agents' options, the session's
+    budget and what hooks' vetoes may do (``--max-blocks``, ``--on-block-limit``). Used by
+    ``run``, ``resume`` and ``optimize``."""
     make_cwd_importable()  # for the agents' modules too
     factory = environment_factory(environment, environment_command, what=what)
     agents: dict[str, Any] = {}
@@ -213,6 +221,8 @@ def command_line_harness(
         roles=roles,
         action_timeout=action_timeout or None,
         budget=budget,
+        max_blocks=max_blocks,
+        on_block_limit=check_on_block_limit(on_block_limit),
     )
 
 

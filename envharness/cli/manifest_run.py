@@ -27,6 +27,7 @@ from envharness.errors import ConfigurationError
 from envharness.manifest import load_manifest
 from envharness.runtime import ProgressCallback
 from envharness.runtime.experiment import ExperimentResult
+from envharness.runtime.plan import turn_limit_note
 
 __all__ = ["experiment_lines", "is_manifest", "run_manifest"]
 
@@ -65,6 +66,10 @@ def run_manifest(ctx: typer.Context, argument: str, store: Path) -> None:
         f"more:   envharness --store {shown} experiments show {result.id}",
     ]:
         typer.echo(text)
+    ended = (session.result.ended_by for session in result.sessions)
+    cut = turn_limit_note(ended, manifest.turns, "raise the manifest's turns to play longer")
+    if cut is not None:
+        typer.echo(f"note: {cut}", err=True)
     if interrupted:
         typer.echo(f"interrupted: experiment {result.id} was recorded as stopped", err=True)
         typer.echo(resume_hint(store, result.id, [argument]), err=True)

@@ -25,6 +25,7 @@ from envharness.cli.edge import EXIT_INTERRUPTED, EXIT_NO, CliError, interruptib
 from envharness.cli.harness_versions import patch_lines
 from envharness.cli.loading import command_line_harness as _harness
 from envharness.cli.loading import load_reference, make_cwd_importable, parse_input
+from envharness.cli.options import MaxBlocks, OnBlockLimitOption, check_choice
 from envharness.cli.render import printable
 from envharness.cli.state import CliState
 from envharness.contracts.scenario import Scenario
@@ -39,6 +40,7 @@ from envharness.optimizer import (
     ScriptedEngineer,
 )
 from envharness.optimizer.results import report_lines
+from envharness.runtime.hooking import BLOCK_LIMITS, DEFAULT_MAX_BLOCKS, DEFAULT_ON_BLOCK_LIMIT
 
 __all__ = ["app", "load_scenarios", "optimize", "selftest"]
 
@@ -61,7 +63,7 @@ def selftest(
             metavar="N",
             min=8,
             max=200,
-            help="Support tickets (at least 8: the gate is alpha / distinct candidates).",
+            help="Support tickets (at least 8: the gate is alpha / distinct outcomes).",
         ),
     ] = 8,
     candidates: Annotated[
@@ -258,6 +260,8 @@ def optimize(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the result as one JSON object.")
     ] = False,
+    max_blocks: MaxBlocks = DEFAULT_MAX_BLOCKS,
+    on_block_limit: OnBlockLimitOption = DEFAULT_ON_BLOCK_LIMIT,
 ) -> None:
     """Learn hook patches for a frozen agent from its recorded failures.
 
@@ -269,7 +273,10 @@ def optimize(
     _check_choice("--engineer", engineer, ENGINEERS)
     _check_choice("--sandbox", sandbox, SANDBOXES)
     store = CliState.of(ctx).store
-    harness = _harness(store, environment, agent, role)
+    check_choice("--on-block-limit", on_block_limit, BLOCK_LIMITS)
+    harness = _harness(
+        store, environment, agent, role, max_blocks=max_blocks, on_block_limit=on_block_limit
+    )
     chosen = _engineer(engineer, answers, model, base_url, api_key_env)
     train = (
         load_scenarios(scenarios, "--scenarios")

@@ -34,7 +34,9 @@ __all__ = [
     "EnvironmentOption",
     "HelpGroup",
     "JsonLines",
+    "MaxBlocks",
     "MaxTokens",
+    "OnBlockLimitOption",
     "PriceOption",
     "Roles",
     "Temperature",
@@ -91,6 +93,26 @@ ActionTimeout = Annotated[
         metavar="SECONDS",
         min=0,
         help="How long an agent may take for one action; 0 for no limit.",
+    ),
+]
+
+MaxBlocks = Annotated[
+    int,
+    typer.Option(
+        "--max-blocks",
+        metavar="N",
+        min=1,
+        help="Vetoes in a row (hooks' block_and_prompt) of one participant in one turn before "
+        "--on-block-limit acts.",
+    ),
+]
+OnBlockLimitOption = Annotated[
+    str,
+    typer.Option(
+        "--on-block-limit",
+        metavar="skip|run_last",
+        help="After --max-blocks vetoes in a row: skip the participant's turn, or run its last "
+        "answer anyway (recorded in the session's configuration).",
     ),
 ]
 

@@ -44,11 +44,14 @@ from envharness.cli.options import (
     BudgetUsd,
     EnvironmentCommand,
     EnvironmentOption,
+    MaxBlocks,
     MaxTokens,
+    OnBlockLimitOption,
     PriceOption,
     Roles,
     Temperature,
     Template,
+    check_choice,
 )
 from envharness.cli.quickstart import write_quickstart
 from envharness.cli.render import quickstart_lines, run_lines
@@ -59,6 +62,8 @@ from envharness.contracts.scenario import Scenario
 from envharness.errors import ScenarioInputError
 from envharness.manifest import load_manifest
 from envharness.manifest.model_agents import DEFAULT_KEY_ENV
+from envharness.runtime.hooking import BLOCK_LIMITS, DEFAULT_MAX_BLOCKS, DEFAULT_ON_BLOCK_LIMIT
+from envharness.runtime.plan import turn_limit_note
 
 __all__ = ["app", "quickstart", "resume", "run"]
 
@@ -131,6 +136,8 @@ def run(
     budget_usd: BudgetUsd = None,
     budget_tokens: BudgetTokens = None,
     budget_seconds: BudgetSeconds = None,
+    max_blocks: MaxBlocks = DEFAULT_MAX_BLOCKS,
+    on_block_limit: OnBlockLimitOption = DEFAULT_ON_BLOCK_LIMIT,
 ) -> None:
     """Run one session and record it. Exit status 0 when it completed, 1 when it did not.
 
@@ -147,9 +154,18 @@ def run(
         base_url, api_key_env, temperature, template, max_tokens, action_format, price
     )
     budget = budget_from(budget_usd, budget_tokens, budget_seconds)
+    check_choice("--on-block-limit", on_block_limit, BLOCK_LIMITS)
+    if (max_blocks, on_block_limit) != (DEFAULT_MAX_BLOCKS, DEFAULT_ON_BLOCK_LIMIT):
+        typer.echo(
+            "note: --max-blocks and --on-block-limit govern harness hooks' vetoes, and run "
+            "with --agent runs no hooks: they apply to `optimize` reruns and to hooks given "
+            "in Python (docs/hooks.md)",
+            err=True,
+        )
     harness = _harness(
         store, (environment, environment_option, environment_command), agent, role,
         action_timeout=action_timeout, models=models, budget=budget,
+        blocking=(max_blocks, on_block_limit),
     )  # fmt: skip
     case = Scenario(id=scenario, input=parse_input(input))
     seen: list[str] = []
@@ -177,6 +193,9 @@ def run(
     scores = anyio.run(session_scores, result.store, result.id)
     for text in run_lines(result, scores):
         typer.echo(text)
+    cut = turn_limit_note([result.ended_by], turns)
+    if cut is not None:
+        typer.echo(f"note: {cut}", err=True)
     if result.status != "completed":
         raise typer.Exit(EXIT_NO)
 
@@ -297,6 +316,7 @@ def _harness(
     action_timeout: float,
     models: ModelOptions,
     budget: Budget | None,
+    blocking: tuple[int, str] = (DEFAULT_MAX_BLOCKS, DEFAULT_ON_BLOCK_LIMIT),
 ) -> AsyncEnvironmentHarness:
     """The harness ``run`` and ``resume`` build from the command line (``environment``: the
     argument, ``--environment`` and ``--environment-command``), with the note a ``usd``
@@ -313,6 +333,8 @@ def _harness(
         environment_command=command,
         models=models,
         budget=budget,
+        max_blocks=blocking[0],
+        on_block_limit=blocking[1],
     )
     note = unpriced_note(agent, models, budget)
     if note is not None:

@@ -207,7 +207,8 @@ class ExperimentRunner:
                 await self._start_sessions(group, limiter)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
-                await self._finish("stopped", "the experiment was stopped")
+                asked = self.pause_request.stop_reason
+                await self._finish("stopped", asked or "the experiment was stopped")
             raise
         except BaseException as exc:
             # Whatever ended it, the experiment must not stay "running": it stops, resumable.
@@ -217,7 +218,7 @@ class ExperimentRunner:
         progress = self.progress
         unfinished = progress.completed + progress.failed < self.total
         if self.pause_request.requested and unfinished:
-            return await self._finish("paused", "paused on request; resume it to go on")
+            return await self._finish("paused", self.pause_request.reason)
         spent = self._over_budget() if unfinished else None
         if spent is not None:
             return await self._finish("stopped", spent)

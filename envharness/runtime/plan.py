@@ -55,16 +55,28 @@ class PauseRequest:
     sessions (an experiment's).
     """
 
-    __slots__ = ("_requested",)
+    __slots__ = ("_reason", "_requested", "stop_reason")
 
     def __init__(self) -> None:
         self._requested = False
+        self._reason: str | None = None
+        self.stop_reason: str | None = None
+        """Why the run is about to be cancelled, when the canceller says (another process
+        asked: ``envharness stop``); the sessions and the experiment record it as their
+        ``stopped`` reason."""
 
     @property
     def requested(self) -> bool:
         return self._requested
 
-    def request(self) -> None:
+    @property
+    def reason(self) -> str:
+        """The ``paused`` reason to record: the first requester's, else :data:`PAUSED_REASON`."""
+        return self._reason or PAUSED_REASON
+
+    def request(self, reason: str | None = None) -> None:
+        if not self._requested:
+            self._reason = reason
         self._requested = True
 
 

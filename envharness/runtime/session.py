@@ -63,7 +63,6 @@ from envharness.runtime.hook_memory import HookMemory
 from envharness.runtime.hooking import HookRunner
 from envharness.runtime.participants import AgentFailure, OutOfBudget, running
 from envharness.runtime.plan import (
-    PAUSED_REASON,
     EpisodeEnd,
     PauseRequest,
     ProgressCallback,
@@ -139,6 +138,8 @@ class SessionRunner:
         so a session without a budget does no budget work at all."""
         self._over_budget: str | None = None
         """Why a budget stopped the turns, once one has."""
+        self._paused = False
+        """Whether a pause request stopped the turns."""
         validate = action_check(plan.environment)
         self._hooking: HookRunner | None = None
         if plan.hooks is not None:
@@ -183,9 +184,9 @@ class SessionRunner:
         try:
             async with _held(plan.environment):
                 state, reason = await self._episode(resumption)
-                if reason != PAUSED_REASON and self._over_budget is None:
+                if not self._paused and self._over_budget is None:
                     await self._score(state)
-            if reason == PAUSED_REASON:
+            if self._paused:
                 return await self._finish("paused", reason)
             if self._over_budget is not None:
                 return await self._finish("stopped", self._over_budget)
@@ -201,6 +202,9 @@ class SessionRunner:
             raise
         except BaseException as exc:  # every way out leaves a terminal status
             status, reason = interruption(exc)
+            asked = self._plan.pause.stop_reason if self._plan.pause is not None else None
+            if status == "stopped" and asked is not None:
+                reason = asked  # cancelled on someone's request, who is named
             error = None if status == "stopped" else error_info(exc)
             with anyio.CancelScope(shield=True):
                 result = await self._finish(status, reason, error)
@@ -264,7 +268,8 @@ class SessionRunner:
                 # Keep what the agents and hooks know now, so the resume goes on from it.
                 if self._turns_completed > max(self._checkpointed, self._first_turn - 1):
                     await self._checkpoint(self._turns_completed, state, "paused")
-                return state, PAUSED_REASON
+                self._paused = True
+                return state, pause.reason
             if budgets is not None and (spent := over_budget(budgets)) is not None:
                 # Between turns, like a pause: a turn once begun is finished (its cost is not
                 # thrown away to be paid again on resume), and the resume goes on from here.

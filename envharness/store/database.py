@@ -235,6 +235,23 @@ _MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX harness_versions_by_run ON harness_versions (run_id, seq);
     """,
+    # 9: requests from another process to stop or pause a running session or experiment
+    # (envharness.store.control). Operational state, not evidence: a row is updated when its
+    # runner takes it or its asker withdraws it; what the stop or pause did is in the records.
+    """
+    CREATE TABLE control_requests (
+        id           INTEGER PRIMARY KEY,
+        target       TEXT NOT NULL,
+        verb         TEXT NOT NULL CHECK (verb IN ('stop', 'pause')),
+        runner       TEXT NOT NULL,
+        asked_by     TEXT NOT NULL,
+        asked_at     TEXT NOT NULL,
+        taken_at     TEXT,
+        withdrawn_at TEXT
+    );
+    CREATE INDEX control_requests_pending ON control_requests (runner)
+        WHERE taken_at IS NULL AND withdrawn_at IS NULL;
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 

@@ -6,6 +6,8 @@ import dataclasses
 import time
 from typing import Any
 
+import anyio
+
 from envharness.fixtures import SyntheticEnvironment
 
 
@@ -59,3 +61,13 @@ class EscapingAgent:
 
 
 an_instance = SlowAgent()
+
+
+class NappingAgent:
+    """Sleeps 10 ms per action without holding the event loop: a run long enough to reach."""
+
+    implementation = "tests-napping@1"
+
+    async def act(self, observation: Any) -> dict[str, int]:
+        await anyio.sleep(0.01)
+        return {"value": 1}

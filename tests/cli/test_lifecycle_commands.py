@@ -1,4 +1,4 @@
-"""``checkpoint``, ``branch``, ``continue``, ``compare``, ``stop`` and ``pause`` from the command
+"""``checkpoint``, ``branch``, ``continue`` and ``compare`` from the command
 line: what only Python could do before, on a store of one completed session."""
 
 from __future__ import annotations
@@ -135,20 +135,6 @@ def test_continue_needs_the_code(invoke: Invoke, store: Path, session: str) -> N
     assert zero.exit_code == 2
 
 
-@pytest.mark.parametrize("verb", ["stop", "pause"])
-def test_stop_and_pause_say_what_they_cannot_do(
-    invoke: Invoke, store: Path, session: str, verb: str
-) -> None:
-    ended = invoke("--store", store, verb, session)
-    assert ended.exit_code == 2
-    assert f"session {session} is not running (it is completed); nothing to {verb}" in (
-        ended.stderr
-    )
-    unknown = invoke("--store", store, verb, "ses_nope")
-    assert unknown.exit_code != 0
-    assert "ses_nope" in unknown.stderr
-
-
 def test_commands_on_a_missing_store_create_nothing(invoke: Invoke, tmp_path: Path) -> None:
     missing = tmp_path / "none"
     for args in (("checkpoint", "ses_x"), ("compare", "ses_a", "ses_b"), ("stop", "ses_x")):
@@ -158,11 +144,11 @@ def test_commands_on_a_missing_store_create_nothing(invoke: Invoke, tmp_path: Pa
     assert not missing.exists()
 
 
-def test_a_running_session_is_stopped_where_it_runs(
+def test_a_continue_interrupted_where_it_runs_is_stopped_with_the_resume_command(
     invoke: Invoke, store: Path, session: str
 ) -> None:
-    """``stop`` and ``pause`` name the process running the session and what reaches it;
-    Ctrl-C there records it stopped and prints the ``resume`` command."""
+    """Ctrl-C where ``continue`` runs records the session stopped and prints the ``resume``
+    command (``stop`` from another process: tests/cli/test_control.py)."""
 
     def turns() -> int:
         return next(
@@ -172,7 +158,7 @@ def test_a_running_session_is_stopped_where_it_runs(
     before = turns()
     slow = "agent=tests.cli.agents:SlowAgent"
     with subprocess.Popen(
-        command(store, "continue", session, SYNTHETIC, "--agent", slow, "--turns", "50",
+        command(store, "continue", session, SYNTHETIC, "--agent", slow, "--turns", "5000",
                 "--declare-changes", "a slower agent"),
         cwd=ROOT, env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     ) as process:  # fmt: skip
@@ -182,19 +168,11 @@ def test_a_running_session_is_stopped_where_it_runs(
                 assert process.poll() is None, process.communicate()
                 assert time.monotonic() < deadline, "no turn was committed in 20 s"
                 time.sleep(0.1)
-            stop = invoke("--store", store, "stop", session)
-            pause = invoke("--store", store, "pause", session)
             process.send_signal(signal.SIGINT)
             _, err = process.communicate(timeout=20)
         finally:
             if process.poll() is None:
                 process.kill()
-    assert stop.exit_code == pause.exit_code == 2
-    runner = f"session {session} is run by process {process.pid} on "
-    assert stop.stderr.startswith(f"error: {runner}")
-    assert f"`kill -INT {process.pid}`" in stop.stderr
-    assert pause.stderr.startswith(f"error: {runner}")
-    assert "harness.pause(session_id)" in pause.stderr
     assert process.returncode == 130, err
     assert f"interrupted: {session} was recorded as stopped" in err
     hint = (

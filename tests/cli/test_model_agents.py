@@ -213,6 +213,36 @@ def test_a_budget_stops_the_session_and_a_larger_one_resumes_its_conversation(
     assert json.loads(second[len(first)]["content"]) == {"value": 1}
 
 
+def test_continue_takes_the_model_options_and_a_larger_budget(
+    invoke: Invoke, store_path: Path, open_root: str
+) -> None:
+    agent = ("--agent", f"alice=model:{MODEL}", "--base-url", open_root)
+    code, out, _ = _run(invoke, store_path, *agent, "--turns", "5", "--budget-tokens", "20")
+    assert code == 1
+    session = _session(out)
+
+    def more(*args: str) -> tuple[int, str, str]:
+        found = invoke("--store", store_path, "continue", session, SYNTHETIC, *agent, *args)
+        return found.exit_code, found.stdout, found.stderr
+
+    assert more("--turns", "1", "--budget-tokens", "20") == (
+        1,
+        f"continued {session}: stopped after 1 turns\n",
+        "",
+    )  # the same budget: spent already, so no turn is played
+    assert more("--turns", "1", "--budget-tokens", "100000") == (
+        0,
+        f"continued {session}: completed after 2 turns\n",
+        "",
+    )
+    unpriced = more("--turns", "1", "--budget-usd", "1")
+    assert "--budget-usd counts the dollars an endpoint reports" in unpriced[2]
+    wrong = invoke("--store", store_path, "continue", session, SYNTHETIC, "--agent",
+                   "alice=envharness.fixtures:SyntheticAgent", "--temperature", "0.5")  # fmt: skip
+    assert wrong.exit_code == 2
+    assert "--temperature applies to model agents" in wrong.stderr
+
+
 def test_a_usd_budget_counts_with_the_price_given(
     invoke: Invoke, store_path: Path, open_root: str
 ) -> None:
