@@ -232,8 +232,9 @@ def coding_tasks() -> list[Scenario[CodingTask]]:
     """Eighteen tasks: eight urgent ones, eight that clean outside the workspace, two that pass.
 
     Eight of each, because the optimizer's significance gate is Bonferroni-corrected over the
-    distinct outcomes of an iteration's candidates: a hook that fixes n scenarios has sign-test p = 2**-n,
-    and with K=8 candidates at alpha 0.05 that must be at most 0.05/8, so n >= 8.
+    distinct outcomes of an iteration's candidates: a hook that fixes n scenarios has sign-test
+    p = 2**-n, and with K=8 candidates that behave differently at alpha 0.05 that must be at
+    most 0.05/8, so n >= 8.
     """
     scenarios: list[Scenario[CodingTask]] = []
     for i, file in enumerate(_FILES):

@@ -270,7 +270,7 @@ async def test_a_damaged_schema_version_is_not_taken_for_a_newer_store(
     damaged: Callable[[Edit], Path],
 ) -> None:
     def edit(data: bytearray) -> None:
-        data[63] ^= 0xFF  # user_version 8 -> 247
+        data[63] ^= 0xFF  # user_version 9 -> 246
 
     with pytest.raises(DamagedStoreError, match="the version number itself is damaged"):
         await read_store(damaged(edit))
