@@ -59,7 +59,7 @@ INNER: dict[str, list[tuple[str, ...]]] = {
         ("continuation",),
     ],
     "trajectories": [
-        ("errors", "model"),
+        ("errors", "model", "spool"),
         ("binding", "codec", "projection", "rewards"),
         ("sources",),
         ("readers", "conversations"),

@@ -16,7 +16,9 @@ Header and trajectories are embedded as the exact bytes that were hashed, and re
 their payload bytes as digested, so a reader can recompute the snapshot id and every record's
 digest from the file alone. Before the first line is written the whole snapshot is checked —
 its content address and every trajectory's digest binding — so a tampered snapshot is refused
-with the record named, and nothing is written; memory stays constant (pages of rows).
+with the record named, and nothing is written. The records are read once, a page at a time,
+and the checked lines wait in a spool (:mod:`~envharness.trajectories.spool`) until the last
+check passes: memory stays constant.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from envharness.trajectories.model import (
 )
 from envharness.trajectories.projection import project_stream
 from envharness.trajectories.readers import evidence_for
+from envharness.trajectories.spool import LineSpool
 
 __all__ = [
     "ExportLine",
@@ -288,13 +291,7 @@ async def verify_snapshot(
     content = decode_content(row.header, what=f"snapshot {row.id}")
     # First the content address (cheap: the trajectories' bytes), so an altered snapshot is
     # named as such; then each trajectory's evidence.
-    hasher = ContentAddress(SNAPSHOT_PREFIX, row.header)
-    count = 0
-    async with aclosing(snapshots.members(row.id)) as members:
-        async for member in members:
-            count += 1
-            hasher.add(member.trajectory)
-    _check_address(row.id, hasher, count, content.trajectories)
+    await _check_content_address(snapshots, row.id, row.header, content.trajectories)
     async with aclosing(snapshots.members(row.id)) as members:
         async for member in members:
             trajectory = decode_trajectory(
@@ -302,6 +299,18 @@ async def verify_snapshot(
             )
             await check_evidence(reader, trajectory)
     return metadata_of(row.id, content, row.created_at)
+
+
+async def _check_content_address(
+    snapshots: SnapshotStore, snapshot_id: str, header: bytes, expected: int
+) -> None:
+    hasher = ContentAddress(SNAPSHOT_PREFIX, header)
+    count = 0
+    async with aclosing(snapshots.members(snapshot_id)) as members:
+        async for member in members:
+            count += 1
+            hasher.add(member.trajectory)
+    _check_address(snapshot_id, hasher, count, expected)
 
 
 def _check_address(snapshot_id: str, hasher: ContentAddress, count: int, expected: int) -> None:
@@ -317,42 +326,54 @@ def _check_address(snapshot_id: str, hasher: ContentAddress, count: int, expecte
 async def export_snapshot(
     store: Store, snapshot_id: str, reader: EvidenceReader | None = None
 ) -> AsyncGenerator[bytes, None]:
-    """The snapshot as JSON lines (each ending in ``\\n``), after :func:`verify_snapshot`.
+    """The snapshot as JSON lines (each ending in ``\\n``), once the whole of it is checked.
 
-    Records are checked again as they are written, so evidence altered while the export runs
-    stops it at that record.
+    The checks are :func:`verify_snapshot`'s: the content address first (a pass over the
+    trajectories alone), then every record's digest and chain up to each trajectory's bound
+    head. The records are read once: each checked line is held in a :class:`LineSpool`
+    (memory, then a temporary file) and the lines are written only after the last check, so
+    a refusal writes nothing, and what is written is exactly what was checked.
     """
     reader = reader or evidence_for(store)
-    metadata = await verify_snapshot(store, snapshot_id, reader)
     snapshots = SnapshotStore(store.directory)
-    row = await snapshots.snapshot(metadata.id)
-    yield (
-        b'{"type":"snapshot","id":'
-        + _plain.encode(row.id)
-        + b',"created_at":'
-        + _plain.encode(row.created_at)
-        + b',"content":'
-        + row.header
-        + b"}\n"
-    )
-    hasher = ContentAddress(SNAPSHOT_PREFIX, row.header)
-    count = 0
-    async with aclosing(snapshots.members(row.id)) as members:
-        async for member in members:
-            count += 1
-            hasher.add(member.trajectory)
-            trajectory = decode_trajectory(
-                member.trajectory, what=f"trajectory {member.session_id}"
-            )
-            yield (
-                b'{"type":"trajectory","position":%d,"trajectory":' % member.position
-                + member.trajectory
-                + b"}\n"
-            )
-            async with aclosing(_generator(reader, trajectory)) as rows:
-                async for record in rows:
-                    yield record.line + b"\n"
-    _check_address(row.id, hasher, count, metadata.trajectories)  # altered while streaming
+    row = await snapshots.snapshot(snapshot_id)
+    content = decode_content(row.header, what=f"snapshot {row.id}")
+    await _check_content_address(snapshots, row.id, row.header, content.trajectories)
+    spool = LineSpool()
+    try:
+        # The trajectories held are hashed again: the address covers exactly what is written.
+        hasher = ContentAddress(SNAPSHOT_PREFIX, row.header)
+        count = 0
+        async with aclosing(snapshots.members(row.id)) as members:
+            async for member in members:
+                count += 1
+                hasher.add(member.trajectory)
+                trajectory = decode_trajectory(
+                    member.trajectory, what=f"trajectory {member.session_id} of snapshot {row.id}"
+                )
+                await spool.add(
+                    b'{"type":"trajectory","position":%d,"trajectory":' % member.position
+                    + member.trajectory
+                    + b"}\n"
+                )
+                async with aclosing(_generator(reader, trajectory)) as rows:
+                    async for record in rows:
+                        await spool.add(record.line + b"\n")
+        _check_address(row.id, hasher, count, content.trajectories)
+        yield (
+            b'{"type":"snapshot","id":'
+            + _plain.encode(row.id)
+            + b',"created_at":'
+            + _plain.encode(row.created_at)
+            + b',"content":'
+            + row.header
+            + b"}\n"
+        )
+        async with aclosing(spool.lines()) as lines:
+            async for line in lines:
+                yield line
+    finally:
+        spool.close()
 
 
 async def _generator(

@@ -40,19 +40,23 @@ class RowSpool:
     :func:`~envharness.store.sources.check_batch` raises, ``prefix`` first), kept on disk in
     chunks. ``first`` and ``last`` are the first and last records added; ``count`` how many."""
 
-    def __init__(self, source: str, *, prefix: str = "") -> None:
+    def __init__(self, source: str, *, prefix: str = "", checked: bool = False) -> None:
         self.source = source
         self.count = 0
         self.first: SourceRow | None = None
         self.last: SourceRow | None = None
-        self._check = BatchCheck(source, prefix=prefix)
+        # ``checked``: the rows come from a reader that already ran this very check on each of
+        # them, in this order (``read_source_lines``), so it could never fail here; running
+        # it twice recomputed every hash twice (a quarter of an import's time, issue 20).
+        self._check = None if checked else BatchCheck(source, prefix=prefix)
         self._file = tempfile.SpooledTemporaryFile(max_size=IN_MEMORY)  # noqa: SIM115 - closed by close()
         self._pending: list[SourceRow] = []
         self._pending_bytes = 0
 
     def add(self, row: SourceRow) -> None:
-        """Check ``row`` against the record before it, then keep it."""
-        self._check(row)
+        """Check ``row`` against the record before it (unless ``checked``), then keep it."""
+        if self._check is not None:
+            self._check(row)
         if self.first is None:
             self.first = row
         self.last = row

@@ -54,6 +54,10 @@ class Importer(Protocol):
     """The format's name, as ``--format`` takes it and provenance records it."""
     importer: str
     """The importer's name and version, recorded with every import."""
+    checks_chain: bool
+    """Whether ``records`` itself refuses what :class:`~envharness.store.sources.RowSpool`
+    would (each record's source, schema version, hash and link to the one before, with
+    :func:`~envharness.store.sources.chain_problem`): then the spool does not check again."""
 
     def records(
         self, source: str, lines: Iterable[bytes], *, origin: str
@@ -65,6 +69,7 @@ class EnvharnessLinesImporter:
 
     format = "envharness"
     importer = "envharness.lines/1"
+    checks_chain = True
 
     def records(self, source: str, lines: Iterable[bytes], *, origin: str) -> Iterator[SourceRow]:
         return read_source_lines(source, lines, origin=origin)
@@ -149,7 +154,9 @@ async def import_lines(
     )
     sources = SourceStore(Path(store))
     # Checked as read, into a spool on disk: the batch is never held whole (docs/imports.md).
-    spool = RowSpool(batch.source, prefix=f"{origin}: " if origin else "")
+    spool = RowSpool(
+        batch.source, prefix=f"{origin}: " if origin else "", checked=reader.checks_chain
+    )
 
     def read_all() -> None:
         for row in reader.records(batch.source, lines, origin=origin):
