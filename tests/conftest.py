@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests import _blocking
+from tests import _blocking, _engines
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -32,6 +32,40 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 def store_path(tmp_path: Path) -> Path:
     """A store directory that does not exist yet (opening it creates it)."""
     return tmp_path / "store"
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[_engines.PostgresServer]:
+    """A real PostgreSQL server on loopback, started once per test process when a test first
+    asks for it (``tests/_engines.py``); its tests carry the ``postgres`` marker."""
+    try:
+        _engines.require_psycopg()
+        with _engines.running_postgres() as server:
+            yield server
+    except _engines.EngineUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[_engines.RayCluster]:
+    """A real local Ray cluster (two CPUs, no dashboard), started once per test process when a
+    test first asks for it (``tests/_engines.py``); its tests carry the ``ray`` marker."""
+    try:
+        with _engines.running_ray() as cluster:
+            yield cluster
+    except _engines.EngineUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+ENGINE_MARKERS = {"postgres_server": "postgres", "ray_cluster": "ray"}
+"""A test that uses an engine carries its marker, so ``-m 'not ray'`` deselects it."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+def pytest_itemcollected(item: pytest.Item) -> None:
+    for fixture, marker in ENGINE_MARKERS.items():
+        if fixture in getattr(item, "fixturenames", ()):
+            item.add_marker(marker)
 
 
 @pytest.fixture(autouse=True)

@@ -36,3 +36,12 @@ def test_nested_extras_are_followed_and_the_slowest_time_is_given(dev: ModuleTyp
         assert name in said  # research pulls server and datasets; dev pulls the adapters
     assert "envharness" not in said.partition("packages: ")[2]
     assert "several minutes" in said
+
+
+def test_the_dev_install_says_it_brings_the_real_engines_and_why(dev: ModuleType) -> None:
+    said = dev.describe_install("dev")
+    assert "psycopg" in said
+    assert "ray" in said
+    assert "the postgres and ray extras" in said
+    assert "real PostgreSQL" in said
+    assert "ray" not in dev.describe_install("server")

