@@ -221,3 +221,11 @@ def test_forbidden_terms_are_refused_without_repeating_them() -> None:
 def test_check_patch_refuses_what_is_not_a_patch() -> None:
     with pytest.raises(TypeError, match="HarnessPatch"):
         check_patch({"ops": []})  # type: ignore[arg-type]
+
+
+def test_slice_assignment_is_refused_but_slices_are_read_and_deleted() -> None:
+    """``x[:0] = x`` doubles a list in one C call per line, past every guard."""
+    found = check_code("on_before_action", hook_code("x = [1, 2]\nx[:0] = x\nx[1:] += [3]"))
+    assert [v.construct for v in found] == ["slice assignment", "slice assignment"]
+    assert "build a new list" in found[0].reason
+    assert check_code("on_before_action", hook_code("x = [1, 2, 3]\ny = x[1:]\ndel x[:1]")) == []

@@ -141,6 +141,9 @@ REJECTED = [
     # Padding runs in C to whatever width the hook asks: seconds and gigabytes in one call.
     Attempt("padding-width-bomb", 'x = "a".ljust(10**10)', ("attribute ljust",)),
     Attempt("zfill-width-bomb", 'return hint("1".zfill(10**10))', ("attribute zfill",)),
+    # x[:0] = x doubles a list in one C call per line, past every guard.
+    Attempt("slice-assignment-doubling", "x = [0]\nfor i in range(40):\n    x[:0] = x",
+            ("slice assignment",)),
 ]  # fmt: skip
 
 
@@ -183,10 +186,61 @@ NEUTRALIZED = [
             "a = [[0] * 10**6] * 10**6\nb = [[0] * 10**6] * 10**6\nreturn hint(str(a == b))",
             kind="exception"),
     Attempt("memory-bomb-past-the-guards",
-            'x = "a" * 999999\nx = "".join([x for i in range(300)])',
-            kind="memory", sandboxes=("subprocess",)),
+            'x = "a" * 999999\nx = "".join([x for i in range(300)])', kind="exception"),
+    # LocalSandbox has no memory limit: what guards and copies build counts against the call's
+    # allocation budget instead, and a comprehension keeping a large value per line hits it.
     Attempt("comprehension-memory-bomb", "x = [[0] * 999999 for _ in range(999999)]",
-            kind="memory", sandboxes=("subprocess",)),
+            kind="memory"),
+    Attempt("kept-copies-memory-bomb",
+            's = "a" * 999999\nkept = [s.upper() for _ in range(100)]', kind="memory"),
+    Attempt("kept-slices-memory-bomb",
+            "x = [0] * 10**6\nkept = [x[1:] for _ in range(100)]", kind="memory"),
+    # Values built up over many cheap lines, each under the guards, then handed to one C call
+    # that visits all of it (issue 18): growth is refused as it happens, and a comparison, sort,
+    # print or hash measures what it would visit first. Sizes here are small (a few million
+    # items: the unguarded runtime finishes them quickly, so each fails without its guard).
+    Attempt("extend-doubling-then-sort", "x = list(range(1000))\nfor i in range(10):\n"
+            "    x.extend(x)\nreturn hint(str(len(sorted(x))))", kind="exception"),
+    Attempt("unpacking-doubling", "x = list(range(1000))\nfor i in range(10):\n"
+            "    x = [*x, *x]\nreturn hint(str(len(x)))", kind="exception"),
+    Attempt("unpacking-call-arguments", "x = list(range(1000))\n"
+            "return hint(str(max(*x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x) + len(x)))",
+            kind=None),  # small: unpacking into a call still works
+    Attempt("self-nesting-then-compare", "a = [0]\nb = [0]\nfor i in range(21):\n"
+            "    a = [a, a]\n    b = [b, b]\nreturn hint(str(a == b))", kind="exception"),
+    Attempt("self-nesting-then-repr", "x = [0]\nfor i in range(21):\n    x = [x, x]\n"
+            "return hint(str(len(repr(x))))", kind="exception"),
+    Attempt("self-nesting-in-fstring", "x = [0]\nfor i in range(21):\n    x = [x, x]\n"
+            "return hint(f'{x}'[:10])", kind="exception"),
+    Attempt("self-nesting-then-min", "a = [0]\nb = [0]\nfor i in range(21):\n"
+            "    a = [a, a]\n    b = [b, b]\nreturn hint(str(len(min([a, b]))))", kind="exception"),
+    Attempt("self-nesting-searched", "a = [0]\nb = [0]\nfor i in range(21):\n"
+            "    a = [a, a]\n    b = [b, b]\nreturn hint(str(a in [b]))", kind="exception"),
+    Attempt("self-nesting-key-through-unbound-get", "t = (0,)\nfor i in range(21):\n"
+            "    t = (t, t)\nreturn hint(str(dict.get({}, t)))", kind="exception"),
+    Attempt("self-nesting-tuple-as-key", "t = (0,)\nfor i in range(21):\n    t = (t, t)\n"
+            "return hint(str(len({t: 1})))", kind="exception"),
+    Attempt("zip-nesting-then-sort", "x = list(range(4))\nfor i in range(20):\n"
+            "    x = list(zip(x, x))\nreturn hint(str(len(sorted(x))))", kind="exception"),
+    # One C call, small inputs, no bound: ints hash modulo 2**61 - 1, so a stepped range is all
+    # one hash; round(n, -k) computes 10**k; join and replace write as much as they are asked.
+    Attempt("hash-collisions-in-one-call",
+            "P = 2**61 - 1\nreturn hint(str(len(set(range(0, 3000 * P, P)))))", kind="exception"),
+    Attempt("hash-collisions-through-fromkeys",
+            "P = 2**61 - 1\nreturn hint(str(len(dict.fromkeys(range(0, 3000 * P, P)))))",
+            kind="exception"),
+    Attempt("round-power-of-ten", "return hint(str(round(5, -10**5)))", kind="exception"),
+    Attempt("join-separator-bomb", 'return hint(str(len(("a" * 10**4).join([""] * 1000))))',
+            kind="exception"),
+    Attempt("replace-growth", 'return hint(str(len(("a" * 3000).replace("a", "b" * 1000))))',
+            kind="exception"),
+    Attempt("fstring-growth", 'x = "a" * 999999\nreturn hint(f"{x}{x}{x}"[:5])', kind="exception"),
+    Attempt("huge-int-from-bytes", 'a = int.from_bytes(b"\\xff" * 10000, "big")\n'
+            "return hint(str(a // 3 > 0))", kind="exception"),
+    # Rebinding isinstance does not hand the hook the real types behind the guarded ones.
+    Attempt("real-types-through-isinstance", "def isinstance(value, kind):\n    return kind\n"
+            "P = 2**61 - 1\nreal = isinstance(1, set)\n"
+            "return hint(str(len(real(range(0, 3000 * P, P)))))", kind="exception"),
     Attempt("lone-surrogate-effect", "return hint('\\ud800')", kind="result"),
     Attempt("non-json-notebook", "nb['x'] = {1, 2}", kind="notebook"),
     Attempt("helper-into-notebook", "nb['x'] = math", kind="notebook"),

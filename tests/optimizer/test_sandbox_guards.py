@@ -6,11 +6,12 @@ never from running the work."""
 from __future__ import annotations
 
 import sys
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from envharness.optimizer import LocalSandbox, PatchFailure, PatchPolicyError
+from envharness.optimizer import LocalSandbox, PatchFailure, PatchPolicyError, SandboxLimits
 from envharness.optimizer.patches.policy import check_patch
 from envharness.optimizer.patches.sandbox import _hookrt
 
@@ -151,3 +152,143 @@ def test_int_still_reads_like_int(sandbox: LocalSandbox) -> None:
     """
     text = effect_text(sandbox, body)
     assert text == "[True, True, False, True] [12, 255, 2, 0, ['9', '10']] 256 [12]"
+
+
+# -- values built over many lines: measured before C visits them -------------------------------
+
+
+def test_measuring_counts_what_c_visits_and_stops_at_its_limit() -> None:
+    """A value held twice is counted twice (C visits it twice), but measured once: forty
+    self-doublings are 2**40 items to C and forty containers to the measure."""
+    nested: Any = [0]
+    for _ in range(40):
+        nested = [nested, nested]
+    assert _hookrt._visits(nested, 10**6) == 10**6 + 1
+    # [0, 1] and its two items, the tuple, "ab" (two characters), the dict, "k", "xyz"
+    assert _hookrt._visits([[0, 1], ("ab", {"k": "xyz"})], 100) == 1 + 2 + 1 + 2 + 1 + 1 + 3
+    assert _hookrt._visits(list(range(10**5)), 10**6) == 10**5
+    holds_itself: list[Any] = [0]
+    holds_itself.append(holds_itself)
+    assert _hookrt._visits(holds_itself, 100) == 101
+
+
+def test_the_guarded_builtins_still_read_like_python(sandbox: LocalSandbox) -> None:
+    body = """
+    words = ["b", "a", "c", "a"]
+    pairs = [(2, "x"), (1, "y"), (2, "a")]
+    order = sorted(pairs, key=str, reverse=True)
+    kept = list(words)
+    kept.sort(key=len, reverse=True)
+    extremes = [min(3, 1, 2), max(words), min([], default=0), max(pairs, key=len)]
+    kinds = [isinstance({}, dict), isinstance("a", (int, str)), isinstance(set(), frozenset)]
+    made = [sorted(set(words)), frozenset("ab") == frozenset("ba"), dict([("k", 1)], j=2)]
+    made.append(dict.fromkeys(["p", "q"], 0))
+    joined = [str.join("-", words), "+".join(words), "aab".replace("a", "xy", 1)]
+    unpacked = [[*words[:2], 9], (*words[:1],), {*words} == set(words), max(*[4, 5])]
+    merged = {**{"a": 1}, **{"b": 2}}
+    chained = 1 < len(words) <= 4 != 5
+    return hint(f"{order} {kept} {extremes} {kinds} {made} {joined} {unpacked} "
+                f"{merged} {chained} {repr('q')} {str(7)} {words.index('c')} {words.count('a')}")
+    """
+    assert effect_text(sandbox, body) == (
+        "[(2, 'x'), (2, 'a'), (1, 'y')] ['b', 'a', 'c', 'a'] [1, 'c', 0, (2, 'x')] "
+        "[True, True, False] [['a', 'b', 'c'], True, {'k': 1, 'j': 2}, {'p': 0, 'q': 0}] "
+        "['b-a-c-a', 'b+a+c+a', 'xyab'] [['b', 'a', 9], ('b',), True, 5] "
+        "{'a': 1, 'b': 2} True 'q' 7 2 2"
+    )
+
+
+def test_many_copies_of_one_value_are_not_a_collision(sandbox: LocalSandbox) -> None:
+    body = "return hint(f'{len(set([1] * 5000 + [2] * 5000))} {len(frozenset(range(5000)))}')"
+    assert effect_text(sandbox, body) == "2 5000"
+
+
+def test_growth_is_refused_as_it_happens(sandbox: LocalSandbox) -> None:
+    assert "extended list" in problem(sandbox, "x = [0] * 600000\nx.extend(x)")
+    assert "extended list" in problem(sandbox, "x = [0] * 600000\nlist.extend(x, x)")
+    assert "unpacked list" in problem(sandbox, "x = [0] * 600000\ny = [*x, *x]")
+    assert "unpacked set" in problem(sandbox, "x = list(range(600000))\ny = {*x, *x}")
+    assert "translated text" in problem(sandbox, "x = ('a' * 1000).translate({97: 'b' * 1001})")
+
+
+def test_a_hook_rebinding_a_type_name_gets_the_guarded_type(sandbox: LocalSandbox) -> None:
+    """``isinstance(x, dict)`` is compiled against the real type only when the hook binds
+    neither name; a hook that does gets the guarded stand-ins it would get anyway."""
+    body = "dict = set\nreturn hint(f'{isinstance(set(), dict)} {dict}')"
+    assert effect_text(sandbox, body) == "True <class 'set'>"
+
+
+# -- the allocation budget: LocalSandbox's stand-in for a memory limit -------------------------
+
+
+def test_large_values_built_count_against_the_budget_and_the_stop_cannot_be_caught(
+    sandbox: LocalSandbox,
+) -> None:
+    body = """
+    x = [0] * 100000
+    try:
+        kept = [list(x) for _ in range(1000)]
+    except (ArithmeticError, AttributeError, IndexError, KeyError, LookupError, OverflowError,
+            TypeError, ValueError, ZeroDivisionError):
+        return hint("caught")
+    """
+    patient = LocalSandbox(SandboxLimits(timeout_s=60.0))  # a busy machine is not the point
+    with pytest.raises(PatchFailure) as caught:
+        patient.run_sync(program_of(body), "on_before_action", ctx_json(), {})
+    assert caught.value.kind == "memory"
+    assert "allocation budget" in caught.value.problem
+
+
+def test_small_values_and_values_dropped_in_place_are_not_counted(sandbox: LocalSandbox) -> None:
+    """Values under 4,096 items cost a line each; growing one list in place counts what is
+    added, not the whole list again."""
+    body = """
+    small = [list(range(100)) for _ in range(5000)]
+    grown = []
+    for i in range(3000):
+        grown += [i] * 100
+    return hint(f"{len(small)} {len(grown)}")
+    """
+    assert effect_text(sandbox, body) == "5000 300000"
+
+
+def test_a_guard_checks_the_deadline_before_it_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One line can chain many guarded calls; each checks the deadline as it starts. The clock
+    passes the deadline after the hook's first line began, so the ``sorted`` on that line is
+    stopped before it measures anything."""
+    readings = iter([0.0, 0.0, 0.0])
+    clock = SimpleNamespace(monotonic=lambda: next(readings, 100.0))
+    monkeypatch.setattr(_hookrt, "time", clock)
+    measured: list[Any] = []
+    monkeypatch.setattr(_hookrt, "_check_visits", lambda value, what: measured.append(value))
+    program = _hookrt.compile_program(
+        [("on_before_action", "def on_before_action(ctx, nb):\n    return sorted([2, 1])")]
+    )
+    with pytest.raises(_hookrt.HookError) as caught:
+        _hookrt.run_call(program, "on_before_action", ctx_json(), {}, _hookrt.Limits())
+    assert caught.value.kind == "timeout"
+    assert measured == []
+
+
+def _names(source: str) -> set[str]:
+    """The names the compiled hook function uses (its guards among them)."""
+    [(_, module)] = _hookrt.compile_program([("on_before_action", source)])
+    [function] = [c for c in module.co_consts if hasattr(c, "co_names")]
+    return set(function.co_names)
+
+
+@pytest.mark.parametrize(
+    ("expression", "guarded"),
+    [
+        ("0 in x", True),  # scans x: a line of a thousand of these would hold the GIL
+        ("x in 'abc'", False),
+        ("x == 'a'", False),
+        ("x == y", True),
+        ("x // y", True),
+        ("x // 2", False),
+        ("x | y", True),
+    ],
+)
+def test_comparisons_and_operators_between_values_are_calls(expression: str, guarded: bool) -> None:
+    names = _names(f"def on_before_action(ctx, nb):\n    x = y = 1\n    return {expression}")
+    assert any(name.startswith("__hook_") for name in names) is guarded, names

@@ -7,6 +7,8 @@ counter, an effect):
   can do;
 - LocalSandbox: ``run_sync`` (the runtime in the calling thread: fresh read-only context and
   globals, traced line budget, JSON checks) and ``run`` (the same, through a worker thread);
+  ``run_sync`` again on a hook shaped like the mining engineer's (:data:`MINED`), where the
+  guards that measure compared, searched and written values run on every line;
 - SubprocessSandbox: ``run`` on a long-lived worker process (JSON lines both ways);
 - a fresh interpreter per call: ``python -S -P _hookrt.py`` started, loaded, called and
   stopped for every call — what the long-lived worker avoids.
@@ -43,6 +45,22 @@ def on_before_action(ctx, nb):
         return block_and_prompt("look the order up first")
     return None
 """
+MINED = """\
+def on_before_action(ctx, nb):
+    action = ctx.action if isinstance(ctx.action, dict) else {}
+    tool = str(action.get('tool', ''))
+    if not (tool in ['issue_refund', 'cancel'] and ctx.predicates.get('looked_up') != True):
+        return None
+    for option in ctx.admissible or []:
+        if not isinstance(option, dict):
+            continue
+        same = [option.get(key) == action.get(key) for key in action if key != 'order']
+        if all(same) and option != action:
+            return rewrite(option, f'{tool}: use {option.get("order")} instead')
+    return block_and_prompt(f'{tool} needs {sorted(ctx.state)} first')
+"""
+"""A hook shaped like the mining engineer's: comparisons of values, a list search, f-strings
+with several placeholders, ``sorted``, ``str``: every guard that measures a value runs."""
 CTX = HookContext(
     hook="on_before_action",
     session_id="bench",
@@ -52,6 +70,7 @@ CTX = HookContext(
     state={"looked_up": False, "orders": ["A1", "B2"]},
     predicates={"looked_up": False},
     action={"tool": "issue_refund", "order": "A1"},
+    admissible=[{"tool": "lookup_order", "order": "A1"}, {"tool": "issue_refund", "order": "B2"}],
 )
 
 
@@ -103,6 +122,16 @@ async def main(calls: int) -> None:
         (
             "LocalSandbox.run_sync",
             timed(calls, lambda: local.run_sync(program, "on_before_action", context, {})),
+        )
+    )
+    mined = HookProgram.from_patch(
+        HarnessPatch(hooks=(CodeHook(hook="on_before_action", code=MINED),))
+    )
+    assert local.run_sync(mined, "on_before_action", context, {}).effect is not None
+    rows.append(
+        (
+            "LocalSandbox.run_sync, mined",
+            timed(calls, lambda: local.run_sync(mined, "on_before_action", context, {})),
         )
     )
     rows.append(

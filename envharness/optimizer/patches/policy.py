@@ -16,7 +16,8 @@ What the rules defend (docs/patches.md has the full list and what is *not* defen
   ``compile``/``open``, no string naming a dunder;
 - no hiding from the budget: no ``while`` (loop over something bounded), no generators, no
   bare or broad ``except`` and no ``finally`` (either could swallow the budget's stop), no
-  ``raise``, no padding methods (``ljust``, ``zfill``…: C work as wide as the hook asks);
+  ``raise``, no padding methods (``ljust``, ``zfill``…: C work as wide as the hook asks), no
+  slice assignment (``x[:0] = x`` doubles a list in one C call);
 - no state outside ``nb``: the module holds only the hook function; attributes are never
   assigned (ctx and the helpers are read-only); no ``global``/``nonlocal``, classes or lambdas;
 - no answer leakage: code may not mention the environment's forbidden terms.
@@ -328,6 +329,17 @@ def _check_node(node: ast.AST, refuse: _Refuse) -> None:
             refuse(*_where(node), f"name {node.id}", reason)
     elif isinstance(node, ast.Attribute):
         _check_attribute(node, refuse)
+    elif (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.slice, ast.Slice)
+        and isinstance(node.ctx, ast.Store)
+    ):
+        refuse(
+            *_where(node),
+            "slice assignment",
+            "assigning to a slice is not allowed (x[:0] = x grows a list in one C call, past "
+            "every guard): build a new list, such as x = x[:i] + ys + x[j:]",
+        )
     elif isinstance(node, ast.FunctionDef):
         _check_identifier(node.name, node, refuse, "function")
         if node.decorator_list:

@@ -31,37 +31,52 @@ containers) and printf-style formatting before they are computed (``10**10**10``
 ``"a" * 10**10``, ``[[0] * 10**6] * 10**6``, ``"%*d" % (10**10, 1)``); the policy refuses the
 padding methods. A match runs in place only when :func:`regex_cost` proves it small; any other
 goes to the call's :data:`RegexRunner` (in the subprocess worker: in place, under its host's
-kill; in ``LocalSandbox``: a regex worker process killed at the deadline). C work on values grown
-over many lines (``extend`` doubling, then ``sorted``) is left to the subprocess worker's CPU and
-memory limits and its host's kill.
+kill; in ``LocalSandbox``: a regex worker process killed at the deadline).
+
+Values grown over many cheap lines are bounded where they grow (``extend``, ``*`` unpacking,
+f-strings, ``join``, ``replace``; the policy refuses slice assignment) and measured before C
+visits them: comparisons, ``in``, ``sorted``/``min``/``max``/``.sort``, ``str``/``repr``/
+f-string placeholders and hashing (keys, set members, ``set``/``dict`` built in bulk) count what
+C would visit, a value held twice counted twice (:func:`_visits`), up to :data:`MAX_VISITS`;
+bulk hashing refuses many values sharing one hash. What the guards and copies build counts
+against the call's allocation budget (:data:`MAX_BUILT`), which stands in for the memory limit
+``LocalSandbox`` does not have. ``str``, ``set``, ``frozenset``, ``dict``, ``list`` and
+``tuple`` are stand-ins (:class:`_StandIn`) so ``isinstance`` and ``dict.fromkeys`` still work.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import collections
 import copy
+import functools
 import itertools
 import json
 import math
+import operator
 import re
 import sys
+import threading
 import time
 import types
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 __all__ = [
+    "BUILT_COUNTED_FROM",
     "CATCHABLE",
     "EFFECTS",
     "HOOK_FILE",
+    "MAX_BUILT",
     "MAX_INT_BITS",
     "MAX_JSON_INT_BITS",
     "MAX_JSON_VALUES",
     "MAX_RANGE",
     "MAX_SEQUENCE",
+    "MAX_VISITS",
     "SAFE_BUILTINS",
     "FrozenDict",
     "FrozenList",
@@ -169,6 +184,32 @@ class _Stop(BaseException):
 # -- guards: arithmetic that could allocate without bound --------------------------------------
 
 
+MAX_BUILT = 16 * MAX_SEQUENCE
+"""The most items (list and tuple items, characters, set and dict entries) one call may build
+in values of :data:`BUILT_COUNTED_FROM` items or more: ``LocalSandbox`` has no memory limit of
+its own, and a comprehension can keep a million-item value per line until the deadline."""
+BUILT_COUNTED_FROM = 4096
+"""Smaller values are not counted: building them costs a line each, which the line budget and
+the deadline bound."""
+_CURRENT = threading.local()
+_Value = TypeVar("_Value")
+"""The running call's :class:`_Budget`, for the guards (the budgets are per thread)."""
+
+
+def _charge(size: int) -> None:
+    if size >= BUILT_COUNTED_FROM:
+        budget = getattr(_CURRENT, "budget", None)
+        if budget is not None:
+            budget.build(size)
+
+
+def _built(value: _Value) -> _Value:
+    """A value a guard just built: its size counts against the call's :data:`MAX_BUILT`."""
+    if isinstance(value, _SIZED):
+        _charge(len(value))
+    return value
+
+
 def _too_big(what: str) -> NoReturn:
     raise OverflowError(f"{what} would be too large for a hook")
 
@@ -199,7 +240,8 @@ def _guard_mul(left: Any, right: Any) -> Any:
         and _expanded(right, MAX_SEQUENCE // left) * left > MAX_SEQUENCE
     ):
         _too_big(f"the repeated {type(right).__name__}")
-    return left * right
+    result = left * right
+    return _built(result) if isinstance(result, _SEQUENCES) else result
 
 
 def _expanded(value: Any, limit: int) -> int:
@@ -232,18 +274,17 @@ def _guard_lshift(value: Any, shift: Any) -> Any:
 
 
 _SEQUENCES = (str, bytes, list, tuple)
+_SIZED = (str, bytes, list, tuple, dict, set, frozenset)
 
 
 def _guard_add(left: Any, right: Any) -> Any:
     """``+``, refusing a string, bytes, list or tuple over :data:`MAX_SEQUENCE` items: joining a
     value to itself line after line doubles it each time, and what a hook then hands to C code
     (``sorted``, a comparison) would run unbounded on it."""
-    if (
-        isinstance(left, _SEQUENCES)
-        and isinstance(right, _SEQUENCES)
-        and len(left) + len(right) > MAX_SEQUENCE
-    ):
-        _too_big(f"the joined {type(left).__name__}")
+    if isinstance(left, _SEQUENCES) and isinstance(right, _SEQUENCES):
+        if len(left) + len(right) > MAX_SEQUENCE:
+            _too_big(f"the joined {type(left).__name__}")
+        return _built(operator.add(left, right))
     return left + right
 
 
@@ -256,6 +297,10 @@ def _guard_iadd(target: Any, value: Any) -> Any:
         and len(target) + len(value) > MAX_SEQUENCE
     ):
         _too_big(f"the joined {type(target).__name__}")
+    if isinstance(target, list) and isinstance(value, _SEQUENCES):
+        _charge(len(value))  # in place: only what is added is new
+    elif isinstance(target, _SEQUENCES) and isinstance(value, _SEQUENCES):
+        _charge(len(target) + len(value))
     target += value
     return target
 
@@ -296,6 +341,514 @@ def _range(*args: Any) -> range:
     return numbers
 
 
+# -- guards: C work that visits a whole value -------------------------------------------------
+#
+# A comparison, a sort, ``repr``, hashing a tuple: C code visits every nested item, once per
+# reference. A value built over many cheap lines can hold far more than any one line made
+# (``x = [x, x]`` forty times is 2**40 items to compare or print), so these operations measure
+# what they would visit first, counting every reference as C code would, and stop measuring past
+# the limit.
+
+MAX_VISITS = 1_000_000
+"""The most items (nested items, keys and characters included) one comparison, sort, ``repr``,
+``str`` or hash in hook code may visit."""
+_DICT_VIEWS: tuple[type, ...] = (type({}.keys()), type({}.values()), type({}.items()))
+_CONTAINERS = (list, tuple, dict, set, frozenset, *_DICT_VIEWS)
+_HASHED_CONTAINERS = (tuple, frozenset)
+_TEXT_OR_CONTAINER = (str, bytes, *_CONTAINERS)
+_SHORT_TEXT = 64
+_SMALL = 32
+_HASH_CHECKED_FROM = 1024
+"""Bulk hashing of fewer values cannot be slow even when every hash collides."""
+_HASH_CROWD = 8
+
+
+def _visits(value: Any, limit: int) -> int:
+    """How many items C code visiting ``value`` reaches: nested items, dict keys and values and
+    every character of a string, a value held twice counted twice (``x = [x, x]`` forty times
+    is 2**40 items), as C visits them. Measured bottom-up, once per distinct container, so the
+    measure costs what the hook built, not what it would take C; more than ``limit`` (or a value
+    that holds itself) answers ``limit + 1``."""
+    sizes: dict[int, int] = {}
+    entered: set[int] = set()
+    stack: list[Any] = [value]
+    while stack:
+        item = stack[-1]
+        key = id(item)
+        if key in sizes:
+            stack.pop()
+            continue
+        parts = _parts(item)
+        if key not in entered:
+            entered.add(key)
+            for part in parts:
+                if len(part) > limit:
+                    return limit + 1
+                if _holds_containers(part):
+                    for child in part:
+                        if isinstance(child, _CONTAINERS) and id(child) not in sizes:
+                            if id(child) in entered:
+                                return limit + 1  # it holds itself
+                            stack.append(child)
+            continue
+        stack.pop()
+        total = sum(_part_size(part, sizes) for part in parts)
+        if total > limit:
+            return limit + 1
+        sizes[key] = total
+    return sizes[id(value)]
+
+
+def _parts(item: Any) -> tuple[Any, ...]:
+    if isinstance(item, dict):
+        return (item.keys(), item.values())
+    return (item,) if isinstance(item, _CONTAINERS) else ()
+
+
+def _holds_containers(part: Any) -> bool:
+    if len(part) <= _SMALL:
+        return any(isinstance(child, _CONTAINERS) for child in part)
+    return any(issubclass(kind, _CONTAINERS) for kind in set(map(type, part)))
+
+
+def _part_size(part: Any, sizes: Mapping[int, int]) -> int:
+    if len(part) > _SMALL:  # by type first: a long list of numbers or texts is measured in C
+        kinds = set(map(type, part))
+        if not any(issubclass(kind, _TEXT_OR_CONTAINER) for kind in kinds):
+            return len(part)
+        if kinds == {str}:
+            return max(sum(map(len, part)), len(part))
+    total = 0
+    for child in part:
+        if isinstance(child, str | bytes):
+            total += len(child) or 1
+        elif isinstance(child, _CONTAINERS):
+            total += 1 + sizes[id(child)]
+        else:
+            total += 1
+    return total
+
+
+def _check_visits(value: Any, what: str) -> None:
+    if isinstance(value, _CONTAINERS) and _visits(value, MAX_VISITS) > MAX_VISITS:
+        raise OverflowError(
+            f"{what} holds more than {MAX_VISITS} items (counting nested items, keys and "
+            "characters, a value held twice counted twice): too much work for one operation in "
+            "a hook"
+        )
+
+
+def _key(value: Any) -> Any:
+    """A value about to be hashed (a key, a set member): a tuple hashes every nested item."""
+    if isinstance(value, _HASHED_CONTAINERS):
+        _check_visits(value, f"the {type(value).__name__} used as a key")
+    return value
+
+
+def _pass(value: Any) -> Any:
+    """A call between two C operations of one line, so the deadline is checked between them."""
+    return value
+
+
+def _operand(value: Any) -> Any:
+    _check_visits(value, f"the compared {type(value).__name__}")
+    return value
+
+
+def _comparison(op: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """``==``, ``<``…: between two containers C visits at most the smaller, so the pair is
+    refused only when both are over the limit."""
+
+    def compare(left: Any, right: Any) -> Any:
+        if (
+            isinstance(left, _CONTAINERS)
+            and isinstance(right, _CONTAINERS)
+            and _visits(left, MAX_VISITS) > MAX_VISITS
+        ):
+            _check_visits(right, f"each compared {type(left).__name__}")
+        return op(left, right)
+
+    return compare
+
+
+def _search(negated: bool) -> Callable[[Any, Any], Any]:
+    """``in``: hashing the item, or comparing it with every member of a list or tuple. A short
+    text or a number is compared in a few steps per member; a container or a long text makes
+    the list measured too."""
+
+    def search(item: Any, container: Any) -> Any:
+        if isinstance(item, _CONTAINERS) or (
+            isinstance(item, str | bytes) and len(item) > _SHORT_TEXT
+        ):
+            _check_visits(item, "the value looked for")
+            if isinstance(container, list | tuple | _DICT_VIEWS[1]):
+                _check_visits(container, f"the {type(container).__name__} searched")
+        return (item not in container) if negated else (item in container)
+
+    return search
+
+
+def _set_operation(op: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """``-``, ``|``, ``&``, ``^`` (sets) and ``//`` (quadratic on big integers) between two
+    values: a call around each, so a line chaining many of them checks the deadline between
+    them and lets other threads run."""
+
+    def operation(left: Any, right: Any) -> Any:
+        return op(left, right)
+
+    return operation
+
+
+def _placeholder(value: Any) -> Any:
+    """A value put into an f-string: its ``str`` visits every nested item."""
+    if isinstance(value, str) and len(value) > MAX_SEQUENCE:
+        _too_big("the text")
+    _check_visits(value, f"the {type(value).__name__} written as text")
+    return value
+
+
+def _concat(parts: list[str]) -> str:
+    """An f-string with several placeholders, joined after its size is checked."""
+    if sum(map(len, parts)) > MAX_SEQUENCE:
+        _too_big("the f-string")
+    return _built("".join(parts))
+
+
+def _display(kind: str, values: list[Any], stars: tuple[bool, ...]) -> Any:
+    """A list, tuple or set display, or a call's arguments, with ``*`` unpacking: measured before
+    it is built (``[*x, *x]`` line after line doubles a list)."""
+    parts: list[Any] = []
+    total = 0
+    for value, star in zip(values, stars, strict=True):
+        items = (value if isinstance(value, list | tuple) else list(value)) if star else (value,)
+        total += len(items)
+        if total > MAX_SEQUENCE:
+            _too_big(f"the unpacked {kind}")
+        parts.append(items)
+    joined = list(itertools.chain.from_iterable(parts))
+    if kind == "set":
+        return _make_set(joined)
+    return _built(joined if kind == "list" else tuple(joined))
+
+
+def _bulk(values: Any, what: str) -> list[Any] | tuple[Any, ...]:
+    """Values about to be hashed in one C call (``set(x)``, ``dict.fromkeys(x)``)."""
+    items = values if isinstance(values, list | tuple) else list(values)
+    _check_visits(items, what)
+    _check_hashes(items, what)
+    return items
+
+
+def _check_hashes(values: list[Any] | tuple[Any, ...], what: str) -> None:
+    """Distinct values sharing one hash make every insertion probe all of them: building a set
+    of ``range(0, n * P, P)`` (``P = 2**61 - 1``, where integer hashes wrap) is n**2 steps in
+    one C call. Values with equal hashes are refused past a few distinct ones."""
+    if len(values) < _HASH_CHECKED_FROM:
+        return
+    try:
+        hashes = list(map(hash, values))
+    except TypeError:
+        return  # unhashable: the real call raises
+    if len(set(hashes)) == len(hashes):
+        return
+    counts = collections.Counter(hashes)
+    crowded = {found for found, count in counts.items() if count > _HASH_CROWD}
+    groups: dict[int, list[Any]] = {}
+    for found, value in zip(hashes, values, strict=True):
+        if found in crowded:
+            distinct = groups.setdefault(found, [])
+            if not any(value == seen for seen in distinct):
+                distinct.append(value)
+                if len(distinct) > _HASH_CROWD:
+                    raise OverflowError(
+                        f"{what} holds many different values with the same hash; hashing them "
+                        "together is quadratic work in one call"
+                    )
+
+
+def _make_set(*args: Any) -> set[Any]:
+    return _built(set(_bulk(args[0], "set's argument"))) if args else set()
+
+
+def _make_frozenset(*args: Any) -> frozenset[Any]:
+    return _built(frozenset(_bulk(args[0], "frozenset's argument"))) if args else frozenset()
+
+
+def _make_list(*args: Any) -> list[Any]:
+    return _built(list(*args))
+
+
+def _make_tuple(*args: Any) -> tuple[Any, ...]:
+    return _built(tuple(*args))
+
+
+def _make_dict(*args: Any, **kwargs: Any) -> dict[Any, Any]:
+    if not args:
+        return dict(**kwargs)
+    source = args[0]
+    if isinstance(source, dict):
+        _check_hashes(list(source), "dict's argument")
+        return _built(dict(source, **kwargs))
+    pairs = _bulk_pairs(source, "dict's argument")
+    return _built(dict(pairs, *args[1:], **kwargs))
+
+
+def _bulk_pairs(source: Any, what: str) -> list[Any]:
+    pairs = list(source)
+    _check_visits(pairs, what)
+    _check_hashes(
+        [pair[0] for pair in pairs if isinstance(pair, list | tuple) and len(pair) == 2], what
+    )
+    return pairs
+
+
+def _make_text(*args: Any, **kwargs: Any) -> str:
+    if args:
+        _check_visits(args[0], f"the {type(args[0]).__name__} str writes")
+    return _built(str(*args, **kwargs))
+
+
+def _repr(value: Any, /) -> str:
+    _check_visits(value, f"the {type(value).__name__} repr writes")
+    return _built(repr(value))
+
+
+def _sorted(iterable: Iterable[Any], /, *, key: Any = None, reverse: bool = False) -> list[Any]:
+    """``sorted``: a sort compares every item with others, in C; the items (or their keys) are
+    measured first, and the key is called once per item, as by ``sorted``."""
+    values = list(iterable)
+    if key is None:
+        _check_visits(values, "the list sorted")
+        values.sort(reverse=reverse)
+        return _built(values)
+    keys = list(map(key, values))
+    _check_visits(keys, "the sort keys")
+    order = sorted(range(len(values)), key=keys.__getitem__, reverse=reverse)
+    return _built([values[index] for index in order])
+
+
+_MISSING: Any = object()
+
+
+def _extreme(pick: Callable[..., Any], name: str) -> Callable[..., Any]:
+    def extreme(*args: Any, key: Any = None, default: Any = _MISSING) -> Any:
+        if not args:
+            raise TypeError(f"{name} expected at least 1 argument, got 0")
+        if len(args) > 1 and default is not _MISSING:
+            raise TypeError(
+                f"Cannot specify a default for {name}() with multiple positional arguments"
+            )
+        values = list(args[0]) if len(args) == 1 else list(args)
+        if not values:
+            if default is _MISSING:
+                raise ValueError(f"{name}() arg is an empty sequence")
+            return default
+        if key is None:
+            _check_visits(values, f"the values {name} compares")
+            return pick(values)
+        keys = list(map(key, values))
+        _check_visits(keys, f"the keys {name} compares")
+        return values[pick(range(len(values)), key=keys.__getitem__)]
+
+    extreme.__name__ = name
+    return extreme
+
+
+def _round(number: Any, ndigits: Any = None) -> Any:
+    """``round``, refusing ``round(5, -10**7)`` on an integer: it computes ``10**10**7`` in C."""
+    if isinstance(number, int) and isinstance(ndigits, int) and -ndigits * 3.33 > MAX_INT_BITS:
+        _too_big("the power of ten round needs")
+    return round(number) if ndigits is None else round(number, ndigits)
+
+
+# Methods of lists, dicts, sets and texts that grow a value, hash their arguments, or compare.
+_GROWING_METHODS = frozenset({"extend", "join", "replace", "translate", "sort"})
+_KEYED_METHODS = frozenset(
+    {
+        "get", "pop", "setdefault", "add", "discard", "remove", "index", "count", "fromkeys",
+        "update", "union", "intersection", "difference", "symmetric_difference",
+        "intersection_update", "difference_update", "symmetric_difference_update", "issubset",
+        "issuperset", "isdisjoint",
+    }
+)  # fmt: skip
+_BULK_METHODS = frozenset(
+    {
+        "fromkeys", "update", "union", "intersection", "difference", "symmetric_difference",
+        "intersection_update", "difference_update", "symmetric_difference_update", "issubset",
+        "issuperset", "isdisjoint",
+    }
+)  # fmt: skip
+_COPYING_METHODS = frozenset(
+    {
+        "copy", "upper", "lower", "casefold", "title", "capitalize", "swapcase", "strip",
+        "lstrip", "rstrip", "encode", "removeprefix", "removesuffix", "split", "rsplit",
+        "splitlines", "partition", "rpartition",
+    }
+)  # fmt: skip
+"""Methods that build a new value as large as their receiver: a comprehension that keeps one
+per line is a memory bomb, so what they build counts against :data:`MAX_BUILT`."""
+_RECEIVERS = (list, tuple, dict, set, frozenset, str, bytes)
+
+
+def _method(owner: Any, name: str) -> Any:
+    """``owner.name`` for the methods above: the same method, measured before C runs it."""
+    found = getattr(owner, name)
+    if isinstance(owner, type):
+        if name == "fromkeys" and owner in (HookDict, dict):
+            return lambda *args: _call_method(name, {}, found, args, {})
+        if owner in _STAND_INS or owner in _RECEIVERS:
+            return lambda receiver, *args, **kwargs: (
+                _call_method(name, receiver, functools.partial(found, receiver), args, kwargs)
+                if isinstance(receiver, _RECEIVERS)
+                else found(receiver, *args, **kwargs)
+            )
+        return found
+    if not isinstance(owner, _RECEIVERS):
+        return found
+    return lambda *args, **kwargs: _call_method(name, owner, found, args, kwargs)
+
+
+def _call_method(
+    name: str, receiver: Any, method: Callable[..., Any], args: tuple[Any, ...], kwargs: Any
+) -> Any:
+    what = f"{type(receiver).__name__}.{name}'s argument"
+    if name == "extend" and args:
+        items = args[0] if isinstance(args[0], list | tuple) else list(args[0])
+        if len(receiver) + len(items) > MAX_SEQUENCE:
+            _too_big("the extended list")
+        _charge(len(items))
+        return method(items, *args[1:], **kwargs)
+    if name == "join" and args and isinstance(receiver, str | bytes):
+        parts = list(args[0])
+        size = len(receiver) * max(len(parts) - 1, 0)
+        size += sum(len(part) for part in parts if isinstance(part, str | bytes))
+        if size > MAX_SEQUENCE:
+            _too_big(f"the joined {type(receiver).__name__}")
+        return _built(method(parts))
+    if name == "replace" and isinstance(receiver, str | bytes):
+        _check_replace(receiver, args, kwargs)
+        return _built(method(*args, **kwargs))
+    if name == "translate" and isinstance(receiver, str) and args:
+        table = args[0]
+        values = table.values() if isinstance(table, dict) else table
+        longest = max((len(v) for v in values if isinstance(v, str | bytes)), default=1)
+        if len(receiver) * longest > MAX_SEQUENCE:
+            _too_big("the translated text")
+        return _built(method(*args, **kwargs))
+    if name == "sort" and type(receiver) is list:
+        receiver[:] = _sorted(receiver, **kwargs)
+        return None
+    if name == "sort":
+        _check_visits(receiver, "the list sorted")
+    if name in _BULK_METHODS and isinstance(receiver, dict | set | frozenset):
+        if name == "update" and isinstance(receiver, dict):
+            args = tuple(arg if isinstance(arg, dict) else _bulk_pairs(arg, what) for arg in args)
+        elif name == "fromkeys":
+            args = (_bulk(args[0], what), *args[1:]) if args else args
+        else:
+            args = tuple(_bulk(arg, what) for arg in args)
+        return _built(method(*args, **kwargs))
+    if name in _KEYED_METHODS:
+        for arg in args[:1]:
+            _check_visits(arg, what)
+            if isinstance(receiver, list | tuple) and (
+                isinstance(arg, _CONTAINERS)
+                or (isinstance(arg, str | bytes) and len(arg) > _SHORT_TEXT)
+            ):
+                _check_visits(receiver, f"the {type(receiver).__name__} searched")
+    if name in _COPYING_METHODS:
+        return _built(method(*args, **kwargs))
+    return method(*args, **kwargs)
+
+
+def _check_replace(text: str | bytes, args: tuple[Any, ...], kwargs: Any) -> None:
+    if (
+        len(args) < 2
+        or not isinstance(args[0], str | bytes)
+        or not isinstance(args[1], str | bytes)
+    ):
+        return  # the real method raises
+    old, new = args[0], args[1]
+    if len(new) <= len(old):
+        return
+    count = args[2] if len(args) > 2 else kwargs.get("count", -1)
+    found = len(text) + 1 if not old else text.count(old)  # type: ignore[arg-type]
+    if isinstance(count, int) and count >= 0:
+        found = min(found, count)
+    if len(text) + found * (len(new) - len(old)) > MAX_SEQUENCE:
+        _too_big(f"the replaced {type(text).__name__}")
+
+
+class _StandIn(type):
+    """Makes a class stand for a builtin type in hook code: ``isinstance(x, dict)`` and
+    ``dict.fromkeys`` work as on the type; calling it runs the class's ``make`` guard."""
+
+    real: type
+    make: Callable[..., Any]
+
+    def __instancecheck__(cls, value: Any) -> bool:
+        return isinstance(value, cls.real)
+
+    def __subclasscheck__(cls, subclass: type) -> bool:
+        return issubclass(subclass, cls.real)
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        return cls.make(*args, **kwargs)
+
+    def __getattr__(cls, attribute: str) -> Any:
+        if attribute.startswith("_"):
+            raise AttributeError(attribute)
+        return getattr(cls.real, attribute)
+
+    def __repr__(cls) -> str:
+        return f"<class '{cls.real.__name__}'>"
+
+
+class HookStr(metaclass=_StandIn):
+    """``str`` in hook code: measures a container before writing it."""
+
+    real = str
+    make = staticmethod(_make_text)
+
+
+class HookSet(metaclass=_StandIn):
+    """``set`` in hook code: measures and checks the hashes of what it is built from."""
+
+    real = set
+    make = staticmethod(_make_set)
+
+
+class HookFrozenset(metaclass=_StandIn):
+    """``frozenset`` in hook code (see :class:`HookSet`)."""
+
+    real = frozenset
+    make = staticmethod(_make_frozenset)
+
+
+class HookDict(metaclass=_StandIn):
+    """``dict`` in hook code (see :class:`HookSet`)."""
+
+    real = dict
+    make = staticmethod(_make_dict)
+
+
+class HookList(metaclass=_StandIn):
+    """``list`` in hook code: what it builds counts against :data:`MAX_BUILT`."""
+
+    real = list
+    make = staticmethod(_make_list)
+
+
+class HookTuple(metaclass=_StandIn):
+    """``tuple`` in hook code (see :class:`HookList`)."""
+
+    real = tuple
+    make = staticmethod(_make_tuple)
+
+
+_STAND_INS = (HookStr, HookSet, HookFrozenset, HookDict, HookList, HookTuple)
+
+
 _GUARDS: dict[type[ast.operator], str] = {
     ast.Pow: "__hook_pow__",
     ast.Mult: "__hook_mul__",
@@ -306,19 +859,65 @@ _GUARDS: dict[type[ast.operator], str] = {
 _AUGMENTED_GUARDS: dict[type[ast.operator], str] = {**_GUARDS, ast.Add: "__hook_iadd__"}
 
 
+_SET_OPERATORS: dict[type[ast.operator], str] = {
+    ast.FloorDiv: "__hook_floordiv__",
+    ast.Sub: "__hook_sub__",
+    ast.BitOr: "__hook_or__",
+    ast.BitAnd: "__hook_and__",
+    ast.BitXor: "__hook_xor__",
+}
+_COMPARE_GUARDS: dict[type[ast.cmpop], str] = {
+    ast.Eq: "__hook_eq__",
+    ast.NotEq: "__hook_ne__",
+    ast.Lt: "__hook_lt__",
+    ast.LtE: "__hook_le__",
+    ast.Gt: "__hook_gt__",
+    ast.GtE: "__hook_ge__",
+    ast.In: "__hook_in__",
+    ast.NotIn: "__hook_not_in__",
+}
+_GUARDED_METHODS = _GROWING_METHODS | _KEYED_METHODS | _COPYING_METHODS
+_KEY_FIRST_METHODS = frozenset({"get", "pop", "setdefault", "add", "discard"})
+"""Called directly, these hash only a key: their arguments are measured as keys, and the call
+stays as written."""
+
+
+def _call(guard: str, *args: ast.expr) -> ast.Call:
+    return ast.Call(func=ast.Name(id=guard, ctx=ast.Load()), args=list(args), keywords=[])
+
+
+def _unpacking(kind: str, elements: list[ast.expr]) -> ast.Call:
+    """``[*a, b]`` as ``__hook_display__("list", [a, b], (True, False))``."""
+    values = [e.value if isinstance(e, ast.Starred) else e for e in elements]
+    stars = tuple(isinstance(e, ast.Starred) for e in elements)
+    return _call(
+        "__hook_display__",
+        ast.Constant(kind),
+        ast.List(elts=values, ctx=ast.Load()),
+        ast.Constant(stars),  # type: ignore[arg-type]
+    )
+
+
+_REAL_TYPES: Mapping[str, str] = MappingProxyType(
+    {name: f"__hook_real_{name}__" for name in ("str", "set", "frozenset", "dict", "list", "tuple")}
+)
+"""``isinstance(x, dict)`` checks against the real type (in C, not through the stand-in's
+``__instancecheck__``) when the hook never binds ``isinstance`` or the type's name itself."""
+
+
 class _Guard(ast.NodeTransformer):
-    """Routes ``**``, ``*``, ``<<``, ``+`` and ``%`` (and their augmented forms) through the
-    guards."""
+    """Routes the operations above through their guards: ``**``, ``*``, ``<<``, ``+``, ``%`` and
+    the set operators (and their augmented forms), comparisons, keys, f-string placeholders,
+    ``*`` unpacking and the methods that grow, hash or compare."""
 
     def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
         self.generic_visit(node)
         guard = _GUARDS.get(type(node.op))
+        if guard is None and not _is_number(node.left) and not _is_number(node.right):
+            guard = _SET_OPERATORS.get(type(node.op))
         if guard is None:
             return node
-        call = ast.Call(
-            func=ast.Name(id=guard, ctx=ast.Load()), args=[node.left, node.right], keywords=[]
-        )
-        return ast.copy_location(call, node)
+        return ast.copy_location(_call(guard, node.left, node.right), node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
         self.generic_visit(node)
@@ -335,10 +934,165 @@ class _Guard(ast.NodeTransformer):
             )
         else:  # attribute targets never pass the policy
             return node
-        call = ast.Call(
-            func=ast.Name(id=guard, ctx=ast.Load()), args=[current, node.value], keywords=[]
+        return ast.copy_location(
+            ast.Assign(targets=[target], value=_call(guard, current, node.value)), node
         )
-        return ast.copy_location(ast.Assign(targets=[target], value=call), node)
+
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        self.generic_visit(node)
+        operands = [node.left, *node.comparators]
+        if all(isinstance(op, ast.Is | ast.IsNot) for op in node.ops):
+            return node
+        if len(node.ops) == 1:
+            searched = isinstance(node.ops[0], ast.In | ast.NotIn)
+            if _short_constant(node.comparators[0]) or (
+                not searched and _short_constant(node.left)
+            ):
+                return node  # against a short constant: a few steps (``0 in x`` scans x)
+            guard = _COMPARE_GUARDS.get(type(node.ops[0]))
+            if guard is None:
+                return node
+            call = _call(guard, node.left, node.comparators[0])
+            return ast.copy_location(call, node)
+        wrapped: list[ast.expr] = [
+            o if isinstance(o, ast.Constant) else _call("__hook_operand__", o) for o in operands
+        ]
+        node.left, node.comparators = wrapped[0], wrapped[1:]
+        return node
+
+    def visit_FormattedValue(self, node: ast.FormattedValue) -> ast.AST:
+        self.generic_visit(node)
+        node.value = _call("__hook_placeholder__", node.value)
+        return node
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> ast.AST:
+        self.generic_visit(node)
+        if sum(isinstance(part, ast.FormattedValue) for part in node.values) < 2:
+            return node
+        parts: list[ast.expr] = [
+            ast.JoinedStr(values=[part]) if isinstance(part, ast.FormattedValue) else part
+            for part in node.values
+        ]
+        return ast.copy_location(
+            _call("__hook_concat__", ast.List(elts=parts, ctx=ast.Load())), node
+        )
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.slice, ast.Slice):
+            if isinstance(node.ctx, ast.Load):  # a copy: it counts as built
+                return ast.copy_location(_call("__hook_built__", node), node)
+        elif not isinstance(node.slice, ast.Constant):
+            node.slice = _call("__hook_key__", node.slice)
+        return node
+
+    def visit_Set(self, node: ast.Set) -> ast.AST:
+        self.generic_visit(node)
+        if any(isinstance(e, ast.Starred) for e in node.elts):
+            return ast.copy_location(_unpacking("set", node.elts), node)
+        node.elts = [_keyed(e) for e in node.elts]
+        return node
+
+    def visit_Dict(self, node: ast.Dict) -> ast.AST:
+        self.generic_visit(node)
+        node.keys = [None if k is None else _keyed(k) for k in node.keys]
+        node.values = [
+            _call("__hook_pass__", v) if k is None else v
+            for k, v in zip(node.keys, node.values, strict=True)
+        ]
+        return node
+
+    def visit_List(self, node: ast.List) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load) and any(isinstance(e, ast.Starred) for e in node.elts):
+            return ast.copy_location(_unpacking("list", node.elts), node)
+        return node
+
+    def visit_Tuple(self, node: ast.Tuple) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load) and any(isinstance(e, ast.Starred) for e in node.elts):
+            return ast.copy_location(_unpacking("tuple", node.elts), node)
+        return node
+
+    def visit_SetComp(self, node: ast.SetComp) -> ast.AST:
+        self.generic_visit(node)
+        node.elt = _keyed(node.elt)
+        return node
+
+    def visit_DictComp(self, node: ast.DictComp) -> ast.AST:
+        self.generic_visit(node)
+        node.key = _keyed(node.key)
+        return node
+
+    def __init__(self, bound: frozenset[str] = frozenset()) -> None:
+        self._bound = bound
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        func = node.func
+        if (
+            isinstance(func, ast.Name)
+            and func.id == "isinstance"
+            and len(node.args) == 2
+            and not node.keywords
+            and "isinstance" not in self._bound
+        ):
+            node.args[1] = self._real_types(node.args[1])
+        keyed = isinstance(func, ast.Attribute) and func.attr in _KEY_FIRST_METHODS
+        if keyed and isinstance(func, ast.Attribute):
+            func.value = self.visit(func.value)  # only the key is hashed: it alone is measured
+        else:
+            node.func = self.visit(func)
+        node.args = [self.visit(arg) for arg in node.args]
+        if keyed:  # every argument: dict.get(d, key) passes the key second
+            node.args = [a if isinstance(a, ast.Starred) else _keyed(a) for a in node.args]
+        node.keywords = [self.visit(keyword) for keyword in node.keywords]
+        if any(isinstance(arg, ast.Starred) for arg in node.args):
+            node.args = [ast.Starred(value=_unpacking("tuple", node.args), ctx=ast.Load())]
+        return node
+
+    def _real_types(self, node: ast.expr) -> ast.expr:
+        if isinstance(node, ast.Name) and node.id in _REAL_TYPES and node.id not in self._bound:
+            return ast.copy_location(ast.Name(id=_REAL_TYPES[node.id], ctx=ast.Load()), node)
+        if isinstance(node, ast.Tuple):
+            node.elts = [self._real_types(element) for element in node.elts]
+        return node
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load) and node.attr in _GUARDED_METHODS:
+            return ast.copy_location(
+                _call("__hook_method__", node.value, ast.Constant(node.attr)), node
+            )
+        return node
+
+
+def _bound_names(tree: ast.AST) -> frozenset[str]:
+    """Every name the code binds (assigns, defines, takes as a parameter, catches)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+        elif isinstance(node, ast.FunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+    return frozenset(names)
+
+
+def _short_constant(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and not (
+        isinstance(node.value, str | bytes) and len(node.value) > _SHORT_TEXT
+    )
+
+
+def _is_number(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, int | float)
+
+
+def _keyed(node: ast.expr) -> ast.expr:
+    return node if isinstance(node, ast.Constant) else _call("__hook_key__", node)
 
 
 # -- what hook code sees -----------------------------------------------------------------------
@@ -537,11 +1291,14 @@ def hint(text: str) -> dict[str, Any]:
 
 
 def _json_dumps(value: Any, sort_keys: bool = False) -> str:
-    return json.dumps(to_json(value, "json.dumps' value", "exception"), sort_keys=bool(sort_keys))
+    _check_visits(value, "json.dumps' value")
+    text = json.dumps(to_json(value, "json.dumps' value", "exception"), sort_keys=bool(sort_keys))
+    return _built(text)
 
 
 def _json_loads(text: str) -> Any:
-    return json.loads(_text(text, "json.loads' argument"), parse_int=_read_int)
+    _charge(len(_text(text, "json.loads' argument")))
+    return json.loads(text, parse_int=_read_int)
 
 
 MAX_INT_TEXT = 4300
@@ -580,10 +1337,20 @@ class _IntType(type):
     def __getattr__(cls, attribute: str) -> Any:
         if attribute.startswith("_"):
             raise AttributeError(attribute)
+        if attribute == "from_bytes":
+            return _int_from_bytes
         return getattr(int, attribute)
 
     def __repr__(cls) -> str:
         return "<class 'int'>"
+
+
+def _int_from_bytes(data: Any, *args: Any, **kwargs: Any) -> int:
+    """``int.from_bytes``, refusing integers over :data:`MAX_INT_BITS` bits: dividing two
+    integers of a million bytes is quadratic work in one C call."""
+    if isinstance(data, bytes | bytearray) and len(data) * 8 > MAX_INT_BITS:
+        _too_big("the integer read from bytes")
+    return int.from_bytes(data, *args, **kwargs)
 
 
 class HookInt(metaclass=_IntType):
@@ -815,9 +1582,9 @@ class _Regex:
             if "\\" in repl or (len(string) + 1) * (len(repl) + 1) > REGEX_FAST_STEPS:
                 steps = None
         if steps is not None and steps <= REGEX_FAST_STEPS:
-            return regex_op(request), compiled
+            return _built(regex_op(request)), compiled
         try:
-            return self._runner(request, self._budget.deadline), compiled
+            return _built(self._runner(request, self._budget.deadline)), compiled
         except TimeoutError:
             self._budget.trip("timeout")
 
@@ -964,6 +1731,39 @@ SAFE_BUILTINS: Mapping[str, Any] = MappingProxyType(
         "__hook_mod__": _guard_mod,
         "__hook_mul__": _guard_mul,
         "__hook_lshift__": _guard_lshift,
+        "__hook_floordiv__": _set_operation(operator.floordiv),
+        "__hook_sub__": _set_operation(operator.sub),
+        "__hook_or__": _set_operation(operator.or_),
+        "__hook_and__": _set_operation(operator.and_),
+        "__hook_xor__": _set_operation(operator.xor),
+        "__hook_eq__": _comparison(operator.eq),
+        "__hook_ne__": _comparison(operator.ne),
+        "__hook_lt__": _comparison(operator.lt),
+        "__hook_le__": _comparison(operator.le),
+        "__hook_gt__": _comparison(operator.gt),
+        "__hook_ge__": _comparison(operator.ge),
+        "__hook_in__": _search(negated=False),
+        "__hook_not_in__": _search(negated=True),
+        "__hook_operand__": _operand,
+        "__hook_key__": _key,
+        "__hook_pass__": _pass,
+        "__hook_placeholder__": _placeholder,
+        "__hook_concat__": _concat,
+        "__hook_display__": _display,
+        "__hook_method__": _method,
+        **{guard: getattr(builtins, name) for name, guard in _REAL_TYPES.items()},
+        "str": HookStr,
+        "set": HookSet,
+        "frozenset": HookFrozenset,
+        "dict": HookDict,
+        "list": HookList,
+        "tuple": HookTuple,
+        "__hook_built__": _built,
+        "repr": _repr,
+        "sorted": _sorted,
+        "min": _extreme(min, "min"),
+        "max": _extreme(max, "max"),
+        "round": _round,
     }
 )  # fmt: skip
 """The builtins hook code gets: no ``open``, ``__import__``, ``getattr``, ``type``, ``print``…"""
@@ -1001,7 +1801,8 @@ def compile_program(hooks: Iterable[tuple[str, str]]) -> Program:
     compiled = []
     for index, (hook, source) in enumerate(hooks):
         try:
-            tree = _Guard().visit(ast.parse(source, filename=HOOK_FILE, mode="exec"))
+            parsed = ast.parse(source, filename=HOOK_FILE, mode="exec")
+            tree = _Guard(_bound_names(parsed)).visit(parsed)
             ast.fix_missing_locations(tree)
             code = compile(tree, HOOK_FILE, "exec", dont_inherit=True)
         except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
@@ -1013,24 +1814,45 @@ def compile_program(hooks: Iterable[tuple[str, str]]) -> Program:
     return tuple(compiled)
 
 
+def _here() -> None:
+    """Only its code's file name is used: the name Python gives this module's code."""
+
+
+_RUNTIME_FILE = _here.__code__.co_filename
+
+
 class _Budget:
     """Counts the hook's lines and watches its deadline, from a per-thread trace function."""
 
-    __slots__ = ("deadline", "lines", "max_lines", "tripped")
+    __slots__ = ("built", "deadline", "lines", "max_lines", "tripped")
 
     def __init__(self, limits: Limits) -> None:
         self.max_lines = limits.max_lines
         self.deadline = time.monotonic() + limits.timeout_s
         self.lines = 0
+        self.built = 0
         self.tripped: str | None = None
+
+    def build(self, size: int) -> None:
+        """Count a large value a guard built; past :data:`MAX_BUILT` the call fails as
+        ``memory``, a stop the hook cannot catch."""
+        self.built += size
+        if self.built > MAX_BUILT:
+            self.trip("memory")
 
     def trip(self, kind: str) -> NoReturn:
         self.tripped = kind
         raise _Stop(kind)
 
     def _global(self, frame: types.FrameType, event: str, arg: Any) -> Any:
-        if frame.f_code.co_filename != HOOK_FILE:
-            return None  # helpers run untraced; the next hook line checks the deadline
+        filename = frame.f_code.co_filename
+        if filename != HOOK_FILE:
+            # Helpers run untraced. This runtime's own (the guards) check the deadline as they
+            # start, so a line chaining many guarded calls stops at the first one past it; any
+            # other code (a regex worker's bookkeeping) is never interrupted halfway.
+            if filename == _RUNTIME_FILE and time.monotonic() > self.deadline:
+                self.trip("timeout")
+            return None
         if time.monotonic() > self.deadline:
             self.trip("timeout")
         return self._local
@@ -1046,11 +1868,14 @@ class _Budget:
 
     def call(self, function: Callable[..., Any], *args: Any) -> Any:
         previous = sys.gettrace()
+        outer = getattr(_CURRENT, "budget", None)
+        _CURRENT.budget = self
         sys.settrace(self._global)
         try:
             return function(*args)
         finally:
             sys.settrace(previous)
+            _CURRENT.budget = outer
 
 
 def run_call(
@@ -1158,6 +1983,11 @@ def _effect(value: Any, where: str, limits: Limits) -> dict[str, Any] | None:
 def _budget_message(where: str, kind: str, limits: Limits) -> str:
     if kind == "lines":
         return f"{where} ran more than {limits.max_lines} lines, its line budget"
+    if kind == "memory":
+        return (
+            f"{where} built more than {MAX_BUILT} items (list items, characters, entries) in "
+            f"values of {BUILT_COUNTED_FROM} items or more, its allocation budget"
+        )
     return f"{where} ran longer than its {limits.timeout_s:g}s wall-clock timeout"
 
 

@@ -4,13 +4,15 @@ Fast (no process per call, no serialisation) and good for patches that already p
 validation, for tests and for loading an accepted patch in production. Its limits are those the
 runtime can enforce from Python: the line budget and the wall-clock deadline (checked on every
 line by a per-thread trace function, so they work off the main thread and cannot be caught by
-the hook), the arithmetic, ``+``, ``%``, ``sum`` and ``range`` guards, the restricted builtins
+the hook), the arithmetic, ``+``, ``%``, ``sum``, ``range`` and size guards, the restricted builtins
 and read-only helpers. A C call holds the GIL — the whole process — until it returns, so the one
 that can run without bound on a tiny input, a backtracking regex, never runs in this process
 when the runtime cannot bound its cost: it goes to a regex worker process
 (:mod:`~envharness.optimizer.patches.sandbox.regex_workers`) that is killed at the call's
-deadline. What is left (memory, and C work on values built up over many lines: docs/patches.md)
-is why ``SubprocessSandbox`` is the sandbox for untrusted code.
+deadline. Values built up over many lines are bounded where they grow and measured before C
+visits them, and an allocation budget counts what the guards see being built. What is left
+(memory is accounting, not a kernel limit; no CPU or environment limits: docs/patches.md) is
+why ``SubprocessSandbox`` is the sandbox for untrusted code.
 """
 
 from __future__ import annotations
