@@ -75,7 +75,7 @@ async def call_environment(environment: Environment[Any, Any], method: str, *arg
     method."""
     try:
         result = getattr(environment, method)(*args)
-        if inspect.isawaitable(result):
+        if _maybe_awaitable(result) and inspect.isawaitable(result):
             result = await result
         return result
     except Exception as exc:
@@ -84,11 +84,27 @@ async def call_environment(environment: Environment[Any, Any], method: str, *arg
         ) from exc
 
 
-def encodable(value: Any, what: str) -> Any:
-    """The JSON form of ``value`` (the ``what`` an environment produced), or a named failure."""
+_PLAIN = frozenset({dict, list, tuple, str, int, float, bool, type(None), Resolution})
+
+
+def _maybe_awaitable(value: Any) -> bool:
+    """``False`` for the plain values a sync method returns (asked for every call: the full
+    test, :func:`inspect.isawaitable`, is an abstract-class check)."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return False
+    return not isinstance(value, msgspec.Struct) or hasattr(kind, "__await__")
+
+
+def encodable(value: Any, what: str, participant: str | None = None) -> Any:
+    """The JSON form of ``value`` (the ``what`` an environment produced, for ``participant``
+    when given), or a named failure. The name is put together only on failure: this runs for
+    every observation and outcome."""
     try:
         return msgspec.to_builtins(value)
     except (TypeError, msgspec.EncodeError) as exc:
+        if participant is not None:
+            what = f"{what} for {participant!r}"
         raise SessionFailure(
             f"the {what} ({type(value).__name__}) is not encodable by msgspec: {exc}", exc
         ) from exc
@@ -121,6 +137,8 @@ def checked(payload: _P, source: str) -> _P:
 def checked_signals(resolution: Resolution) -> dict[str, float | None]:
     """Signals are numbers by name (checked by hand: this runs every turn)."""
     signals: dict[str, float | None] = dict(resolution.signals)
+    if not signals:
+        return signals
     for name, value in signals.items():
         if not isinstance(name, str) or (
             value is not None and (isinstance(value, bool) or not isinstance(value, int | float))
@@ -140,6 +158,8 @@ def checked_resolution(resolution: Any, roster: Mapping[str, Any]) -> Resolution
             f"environment resolve() returned {type(resolution).__name__}, expected a "
             "Resolution(state=..., outcomes=..., done=...)"
         )
+    if _plainly_valid(resolution, roster):
+        return resolution
     problems = []
     for flag in ("done", "truncated"):
         if not isinstance(getattr(resolution, flag), bool):
@@ -172,6 +192,30 @@ def checked_resolution(resolution: Any, roster: Mapping[str, Any]) -> Resolution
             f"environment resolve() returned a bad Resolution: {'; '.join(problems)}"
         )
     return resolution
+
+
+def _plainly_valid(resolution: Resolution, roster: Mapping[str, Any]) -> bool:
+    """Whether ``resolution`` is valid on its face — plain dicts, bools and numbers, no bytes
+    to check — which is what nearly every turn returns: then the full check, which names each
+    problem, need not run. ``False`` only means the full check decides."""
+    outcomes, rewards = resolution.outcomes, resolution.rewards
+    return (
+        type(resolution.done) is bool
+        and type(resolution.truncated) is bool
+        and type(outcomes) is dict
+        and type(resolution.signals) is dict
+        and type(resolution.artifacts) is dict
+        and type(rewards) is dict
+        and not resolution.artifacts
+        and all(name in roster for name in outcomes)
+        and all(
+            name in roster and (value is None or type(value) in _NUMBERS)
+            for name, value in rewards.items()
+        )
+    )
+
+
+_NUMBERS = (int, float)
 
 
 def private_copy(original: Any, shown: Any) -> Any:

@@ -21,7 +21,12 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import (
+    AbstractAsyncContextManager,
+    AsyncExitStack,
+    asynccontextmanager,
+    nullcontext,
+)
 from random import Random
 from typing import Any
 
@@ -29,7 +34,7 @@ import anyio
 import msgspec
 from msgspec import UNSET
 
-from envharness.contracts.agent import AgentCapabilities, AgentContext, LogLevel
+from envharness.contracts.agent import AgentCapabilities, AgentContext, LogLevel, provides
 from envharness.contracts.environment import Environment, HoldsResources, ScoreReport
 from envharness.contracts.operations import OperationResult, operation_ref
 from envharness.errors import StoreError
@@ -241,11 +246,13 @@ class SessionRunner:
         # A caller told the session's id (progress), or an agent process about to start,
         # may act on the session existing: commit the start first. Otherwise it goes out
         # with the first turns, in one commit.
-        external = any(found.lifespan for found in self._capabilities.values())
+        external = any(found.lifespan is not None for found in self._capabilities.values())
         await self._flush(durable=self._progress is not None or external)
         if self._progress is not None:
             self._progress(plan.session_id, self._turns_completed, plan.turns)
-        async with running(self._capabilities, self._agent_contexts()):
+        # Only an agent with a lifespan is given a context (before its first turn).
+        lifespans = running(self._capabilities, self._agent_contexts()) if external else None
+        async with lifespans or nullcontext():
             if resumption is not None and resumption.agent_states:
                 await self._restore_agents(resumption.agent_states)
             state, reason = await self._turns(state)
@@ -548,16 +555,21 @@ class SessionRunner:
         )
 
 
-@asynccontextmanager
-async def _held(environment: Environment[Any, Any]) -> AsyncIterator[None]:
+def _held(environment: Environment[Any, Any]) -> AbstractAsyncContextManager[object]:
     """The environment's ``lifespan()`` around the session, when it has one (a program it
     talks to runs for exactly this long); a lifespan that cannot start fails the session."""
+    if provides(environment, HoldsResources):
+        return _holding(environment)
+    return nullcontext()
+
+
+@asynccontextmanager
+async def _holding(environment: HoldsResources) -> AsyncIterator[None]:
     async with AsyncExitStack() as stack:
-        if isinstance(environment, HoldsResources):
-            try:
-                await stack.enter_async_context(environment.lifespan())
-            except Exception as exc:
-                raise SessionFailure(
-                    f"environment lifespan() raised {type(exc).__name__}: {exc}", exc
-                ) from exc
+        try:
+            await stack.enter_async_context(environment.lifespan())
+        except Exception as exc:
+            raise SessionFailure(
+                f"environment lifespan() raised {type(exc).__name__}: {exc}", exc
+            ) from exc
         yield

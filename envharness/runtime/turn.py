@@ -23,7 +23,7 @@ import anyio
 import msgspec
 from msgspec import UNSET
 
-from envharness.contracts.agent import AgentCapabilities
+from envharness.contracts.agent import AgentCapabilities, provides
 from envharness.contracts.environment import (
     ChecksActions,
     DecidesWhoActs,
@@ -169,15 +169,18 @@ class TurnPlayer:
         # The harness refused an environment that declares the order but lacks acting().
         whose_turn = environment.spec.turn_order == "environment"
         self._acting = (
-            environment.acting if whose_turn and isinstance(environment, DecidesWhoActs) else None
+            environment.acting if whose_turn and provides(environment, DecidesWhoActs) else None
         )
-        self._render = environment.render_text if isinstance(environment, RendersText) else None
+        self._render = environment.render_text if provides(environment, RendersText) else None
         self._check_action = (
-            environment.check_action if isinstance(environment, ChecksActions) else None
+            environment.check_action if provides(environment, ChecksActions) else None
         )
         # Sync agents' threads: one per participant, never shared with other sessions or the
         # journal, so a slow agent elsewhere cannot eat into this session's action timeout.
-        threads = anyio.CapacityLimiter(max(1, len(plan.agents)))
+        threaded = any(
+            not found.is_async and not found.runs_inline for found in capabilities.values()
+        )
+        threads = anyio.CapacityLimiter(len(plan.agents)) if threaded else None
         self._callers = {
             name: Caller(name, agent, capabilities[name], plan.action_timeout, threads)
             for name, agent in plan.agents.items()
@@ -231,8 +234,8 @@ class TurnPlayer:
         for participant in acting:
             observation = await call_environment(self._environment, "observe", state, participant)
             observations[participant] = observation
-            shown = encodable(observation, f"observation for {participant!r}")
-            text = await self._text_view(state, participant)
+            shown = encodable(observation, "observation", participant)
+            text = None if self._render is None else await self._text_view(state, participant)
             self._record(
                 Observation(observation=shown, text=UNSET if text is None else text),
                 turn=turn, participant=participant,
@@ -245,7 +248,11 @@ class TurnPlayer:
                 hints = await hooking.before_ask(turn, participant, state, msgspec.Raw(data))
                 observations[participant] = with_hints(observations[participant], hints)
         try:
-            replies = await ask_all(self._callers, observations)
+            if len(observations) == 1:  # one participant acts: no task group to gather answers
+                [(participant, observation)] = observations.items()
+                replies = {participant: await self._callers[participant].ask(observation)}
+            else:
+                replies = await ask_all(self._callers, observations)
         except OutOfBudget as stop:  # the session stops; what the others answered was paid for
             for participant, arrived in stop.arrived.items():
                 self._attempted(turn, participant, arrived)
@@ -296,9 +303,7 @@ class TurnPlayer:
         rewards = resolution.rewards
         executed: dict[str, Any] = {}
         for participant, action in actions.items():
-            outcome = encodable(
-                resolution.outcomes.get(participant), f"outcome for {participant!r}"
-            )
+            outcome = encodable(resolution.outcomes.get(participant), "outcome", participant)
             shown_action = as_evidence(action)
             self._record(
                 ActionExecuted(
@@ -311,9 +316,7 @@ class TurnPlayer:
                 hooking.executed(turn, participant, shown_action, outcome)
                 executed[participant] = shown_action
         for participant in _bystanders(resolution, actions, self._plan.agents):
-            outcome = encodable(
-                resolution.outcomes.get(participant), f"outcome for {participant!r}"
-            )
+            outcome = encodable(resolution.outcomes.get(participant), "outcome", participant)
             self._record(
                 ParticipantOutcome(outcome=outcome, reward=rewards.get(participant, UNSET)),
                 turn=turn, participant=participant,

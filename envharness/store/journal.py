@@ -13,10 +13,11 @@ the database and empties it, so that little lives only in the log while nothing 
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import anyio
@@ -54,6 +55,9 @@ MAX_BATCH_ROWS = 4096
 """Upper bound on rows in one transaction, so one commit never holds the lock for long."""
 REQUEST_BUFFER = 64
 """Append requests that may wait for the writer before producers block (back-pressure)."""
+LINGER_S = 0.002
+"""When several producers' requests wait together, the writer waits this long for more before
+it commits them: under load, commits get fuller and fewer; a lone producer never waits."""
 IDLE_CHECKPOINT_S = 1.0
 """After this long without a commit, the writer checkpoints the log and empties it."""
 WAL_WARNING_BYTES = 16 << 20
@@ -79,6 +83,12 @@ _INSERT_RECORD = (
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_BLOB = "INSERT OR IGNORE INTO blobs (digest, data) VALUES (?, ?)"
+ROWS_PER_INSERT = 64
+"""Rows one INSERT statement carries (the rest of a transaction's go one by one)."""
+_INSERT_RECORDS = _INSERT_RECORD.replace(
+    "(?, ?, ?, ?, ?, ?, ?, ?, ?)", ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * ROWS_PER_INSERT)
+)
+_INSERT_BLOBS = _INSERT_BLOB.replace("(?, ?)", ", ".join(["(?, ?)"] * ROWS_PER_INSERT))
 
 
 class _Request:
@@ -114,8 +124,9 @@ class Pending:
         Shielded: once rows are handed over, the caller always learns whether they are stored
         (a commit is bounded by the busy timeout).
         """
-        with anyio.CancelScope(shield=True):
-            await self._request.done.wait()
+        if not self._request.done.is_set():
+            with anyio.CancelScope(shield=True):
+                await self._request.done.wait()
         if self._request.error is not None:
             raise self._request.error
 
@@ -191,14 +202,12 @@ class Journal:
         async with self._receive:
             async for first in self._receive:
                 batch = [first]
-                size = len(first.rows)
-                while size < MAX_BATCH_ROWS:
-                    try:
-                        request = self._receive.receive_nowait()
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                    batch.append(request)
-                    size += len(request.rows)
+                size = self._gather(batch, len(first.rows))
+                if len(batch) > 1 and size < MAX_BATCH_ROWS and LINGER_S > 0:
+                    # Several producers are writing: a moment's wait lets more of them share
+                    # this commit (fewer, fuller transactions); a lone producer never waits.
+                    await anyio.sleep(LINGER_S)
+                    size = self._gather(batch, size)
                 try:
                     await anyio.to_thread.run_sync(self._commit, batch, limiter=self._thread)
                 except Exception as exc:  # noqa: BLE001 - never leave a producer waiting
@@ -211,6 +220,18 @@ class Journal:
                         request.done.set()
                     self._last_commit = anyio.current_time()
                     self._committed.set()
+
+    def _gather(self, batch: list[_Request], size: int) -> int:
+        """Add the requests already waiting to ``batch``, up to :data:`MAX_BATCH_ROWS` rows;
+        returns the rows in it."""
+        while size < MAX_BATCH_ROWS:
+            try:
+                request = self._receive.receive_nowait()
+            except (anyio.WouldBlock, anyio.EndOfStream):
+                break
+            batch.append(request)
+            size += len(request.rows)
+        return size
 
     async def _checkpoint_when_idle(self) -> None:
         """Once no commit came for :data:`IDLE_CHECKPOINT_S`, checkpoint (in the writer's own
@@ -293,6 +314,8 @@ class Journal:
             self._broken.setdefault(row.session_id, error)
 
     def _refused(self, request: _Request) -> bool:
+        if not self._broken:
+            return False
         for row in request.rows:
             cause = self._broken.get(row.session_id)
             if cause is not None:
@@ -303,16 +326,16 @@ class Journal:
                 return True
         return False
 
-    def _transaction(self, batch: Iterable[_Request]) -> None:
+    def _transaction(self, batch: Sequence[_Request]) -> None:
         connection = self._connection
-        heads: dict[str, RecordRow] = {}
+        rows = [row for request in batch for row in request.rows]
+        blobs = {digest: data for request in batch for digest, data in request.blobs.items()}
         try:
             connection.execute("BEGIN IMMEDIATE")
-            for request in batch:
-                if request.blobs:
-                    connection.executemany(_INSERT_BLOB, request.blobs.items())
-                connection.executemany(_INSERT_RECORD, request.rows)
-                heads.update(_update_index(connection, request.rows))
+            if blobs:
+                _insert(connection, _INSERT_BLOBS, _INSERT_BLOB, list(blobs.items()))
+            _insert(connection, _INSERT_RECORDS, _INSERT_RECORD, rows)
+            heads = _update_index(connection, rows)
             (position,) = connection.execute(_LAST_POSITION).fetchone()
             connection.execute("COMMIT")
         except (sqlite3.Error, msgspec.MsgspecError) as exc:
@@ -340,75 +363,141 @@ class Journal:
         return translate_sqlite_error(exc, self._directory)
 
 
+def _insert(
+    connection: sqlite3.Connection, many: str, one: str, rows: Sequence[tuple[object, ...]]
+) -> None:
+    """Insert ``rows``, :data:`ROWS_PER_INSERT` to a statement (``many``; the rest ``one``
+    by one).
+
+    ``sqlite3`` gives up the GIL and takes it back around every statement it steps, and each
+    retake waits on the event loop's thread, busy playing sessions: a statement per row paid
+    that at every record, one per 64 rows pays it once for them all (and binds less)."""
+    whole = len(rows) - len(rows) % ROWS_PER_INSERT
+    flat = itertools.chain.from_iterable
+    for start in range(0, whole, ROWS_PER_INSERT):
+        connection.execute(many, tuple(flat(rows[start : start + ROWS_PER_INSERT])))
+    if whole < len(rows):
+        connection.executemany(one, rows[whole:])
+
+
+_INSERT_SESSION = (
+    "INSERT INTO sessions (id, experiment_id, scenario_id, status, reason, created_at,"
+    " updated_at, turns_completed, head_seq, head_digest, owner, parent_id, parent_seq)"
+    " VALUES (:id, :experiment_id, :scenario_id, :status, :reason, :created_at, :updated_at,"
+    " :turns, :head_seq, :head_digest, :owner, :parent_id, :parent_seq)"
+)
+_INDEXED_KINDS = frozenset(
+    {
+        "outcome",
+        "session.created",
+        "session.status",
+        "segment.started",
+        "segment.ended",
+        "branch",
+        "experiment.created",
+        "experiment.status",
+        "optimizer.started",
+        "optimizer.status",
+        "optimizer.accepted",
+    }
+)
+"""The kinds that change an index; every other record only moves its chain's head."""
+_SESSION_COLUMNS = ("status", "reason", "owner", "parent_id", "parent_seq")
+"""The columns a session's records change after its creation (folded per transaction)."""
+
+
 def _update_index(
     connection: sqlite3.Connection, rows: Sequence[RecordRow]
 ) -> dict[str, RecordRow]:
     """Keep the ``sessions`` table (a derived index) in step with the records just inserted;
-    returns each chain's last row."""
+    returns each chain's last row.
+
+    What a session's records change is folded per chain first, so that each session costs one
+    statement however many of its records arrive in the transaction (its ``session.created``
+    row is inserted with its later status and owner already applied): the same rows as one
+    statement per record, at a fraction of the cost. Readers never see the steps in between,
+    which share the transaction.
+    """
     heads: dict[str, RecordRow] = {}
     turns: dict[str, int] = {}
+    changed: dict[str, dict[str, object]] = {}
+    created: dict[str, dict[str, object]] = {}
     for row in rows:
-        heads[row.session_id] = row
-        if row.kind == "session.created":
+        chain_id = row.session_id
+        heads[chain_id] = row
+        kind = row.kind
+        if kind not in _INDEXED_KINDS:
+            continue
+        if kind == "outcome":
+            if row.turn is not None and row.turn > turns.get(chain_id, 0):
+                turns[chain_id] = row.turn
+        elif kind == "session.created":
             config = _created_decoder.decode(row.payload).config
-            connection.execute(
-                "INSERT INTO sessions (id, experiment_id, scenario_id, status, created_at,"
-                " updated_at, head_seq, head_digest) VALUES (?, ?, ?, 'created', ?, ?, ?, ?)",
-                (
-                    row.session_id,
-                    config.experiment_id,
-                    config.scenario.id,
-                    row.at,
-                    row.at,
-                    row.seq,
-                    row.digest,
-                ),
-            )
-        elif row.kind == "session.status":
+            created[chain_id] = {
+                "experiment_id": config.experiment_id,
+                "scenario_id": config.scenario.id,
+                "created_at": row.at,
+            }
+            changed[chain_id] = {"status": "created"}
+        elif kind == "session.status":
             status = _status_decoder.decode(row.payload)
-            connection.execute(
-                "UPDATE sessions SET status = ?, reason = ? WHERE id = ?",
-                (status.status, status.reason, row.session_id),
-            )
-        elif row.kind == "experiment.created":
+            changes = changed.setdefault(chain_id, {})
+            changes["status"] = status.status
+            changes["reason"] = status.reason
+        elif kind == "segment.started":
+            runner = _segment_decoder.decode(row.payload).runner
+            if runner is not None:
+                changed.setdefault(chain_id, {})["owner"] = _encode(runner).decode()
+        elif kind == "segment.ended":
+            changed.setdefault(chain_id, {})["owner"] = None
+        elif kind == "branch":
+            branch = _branch_decoder.decode(row.payload)
+            changes = changed.setdefault(chain_id, {})
+            changes["parent_id"] = branch.parent_session
+            changes["parent_seq"] = branch.checkpoint_seq
+        elif kind == "experiment.created":
             experiment = _experiment_decoder.decode(row.payload).config
             total = len(experiment.scenarios) * experiment.trials
             connection.execute(
                 "INSERT INTO experiments (id, name, status, total, created_at, updated_at,"
                 " head_seq, head_digest) VALUES (?, ?, 'created', ?, ?, ?, ?, ?)",
-                (row.session_id, experiment.name, total, row.at, row.at, row.seq, row.digest),
+                (chain_id, experiment.name, total, row.at, row.at, row.seq, row.digest),
             )
-        elif row.kind == "experiment.status":
+        elif kind == "experiment.status":
             change = _experiment_status_decoder.decode(row.payload)
             owner = _encode(change.runner).decode() if change.runner is not None else None
             connection.execute(
                 "UPDATE experiments SET status = ?, reason = ?, owner = ? WHERE id = ?",
-                (change.status, change.reason, owner, row.session_id),
+                (change.status, change.reason, owner, chain_id),
             )
-        elif row.kind == "segment.started":
-            runner = _segment_decoder.decode(row.payload).runner
-            if runner is not None:
-                connection.execute(
-                    "UPDATE sessions SET owner = ? WHERE id = ?",
-                    (_encode(runner).decode(), row.session_id),
-                )
-        elif row.kind == "branch":
-            branch = _branch_decoder.decode(row.payload)
-            connection.execute(
-                "UPDATE sessions SET parent_id = ?, parent_seq = ? WHERE id = ?",
-                (branch.parent_session, branch.checkpoint_seq, row.session_id),
-            )
-        elif row.kind == "segment.ended":
-            connection.execute("UPDATE sessions SET owner = NULL WHERE id = ?", (row.session_id,))
-        elif row.kind == "outcome" and row.turn is not None:
-            turns[row.session_id] = max(turns.get(row.session_id, 0), row.turn)
-        elif row.kind.startswith("optimizer."):
+        else:
             _index_optimizer(connection, row)
     for chain_id, head in heads.items():
+        changes = changed.get(chain_id, {})
+        turn = turns.get(chain_id, 0)
+        start = created.get(chain_id)
+        if start is not None:
+            connection.execute(
+                _INSERT_SESSION,
+                {
+                    **dict.fromkeys(_SESSION_COLUMNS),
+                    **start,
+                    **changes,
+                    "id": chain_id,
+                    "updated_at": head.at,
+                    "turns": turn,
+                    "head_seq": head.seq,
+                    "head_digest": head.digest,
+                },
+            )
+            continue
+        columns = [name for name in _SESSION_COLUMNS if name in changes]
         updated = connection.execute(
             "UPDATE sessions SET head_seq = ?, head_digest = ?, updated_at = ?,"
-            " turns_completed = MAX(turns_completed, ?) WHERE id = ?",
-            (head.seq, head.digest, head.at, turns.get(chain_id, 0), chain_id),
+            " turns_completed = MAX(turns_completed, ?)"
+            + "".join(f", {name} = ?" for name in columns)
+            + " WHERE id = ?",
+            (head.seq, head.digest, head.at, turn, *(changes[name] for name in columns), chain_id),
         )
         if updated.rowcount == 0:  # not a session: an experiment's chain
             updated = connection.execute(

@@ -1,0 +1,93 @@
+"""How the journal writes a transaction: many rows to a statement, one index change per chain.
+
+Each test compares against the plain meaning — every row stored as sealed and in the order
+handed over; the index as appending the same records one by one leaves it — not against how
+the writer goes about it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from envharness.records import RecordRow, RunnerRef, SegmentEnded, SegmentStarted, SessionChain
+from envharness.store import open_store
+from envharness.store.journal import ROWS_PER_INSERT
+
+from ._support import logs, new_session, plain, status_row, turn_rows
+
+pytestmark = pytest.mark.anyio
+
+RUNNER = RunnerRef(host="here", pid=7)
+
+
+def whole_life(session_id: str) -> tuple[list[RecordRow], dict[str, bytes]]:
+    """A session from ``session.created`` to ``segment.ended``, with two turns."""
+    chain, created = new_session(session_id, scenario_id="sc", experiment_id="exp_1")
+    rows = [created, status_row(chain, "running")]
+    rows.append(chain.seal(SegmentStarted(segment=0, runner=RUNNER)))
+    blobs: dict[str, bytes] = {}
+    for turn in (1, 2):
+        more, state = turn_rows(chain, turn)
+        rows += more
+        blobs |= state
+    rows.append(status_row(chain, "completed", "done"))
+    rows.append(chain.seal(SegmentEnded(segment=0, status="completed")))
+    return rows, blobs
+
+
+def index_row(store: Path, session_id: str) -> tuple[object, ...]:
+    with plain(store) as connection:
+        row = connection.execute(
+            "SELECT experiment_id, scenario_id, status, reason, created_at, updated_at,"
+            " turns_completed, head_seq, head_digest, owner, parent_id, parent_seq"
+            " FROM sessions WHERE id = ?",
+            (session_id,),
+        ).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+async def test_a_session_in_one_commit_is_indexed_as_record_by_record(store_path: Path) -> None:
+    at_once, blobs = whole_life("ses_at_once")
+    one_by_one, _ = whole_life("ses_one_by_one")
+    async with open_store(store_path) as store:
+        await store.append(at_once, blobs)
+        for row in one_by_one:
+            await store.append([row], blobs)
+    folded = index_row(store_path, "ses_at_once")
+    stepwise = index_row(store_path, "ses_one_by_one")
+    # The two differ only in their own times and digests, which the index copies.
+    assert folded[:4] + folded[6:8] + folded[9:] == stepwise[:4] + stepwise[6:8] + stepwise[9:]
+    assert folded[:4] == ("exp_1", "sc", "completed", "done")
+    assert (folded[6], folded[7], folded[9]) == (2, len(at_once) - 1, None)
+    assert (folded[4], folded[5], folded[8]) == (at_once[0].at, at_once[-1].at, at_once[-1].digest)
+
+
+async def test_an_owner_is_kept_while_the_segment_runs(store_path: Path) -> None:
+    rows, blobs = whole_life("ses_running")
+    async with open_store(store_path) as store:
+        await store.append(rows[:-2], blobs)  # still running: segment.ended not yet written
+    assert index_row(store_path, "ses_running")[2:4] == ("running", None)
+    assert index_row(store_path, "ses_running")[9] == '{"host":"here","pid":7,"started":null}'
+
+
+async def test_rows_across_many_statements_are_stored_as_sealed_in_order(
+    store_path: Path,
+) -> None:
+    chains = [SessionChain(f"ses_{index}") for index in range(3)]
+    rows = [row for _ in range(ROWS_PER_INSERT) for chain in chains for row in logs(chain, 1)]
+    rows += logs(chains[0], 5)  # and a remainder that fills no statement
+    blobs = {hashlib.sha256(bytes([n])).hexdigest(): bytes([n]) for n in range(150)}
+    async with open_store(store_path) as store:
+        await store.append(rows, blobs)
+    with plain(store_path) as connection:
+        stored = connection.execute(
+            "SELECT session_id, seq, kind, turn, participant, at, payload, prev, digest"
+            " FROM records ORDER BY pos"
+        ).fetchall()
+        kept = dict(connection.execute("SELECT digest, data FROM blobs").fetchall())
+    assert [RecordRow(*row) for row in stored] == rows
+    assert kept == blobs
