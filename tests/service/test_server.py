@@ -178,9 +178,10 @@ def test_the_listening_socket_is_tcp_so_answers_are_not_held_by_nagle() -> None:
 
 
 RECORDING_BROWSER = """#!{python}
-import json, sys
-with open({record!r}, "w") as record:
+import json, os, sys
+with open({record!r} + ".part", "w") as record:
     json.dump(sys.argv, record)
+os.replace({record!r} + ".part", {record!r})  # whole or absent: the test reads it once it exists
 """
 
 
