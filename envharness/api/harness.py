@@ -282,7 +282,19 @@ class AsyncEnvironmentHarness:
         (default: the harness's) counts what the session spent before: after a budget
         stopped it, give a larger one.
         """
-        budget = checked_budget(budget)
+        return await self._resume_session(
+            session_id,
+            declare_changes=declare_changes,
+            progress=progress,
+            hooks=hooks,
+            budget=checked_budget(budget),
+        )
+
+    async def _resume_session(
+        self, session_id: str, *, budget: Budget | None, **resuming: Any
+    ) -> Session:
+        """Resume or continue a session where ``pause`` (here) and ``envharness stop`` /
+        ``pause`` (from another process) reach it; a stop returns how the evidence ended it."""
         async with self._writable_store() as store:
             session_id = (await store.session(session_id)).id
             stop = anyio.CancelScope()
@@ -292,14 +304,7 @@ class AsyncEnvironmentHarness:
             ):
                 with stop:
                     result = await resume_session(
-                        store,
-                        self._template,
-                        session_id,
-                        declare_changes=declare_changes,
-                        progress=progress,
-                        hooks=hooks,
-                        pause=pause,
-                        budget=budget,
+                        store, self._template, session_id, pause=pause, budget=budget, **resuming
                     )
                     return Session.of(result, self.store)
                 return await ended_session(store, session_id, self.store)
@@ -352,28 +357,14 @@ class AsyncEnvironmentHarness:
         """Run ``turns`` more turns of a completed, paused (e.g. branched), stopped or
         interrupted session, in a new segment; ``budget`` as for :meth:`resume`."""
         check_count("turns", turns)
-        budget = checked_budget(budget)
-        async with self._writable_store() as store:
-            session_id = (await store.session(session_id)).id
-            stop = anyio.CancelScope()
-            async with (
-                self._pauses.holding(session_id) as pause,
-                self._remote.reachable(session_id, pause=pause, stop=stop.cancel),
-            ):
-                with stop:
-                    result = await resume_session(
-                        store,
-                        self._template,
-                        session_id,
-                        declare_changes=declare_changes,
-                        progress=progress,
-                        hooks=hooks,
-                        pause=pause,
-                        more_turns=turns,
-                        budget=budget,
-                    )
-                    return Session.of(result, self.store)
-                return await ended_session(store, session_id, self.store)
+        return await self._resume_session(
+            session_id,
+            declare_changes=declare_changes,
+            progress=progress,
+            hooks=hooks,
+            more_turns=turns,
+            budget=checked_budget(budget),
+        )
 
     def experiment(
         self,
