@@ -191,3 +191,23 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         sys.stderr.flush()
         sys.stdout.flush()
         os._exit(_exit_status[0] or 1)
+
+
+@pytest.fixture(scope="session")
+def research_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Converted GGUF checkpoints live here for the whole test session, not in the user's HOME.
+
+    Under pytest-xdist the workers share one (beside their own temporary directories): the
+    first to need SmolLM2 converts it (~20 s) while the others wait for it instead of
+    converting it again on the same two cores (``research.models`` locks the conversion)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    cache = shared / "research-cache"
+    cache.mkdir(exist_ok=True)
+    before = os.environ.get("ENVHARNESS_RESEARCH_CACHE")
+    os.environ["ENVHARNESS_RESEARCH_CACHE"] = str(cache)
+    yield cache
+    if before is None:
+        os.environ.pop("ENVHARNESS_RESEARCH_CACHE", None)
+    else:
+        os.environ["ENVHARNESS_RESEARCH_CACHE"] = before

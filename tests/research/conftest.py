@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,26 +79,6 @@ def sft_row(number: int) -> dict[str, Any]:
 @pytest.fixture
 def sft_rows() -> list[dict[str, Any]]:
     return [sft_row(n) for n in range(8)]
-
-
-@pytest.fixture(scope="session")
-def research_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Converted GGUF checkpoints live here for the whole test session, not in the user's HOME.
-
-    Under pytest-xdist the workers share one (beside their own temporary directories): the
-    first to need SmolLM2 converts it (~20 s) while the others wait for it instead of
-    converting it again on the same two cores (``research.models`` locks the conversion)."""
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    cache = shared / "research-cache"
-    cache.mkdir(exist_ok=True)
-    before = os.environ.get("ENVHARNESS_RESEARCH_CACHE")
-    os.environ["ENVHARNESS_RESEARCH_CACHE"] = str(cache)
-    yield cache
-    if before is None:
-        os.environ.pop("ENVHARNESS_RESEARCH_CACHE", None)
-    else:
-        os.environ["ENVHARNESS_RESEARCH_CACHE"] = before
 
 
 @pytest.fixture(scope="session")
