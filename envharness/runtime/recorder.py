@@ -20,7 +20,7 @@ from envharness.runtime.checks import SessionFailure, sha256
 from envharness.store import Store
 from envharness.store.journal import Pending
 
-__all__ = ["HOLD_ROWS", "HOLD_SECONDS", "IN_FLIGHT", "YIELD_SECONDS", "SessionRecorder"]
+__all__ = ["HOLD_ROWS", "HOLD_SECONDS", "IN_FLIGHT", "SessionRecorder"]
 
 IN_FLIGHT = 32
 """Commits of one session that may be pending while the next turns are played."""
@@ -30,11 +30,6 @@ a fast session then commits many turns at once (one fsync instead of one per tur
 one — whose turns take longer than this — still hands over every turn as it ends."""
 HOLD_ROWS = 512
 """Records a session holds at most before handing them over, whatever the time."""
-YIELD_SECONDS = 0.001
-"""How long a session's turns may keep the event loop before it lets other tasks run. Between
-two yields, every turn boundary still checks for a stop (cancellation is heard there); a
-yield per turn cost a third of a fast turn's time, and bought other sessions nothing that a
-yield every millisecond does not."""
 
 
 class SessionRecorder:
@@ -46,7 +41,6 @@ class SessionRecorder:
         "_in_flight",
         "_pending",
         "_store",
-        "_yield_due",
         "chain",
     )
 
@@ -57,7 +51,6 @@ class SessionRecorder:
         self._blobs: dict[str, bytes] = {}
         self._in_flight: collections.deque[Pending] = collections.deque()
         self._flush_due = time.monotonic() + HOLD_SECONDS
-        self._yield_due = 0.0
 
     def record(
         self, payload: Payload, *, turn: int | None = None, participant: str | None = None
@@ -90,20 +83,17 @@ class SessionRecorder:
         Cancelled before the journal took the rows, they stay pending and go out with the
         final status — a chain never has a gap. Not ``durable``, the rows may be held up to
         :data:`HOLD_SECONDS` (or :data:`HOLD_ROWS`) so that consecutive turns share a commit,
-        and the session goes on while up to :data:`IN_FLIGHT` commits are pending (a held turn
-        yields the event loop at most every :data:`YIELD_SECONDS`). Nothing is
+        and the session goes on while up to :data:`IN_FLIGHT` commits are pending. Nothing is
         acknowledged by that: only a durable flush says the records are stored.
         """
         if not durable and hold:
             now = time.monotonic()
             if now < self._flush_due and len(self._pending) < HOLD_ROWS:
-                # A stop is heard at every turn boundary; other tasks get the loop at least
-                # every YIELD_SECONDS (handing rows over yields too).
-                if now < self._yield_due:
-                    await anyio.lowlevel.checkpoint_if_cancelled()
-                else:
-                    await anyio.lowlevel.checkpoint()
-                    self._yield_due = time.monotonic() + YIELD_SECONDS  # from getting it back
+                # Still yield once a turn: other sessions get their turn, and a stop asked by
+                # another task is heard at the next turn boundary. (Yielding only every
+                # millisecond saved a third of a trivial turn, but then a stop asked after turn
+                # 2 of a fast session came after its end: predictability wins.)
+                await anyio.lowlevel.checkpoint()
                 return
             self._flush_due = now + HOLD_SECONDS
         if not self._pending and not self._blobs:

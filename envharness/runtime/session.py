@@ -145,6 +145,9 @@ class SessionRunner:
         """Why a budget stopped the turns, once one has."""
         self._paused = False
         """Whether a pause request stopped the turns."""
+        self._ended: SessionResult | None = None
+        """How the session ended, once its terminal status is recorded: an interruption that
+        comes while that status is being committed must not record a second one."""
         validate = action_check(plan.environment)
         self._hooking: HookRunner | None = None
         if plan.hooks is not None:
@@ -538,14 +541,12 @@ class SessionRunner:
     async def _finish(
         self, status: Status, reason: str | None, error: ErrorInfo | None = None
     ) -> SessionResult:
+        if self._ended is not None:  # ended already; interrupted while committing that end
+            await self._flush()
+            return self._ended
         self._record(SessionStatus(status=status, reason=reason, error=error))
         self._record(SegmentEnded(segment=self._segment, status=status))
-        settling = self._plan.settling
-        if settling is not None:
-            await self._flush(durable=False, hold=False)
-            settling()
-        await self._flush()
-        return SessionResult(
+        self._ended = SessionResult(
             id=self._plan.session_id,
             status=status,
             turns_completed=self._turns_completed,
@@ -553,6 +554,12 @@ class SessionRunner:
             error=error,
             ended_by=self._ended_by if status == "completed" else None,
         )
+        settling = self._plan.settling
+        if settling is not None:
+            await self._flush(durable=False, hold=False)
+            settling()
+        await self._flush()
+        return self._ended
 
 
 def _held(environment: Environment[Any, Any]) -> AbstractAsyncContextManager[object]:
