@@ -30,18 +30,26 @@ that participant's observations and actions, and finds no scores.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+import sqlite3
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import cast
+from typing import TypeVar, cast
 
 import msgspec
 
 from envharness.errors import NotFoundError
-from envharness.records import TERMINAL_STATUSES, Branch, Checkpoint, Record, decode_record
+from envharness.records import (
+    TERMINAL_STATUSES,
+    Branch,
+    Checkpoint,
+    Record,
+    RecordRow,
+    decode_record,
+)
 from envharness.runtime.compare import compare_sessions
-from envharness.service.auth import Principal
-from envharness.service.problems import not_found
+from envharness.service.auth import Principal, confirm_in, refused
+from envharness.service.problems import HTTPProblem, not_found
 from envharness.service.state import Service
 from envharness.service.wire.sessions import (
     BranchLink,
@@ -60,8 +68,13 @@ from envharness.store import (
     SessionInfo,
     Store,
 )
+from envharness.store.connections import read_in_thread
+from envharness.store.raw_rows import page_rows, session_by_id
+from envharness.store.tokens import participant_sessions_in
 
 __all__ = ["Access"]
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,21 +115,63 @@ class Access:
 
     async def session(self, session_id: str) -> SessionInfo:
         """The session with exactly this id, if this principal may see it; 404 otherwise."""
-        try:
-            info = await self.service.store.session(session_id)
-        except NotFoundError:
-            raise not_found(f"session {session_id!r}") from None
-        if info.id != session_id:  # a prefix matched: the API names sessions exactly
-            raise not_found(f"session {session_id!r}")
-        if not self.sees_everything:
-            participant = self.principal.participant or ""
-            bound = self.principal.sessions
-            if bound is not None and session_id not in bound:
-                raise not_found(f"session {session_id!r}")
-            mine = await self.service.tokens.participant_sessions(participant, among=[session_id])
-            if session_id not in mine:
-                raise not_found(f"session {session_id!r}")
+        info, _ = await self.page(session_id, None)
         return info
+
+    async def page(
+        self, session_id: str, requested: RecordFilter | None
+    ) -> tuple[SessionInfo, list[RecordRow]]:
+        """The session (as :meth:`session`) and its rows that ``requested``, narrowed by
+        :meth:`records`, picks (none when ``None``).
+
+        Every query — the token's pending check, the session, the participant's roster, the
+        page — is made in one worker-thread call on one reader: the hop costs more than they
+        do. The answers keep their order: a revoked token's 401, then the session's 404, then
+        a participant's 404 for another participant's records.
+        """
+        refusal: HTTPProblem | None = None
+        selection: RecordFilter | None = None
+        if requested is not None:
+            try:
+                selection = self.records(requested)
+            except HTTPProblem as problem:
+                refusal = problem
+        principal = self.principal
+
+        def read(
+            connection: sqlite3.Connection,
+        ) -> tuple[bool, SessionInfo | None, list[RecordRow]]:
+            if not confirm_in(connection, principal):
+                return False, None, []
+            info = self._visible(connection, session_id)
+            if info is None or selection is None:
+                return True, info, []
+            return True, info, page_rows(connection, session_id, selection)
+
+        active, info, rows = await self._read(read)
+        if not active:
+            raise refused(self.service, principal)
+        if info is None:
+            raise not_found(f"session {session_id!r}")
+        if refusal is not None:
+            raise refusal
+        return info, rows
+
+    def _visible(self, connection: sqlite3.Connection, session_id: str) -> SessionInfo | None:
+        """The session with exactly this id if this principal may see it (blocking). The API
+        names sessions exactly: a prefix names none."""
+        info = session_by_id(connection, session_id)
+        if info is None or self.sees_everything:
+            return info
+        bound = self.principal.sessions
+        if bound is not None and session_id not in bound:
+            return None
+        participant = self.principal.participant or ""
+        mine = participant_sessions_in(connection, participant, [session_id])
+        return info if session_id in mine else None
+
+    async def _read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        return await read_in_thread(self.service.store.directory, work)
 
     def records(self, requested: RecordFilter) -> RecordFilter:
         """``requested`` narrowed to what this principal may read.

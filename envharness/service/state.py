@@ -15,7 +15,7 @@ from envharness.errors import ConfigurationError
 from envharness.service.codes import LoginCodes
 from envharness.service.projections import Projections
 from envharness.store import Store
-from envharness.store.tokens import TokenStore
+from envharness.store.tokens import TokenInfo, TokenStore
 
 __all__ = ["Address", "Service", "loopback_address"]
 
@@ -82,6 +82,9 @@ class Service:
     """The clock of server-side waits (SSE polling, heartbeats)."""
     projections: Projections = field(default_factory=Projections)
     """Trajectories already projected, reused while their evidence is unchanged."""
+    resolved_tokens: dict[str, TokenInfo] = field(default_factory=dict)
+    """Tokens already resolved, by their secret's sha256; a request that uses one still checks
+    in its own read that it was not revoked since (:mod:`envharness.service.auth`)."""
 
     @property
     def cookie_name(self) -> str:

@@ -26,7 +26,17 @@ from envharness.errors import ConfigurationError, NotFoundError
 from envharness.records import new_id, utc_now_text
 from envharness.store.connections import read_in_thread, write_in_thread
 
-__all__ = ["ROLES", "TOKEN_PREFIX", "IssuedToken", "Role", "TokenInfo", "TokenStore"]
+__all__ = [
+    "ROLES",
+    "TOKEN_PREFIX",
+    "IssuedToken",
+    "Role",
+    "TokenInfo",
+    "TokenStore",
+    "hash_secret",
+    "participant_sessions_in",
+    "resolve_in",
+]
 
 Role = Literal["admin", "viewer", "participant"]
 ROLES: tuple[Role, ...] = get_args(Role)
@@ -148,15 +158,8 @@ class TokenStore:
         if not secret.startswith(TOKEN_PREFIX) or len(secret) > 200:
             return None
         digest = hash_secret(secret)
-        rows = await self._read(
-            lambda c: c.execute(
-                f"SELECT {_COLUMNS} FROM tokens WHERE secret_sha256 = ?", (digest,)
-            ).fetchall()
-        )
-        if not rows:
-            return None
-        info = _info(rows[0])
-        return info if info.active(self.now()) else None
+        now = self.now()
+        return await self._read(lambda c: resolve_in(c, digest, now))
 
     async def tokens(self) -> list[TokenInfo]:
         """Every token ever issued, oldest first, revoked and expired ones included."""
@@ -188,17 +191,7 @@ class TokenStore:
     ) -> frozenset[str]:
         """Ids of the sessions whose roster (frozen in ``session.created``) names
         ``participant``, optionally only those in ``among``."""
-        query = (
-            "SELECT s.id FROM sessions s JOIN records r ON r.session_id = s.id AND r.seq = 0"
-            " WHERE r.kind = 'session.created' AND EXISTS (SELECT 1 FROM"
-            " json_each(CAST(r.payload AS TEXT), '$.config.participants') WHERE key = ?)"
-        )
-        arguments: list[object] = [participant]
-        if among is not None:
-            query += " AND s.id IN (SELECT value FROM json_each(?))"
-            arguments.append(msgspec.json.encode(list(among)).decode())
-        rows = await self._read(lambda c: c.execute(query, arguments).fetchall())
-        return frozenset(str(row[0]) for row in rows)
+        return await self._read(lambda c: participant_sessions_in(c, participant, among))
 
     # -- connections ---------------------------------------------------------------------------
 
@@ -207,6 +200,35 @@ class TokenStore:
 
     async def _write(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         return await write_in_thread(self.directory, work)
+
+
+def resolve_in(connection: sqlite3.Connection, digest: str, now: str) -> TokenInfo | None:
+    """The token whose secret has this sha256 if it is active at ``now`` (blocking): the
+    lookup of :meth:`TokenStore.resolve`, for a read that makes it with its own queries."""
+    rows = connection.execute(
+        f"SELECT {_COLUMNS} FROM tokens WHERE secret_sha256 = ?", (digest,)
+    ).fetchall()
+    if not rows:
+        return None
+    info = _info(rows[0])
+    return info if info.active(now) else None
+
+
+def participant_sessions_in(
+    connection: sqlite3.Connection, participant: str, among: Collection[str] | None
+) -> frozenset[str]:
+    """:meth:`TokenStore.participant_sessions` on a connection the caller holds (blocking),
+    for a read that makes its other queries in the same worker-thread call."""
+    query = (
+        "SELECT s.id FROM sessions s JOIN records r ON r.session_id = s.id AND r.seq = 0"
+        " WHERE r.kind = 'session.created' AND EXISTS (SELECT 1 FROM"
+        " json_each(CAST(r.payload AS TEXT), '$.config.participants') WHERE key = ?)"
+    )
+    arguments: list[object] = [participant]
+    if among is not None:
+        query += " AND s.id IN (SELECT value FROM json_each(?))"
+        arguments.append(msgspec.json.encode(list(among)).decode())
+    return frozenset(str(row[0]) for row in connection.execute(query, arguments))
 
 
 def _check_role(role: str) -> Role:

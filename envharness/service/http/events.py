@@ -25,6 +25,7 @@ only what was committed since the previous one.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Annotated
@@ -34,6 +35,7 @@ import msgspec
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from envharness.errors import NotFoundError
 from envharness.records import (
     TERMINAL_STATUSES,
     ExperimentStatus,
@@ -41,7 +43,6 @@ from envharness.records import (
     SessionCreated,
     SessionStatus,
     decode_payload,
-    encode_record,
 )
 from envharness.service.access import Access
 from envharness.service.params import MAX_INTEGER
@@ -55,8 +56,12 @@ from envharness.service.wire.sessions import (
     SessionCreatedEvent,
     SessionStatusEvent,
     StreamEnd,
+    stored_record_bytes,
 )
-from envharness.store import RecordFilter
+from envharness.store import RecordFilter, SessionInfo
+from envharness.store.connections import read_in_thread
+from envharness.store.raw_rows import page_rows, session_by_id
+from envharness.store.reader import PAGE_SIZE
 
 __all__ = [
     "EXPERIMENT_KINDS",
@@ -144,20 +149,22 @@ async def record_events(
 ) -> AsyncGenerator[bytes, None]:
     """The event stream's bytes: records after ``cursor`` as they commit, then ``end``."""
     yield f"retry: {RETRY_MS}\n\n".encode()
-    store = service.store
     scanned = cursor
     """Every visible record up to here has been sent."""
     last_sent = cursor
     quiet_since = service.monotonic()
     while True:
-        info = await store.session(session_id)
+        info, page = await _poll(service, session_id, selection, scanned)
         head = info.records - 1
         if head > scanned:
-            pending = msgspec.structs.replace(selection, after=scanned, limit=None)
-            async with aclosing(store.rows(session_id, pending)) as rows:
-                async for row in rows:
-                    yield b"id: %d\nevent: record\ndata: %s\n\n" % (row.seq, encode_record(row))
-                    scanned = last_sent = row.seq
+            while page:
+                for row in page:
+                    data = stored_record_bytes(row)
+                    yield b"id: %d\nevent: record\ndata: %s\n\n" % (row.seq, data)
+                scanned = last_sent = page[-1].seq
+                if len(page) < PAGE_SIZE:
+                    break
+                page = await _page(service, session_id, selection, scanned)
             scanned = max(scanned, head)
             quiet_since = service.monotonic()
         if info.status in TERMINAL_STATUSES and scanned >= head:
@@ -169,6 +176,35 @@ async def record_events(
             yield b": keep-alive\n\n"
             quiet_since = service.monotonic()
         await anyio.sleep(POLL_INTERVAL)
+
+
+async def _poll(
+    service: Service, session_id: str, selection: RecordFilter, after: int
+) -> tuple[SessionInfo, list[RecordRow]]:
+    """The session's head and, when it moved past ``after``, the first page of the selected
+    records after ``after``: one worker-thread call, since a hop costs more than the queries."""
+    wanted = msgspec.structs.replace(selection, after=after, limit=PAGE_SIZE)
+
+    def read(connection: sqlite3.Connection) -> tuple[SessionInfo | None, list[RecordRow]]:
+        info = session_by_id(connection, session_id)
+        if info is None or info.records - 1 <= after:
+            return info, []
+        return info, page_rows(connection, session_id, wanted)
+
+    info, page = await read_in_thread(service.store.directory, read)
+    if info is None:
+        raise NotFoundError(f"session {session_id!r} is no longer in the store")
+    return info, page
+
+
+async def _page(
+    service: Service, session_id: str, selection: RecordFilter, after: int
+) -> list[RecordRow]:
+    """The next page of the selected records after ``after``."""
+    wanted = msgspec.structs.replace(selection, after=after, limit=PAGE_SIZE)
+    return await read_in_thread(
+        service.store.directory, lambda connection: page_rows(connection, session_id, wanted)
+    )
 
 
 async def experiment_stream(call: Call[ExperimentEventsQuery]) -> Response:

@@ -177,19 +177,14 @@ async def get_session(call: Call[NoParameters]) -> Response:
 
 async def list_records(call: Call[RecordsQuery]) -> Response:
     query = call.query
-    access = call.access
-    info = await access.session(call.path("session_id"))
-    selection = access.records(
-        RecordFilter(
-            after=query.after,
-            kinds=tuple(query.kind),
-            participant=query.participant,
-            turn=query.turn,
-            limit=query.limit + 1,  # one more than asked: is there a next page?
-        )
+    requested = RecordFilter(
+        after=query.after,
+        kinds=tuple(query.kind),
+        participant=query.participant,
+        turn=query.turn,
+        limit=query.limit + 1,  # one more than asked: is there a next page?
     )
-    async with aclosing(call.service.store.rows(info.id, selection)) as rows:
-        page = [row async for row in rows]
+    _, page = await call.access.page(call.path("session_id"), requested)
     more = len(page) > query.limit
     page = page[: query.limit]
     next_after = page[-1].seq if more else None
@@ -308,6 +303,7 @@ API_ENDPOINTS: tuple[Endpoint, ...] = (
             "is a 404."
         ),
         roles=ANYONE, query=RecordsQuery, response=RecordPage, errors=(404, 422),
+        cached_token=True,
     ),
     Endpoint(
         method="GET", path=f"{_SESSION}/export", handler=export_session,
@@ -332,7 +328,7 @@ API_ENDPOINTS: tuple[Endpoint, ...] = (
         ),
         roles=ANYONE, query=EventsQuery, media_type="text/event-stream", errors=(404, 422),
         request_headers={"Last-Event-ID": "Resume after this seq (sent by EventSource)."},
-        events={"record": RecordOut, "end": StreamEnd},
+        events={"record": RecordOut, "end": StreamEnd}, cached_token=True,
     ),
     Endpoint(
         method="GET", path=f"{_SESSION}/lineage", handler=get_lineage,

@@ -19,7 +19,6 @@ from envharness.records import (
     RecordRow,
     SessionConfig,
     Status,
-    encode_record,
 )
 from envharness.runtime.compare import Alignment, TurnDifference
 from envharness.store import SessionCounts
@@ -54,6 +53,7 @@ __all__ = [
     "TurnDifference",
     "VerifyOut",
     "record_page_bytes",
+    "stored_record_bytes",
 ]
 
 KINDS: tuple[str, ...] = tuple(
@@ -362,10 +362,36 @@ class NewToken(msgspec.Struct, frozen=True, kw_only=True):
     info: TokenInfo
 
 
-_PAGE_OPEN = b'{"records":['
+class _StoredRecord(msgspec.Struct):
+    """A :class:`RecordOut` whose payload is the stored bytes, embedded unchanged: fields in
+    :func:`~envharness.records.encode_record`'s order, so a page is encoded in one call."""
+
+    session_id: str
+    seq: int
+    kind: str
+    turn: int | None
+    participant: str | None
+    at: str
+    payload: msgspec.Raw
+    prev: str | None
+    digest: str
+
+
+class _StoredPage(msgspec.Struct):
+    records: list[_StoredRecord]
+    next_after: int | None
+
+
+_page_encoder = msgspec.json.Encoder()
 
 
 def record_page_bytes(rows: list[RecordRow], next_after: int | None) -> bytes:
     """A :class:`RecordPage` as JSON, built from stored bytes."""
-    tail = b"null" if next_after is None else str(next_after).encode()
-    return _PAGE_OPEN + b",".join(map(encode_record, rows)) + b'],"next_after":' + tail + b"}"
+    records = [_StoredRecord(*row[:6], msgspec.Raw(row[6]), *row[7:]) for row in rows]
+    return _page_encoder.encode(_StoredPage(records, next_after))
+
+
+def stored_record_bytes(row: RecordRow) -> bytes:
+    """One :class:`RecordOut` as JSON, its payload the stored bytes: the bytes of
+    :func:`~envharness.records.encode_record`, without a dict built per record."""
+    return _page_encoder.encode(_StoredRecord(*row[:6], msgspec.Raw(row[6]), *row[7:]))
