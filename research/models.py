@@ -174,7 +174,8 @@ def _gguf_parsed_once() -> Iterator[None]:
     """
     import gguf
 
-    real_reader, real_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    library: Any = gguf  # its names are swapped for the conversion's length, then restored
+    real_reader, real_map = library.GGUFReader, library.get_tensor_name_map
     readers: dict[tuple[str, str], Any] = {}
 
     def reader(path: Any, mode: str = "r") -> Any:
@@ -183,12 +184,12 @@ def _gguf_parsed_once() -> Iterator[None]:
             readers[key] = real_reader(path, mode)
         return readers[key]
 
-    gguf.GGUFReader = reader
-    gguf.get_tensor_name_map = functools.lru_cache(maxsize=None)(real_map)
+    library.GGUFReader = reader
+    library.get_tensor_name_map = functools.lru_cache(maxsize=None)(real_map)
     try:
         yield
     finally:
-        gguf.GGUFReader, gguf.get_tensor_name_map = real_reader, real_map
+        library.GGUFReader, library.get_tensor_name_map = real_reader, real_map
 
 
 def _convert(path: Path, target: Path, digest: str) -> Path:
