@@ -64,7 +64,7 @@ def test_the_openai_engineer_runs_an_optimizer_iteration_against_the_real_server
         tmp_path / "store", environment=SupportDesk, agents={"agent": RefundFirstPolicy}
     )
     config = OptimizationConfig(candidates=2, iterations=1, turns=8, sandbox="local", alpha=None)
-    result = HarnessOptimizer(harness, engineer, config=config).optimize(tickets(2))
+    result = HarnessOptimizer(harness, engineer, config=config).optimize(tickets(1))
     [iteration] = result.iterations
     assert len(iteration.verdicts) == 2
     assert iteration.engineer_tokens > 0  # the server's usage counts reached the evidence

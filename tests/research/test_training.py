@@ -183,13 +183,16 @@ def test_bad_input_is_named_with_exit_2(
     content: str | None,
     message: str,
     sft_rows: list[dict[str, Any]],
+    tiny_model: Path,
     tmp_path: Path,
 ) -> None:
     data = tmp_path / "sft.jsonl"
     data.write_text(content if content is not None else json.dumps(sft_rows[0]) + "\n")
     extra = ["--max-length", "8"] if model is None else []
     out = str(tmp_path / "o")
-    done = _cli("sft", "--model", model or "tiny", "--data", str(data), "--out", out, *extra)
+    # Rows too long for the model: its tokenizer measures them, so the one built for the session.
+    model = model or str(tiny_model)
+    done = _cli("sft", "--model", model, "--data", str(data), "--out", out, *extra)
     assert done.returncode == 2
     assert message in done.stderr
     assert "Traceback" not in done.stderr
