@@ -14,12 +14,17 @@ from __future__ import annotations
 import sqlite3
 
 from envharness.records import RecordRow
-from envharness.store.reader import SESSION_COLUMNS, RecordFilter, SessionInfo, session_info
+from envharness.store.reader import (
+    SESSION_COLUMNS,
+    RecordFilter,
+    SessionInfo,
+    selected_rows_query,
+    session_info,
+)
 
 __all__ = ["page_rows", "session_by_id"]
 
 _SESSION_QUERY = f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?"
-_ROW_COLUMNS = "session_id, seq, kind, turn, participant, at, payload, prev, digest"
 
 
 def session_by_id(connection: sqlite3.Connection, session_id: str) -> SessionInfo | None:
@@ -33,22 +38,7 @@ def page_rows(
 ) -> list[RecordRow]:
     """The session's rows that ``selection`` picks, in ``seq`` order, in one statement: the
     same selection :func:`~envharness.store.reader.iterate_rows` reads page by page."""
-    clauses = ["session_id = ?", "seq > ?"]
-    arguments: list[object] = [session_id, selection.after]
-    if selection.kinds:
-        clauses.append(f"kind IN ({', '.join('?' * len(selection.kinds))})")
-        arguments.extend(selection.kinds)
-    if selection.participant is not None:
-        clauses.append("participant = ?")
-        arguments.append(selection.participant)
-    if selection.turn is not None:
-        clauses.append("turn = ?")
-        arguments.append(selection.turn)
-    if selection.until is not None:
-        clauses.append("seq <= ?")
-        arguments.append(selection.until)
-    query = f"SELECT {_ROW_COLUMNS} FROM records WHERE {' AND '.join(clauses)} ORDER BY seq"
-    if selection.limit is not None:
-        query += " LIMIT ?"
-        arguments.append(selection.limit)
+    query, filters = selected_rows_query(selection)
+    limit = -1 if selection.limit is None else selection.limit  # SQLite: a negative LIMIT is none
+    arguments = (session_id, selection.after, *filters, limit)
     return [RecordRow(*row) for row in connection.execute(query, arguments)]

@@ -37,6 +37,7 @@ __all__ = [
     "experiment_rows_query",
     "iterate_rows",
     "open_reader",
+    "selected_rows_query",
 ]
 
 PAGE_SIZE = 500
@@ -217,28 +218,37 @@ def session_info(row: Sequence[object], gone: dict[str, bool] | None = None) -> 
 _FIELDS = tuple(SessionInfo.__struct_fields__)
 
 
-async def iterate_rows(
-    directory: Path, session_id: str, selection: RecordFilter, page_size: int = PAGE_SIZE
-) -> AsyncGenerator[RecordRow, None]:
-    """Yield the session's rows in ``seq`` order, one short transaction per page."""
+def selected_rows_query(selection: RecordFilter) -> tuple[str, list[object]]:
+    """The statement that reads a page of the rows ``selection`` picks, and the arguments of
+    its filters: it takes ``(session_id, after, *filters, limit)``. One place builds it, for the
+    paged reader and for the service's one-statement page
+    (:func:`envharness.store.raw_rows.page_rows`)."""
     clauses = ["session_id = ?", "seq > ?"]
-    parameters: list[object] = [session_id]
+    filters: list[object] = []
     if selection.kinds:
         clauses.append(f"kind IN ({', '.join('?' * len(selection.kinds))})")
-        parameters.extend(selection.kinds)
+        filters.extend(selection.kinds)
     if selection.participant is not None:
         clauses.append("participant = ?")
-        parameters.append(selection.participant)
+        filters.append(selection.participant)
     if selection.turn is not None:
         clauses.append("turn = ?")
-        parameters.append(selection.turn)
+        filters.append(selection.turn)
     if selection.until is not None:
         clauses.append("seq <= ?")
-        parameters.append(selection.until)
+        filters.append(selection.until)
     query = (
         "SELECT session_id, seq, kind, turn, participant, at, payload, prev, digest FROM records"
         f" WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT ?"
     )
+    return query, filters
+
+
+async def iterate_rows(
+    directory: Path, session_id: str, selection: RecordFilter, page_size: int = PAGE_SIZE
+) -> AsyncGenerator[RecordRow, None]:
+    """Yield the session's rows in ``seq`` order, one short transaction per page."""
+    query, filters = selected_rows_query(selection)
     key, connection = await anyio.to_thread.run_sync(take_reader, directory)
     failed = False
     try:
@@ -246,7 +256,7 @@ async def iterate_rows(
         remaining = selection.limit
         while remaining is None or remaining > 0:
             size = page_size if remaining is None else min(page_size, remaining)
-            arguments = (parameters[0], after, *parameters[1:], size)
+            arguments = (session_id, after, *filters, size)
             try:
                 page = await anyio.to_thread.run_sync(_fetch, connection, query, arguments)
             except BaseException as exc:
