@@ -268,15 +268,20 @@ def _apply(
     duplicates = stored = 0
     tail: SourceRow | None = None
     for chunk in chunks:
-        held_hashes: dict[int, str] = {}
-        if chunk[0].position <= head:
-            held_hashes = dict(
-                connection.execute(
-                    "SELECT position, hash FROM source_records WHERE source = ?"
-                    " AND position BETWEEN ? AND ?",
-                    (source, chunk[0].position, min(chunk[-1].position, head)),
-                ).fetchall()
-            )
+        if chunk[0].position > head:  # all new (the usual case): no per-record comparisons
+            if tail is None:
+                _check_link(batch, chunk[0], head=head, head_hash=head_hash)
+            connection.executemany(_INSERT, [(*row, import_id) for row in chunk])
+            stored += len(chunk)
+            tail = chunk[-1]
+            continue
+        held_hashes: dict[int, str] = dict(
+            connection.execute(
+                "SELECT position, hash FROM source_records WHERE source = ?"
+                " AND position BETWEEN ? AND ?",
+                (source, chunk[0].position, min(chunk[-1].position, head)),
+            ).fetchall()
+        )
         new: list[tuple[object, ...]] = []
         for row in chunk:
             if row.position <= head:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -80,6 +80,32 @@ class _Peek(msgspec.Struct, forbid_unknown_fields=False):
 
 _peek = msgspec.json.Decoder(_Peek)
 _line = msgspec.json.Decoder(SourceRecord)
+_moment = msgspec.json.Decoder(datetime)
+
+_Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_INTEGER)]
+
+
+class _WellFormed(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A :class:`SourceRecord` whose fields already pass most of :func:`row_problem`'s checks,
+    as constraints msgspec runs while decoding (``re.search``, hence the anchors). Only the
+    fast path decodes with it: a line it refuses goes through the full checks, which name
+    the problem in words (:func:`_decode_checked`). ``hash`` and ``prev`` are left to the
+    chain (:func:`_continues`): a hash equal to the one recomputed is a sha256 in hex."""
+
+    schema_version: int
+    source: str
+    position: _Count
+    episode: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_EPISODE_LENGTH)]
+    kind: Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*\Z")]
+    at: str
+    payload: msgspec.Raw
+    prev: str | None
+    hash: str
+    turn: _Count | None = None
+    participant: str | None = None
+
+
+_well_formed = msgspec.json.Decoder(_WellFormed)
 
 
 def encode_source_row(row: SourceRow) -> bytes:
@@ -157,15 +183,23 @@ def read_source_lines(
     check_source_id(source)
     previous: SourceRow | None = None
     for number, text in enumerate(lines, start=1):
-        if not text.strip():
+        if not text or text.isspace():  # what ``strip`` would empty, without copying the line
             continue
-        where = f"{origin} line {number}"
-        row = _decode(source, text, where)
+        row = _well_formed_row(source, text)
+        if row is not None and _continues(previous, row):
+            previous = row
+            yield row
+            continue
+        # Something is wrong, or unusual: the full checks, in their order, say what.
+        row = _decode_checked(source, text, f"{origin} line {number}")
         found = chain_problem(previous, row)
         if found is not None:
             problem, detail = found
             raise SourceChainError(
-                f"{where}: {detail}", source=source, position=row.position, problem=problem
+                f"{origin} line {number}: {detail}",
+                source=source,
+                position=row.position,
+                problem=problem,
             )
         previous = row
         yield row
@@ -193,7 +227,45 @@ def encoding_problem(text: bytes) -> str | None:
     return _not_utf8(text)
 
 
-def _decode(source: str, text: bytes, where: str) -> SourceRow:
+def _well_formed_row(source: str, text: bytes) -> SourceRow | None:
+    """The row of a line that passes every check of :func:`_decode_checked`, decoded once;
+    ``None`` for any other line (never a different verdict: the full checks then run).
+
+    The fast path of an import (issue 20): the full checks peek at the line before decoding
+    it, and check the fields in Python; here msgspec checks most of them while decoding."""
+    try:
+        record = _well_formed.decode(text)
+    except msgspec.DecodeError:  # a ValidationError too
+        return None
+    if record.schema_version not in KNOWN_SCHEMA_VERSIONS or record.source != source:
+        return None
+    payload = bytes(record.payload)
+    # An ASCII line is UTF-8 throughout; only another line needs its payload decoded.
+    if not payload.startswith(b"{") or not (text.isascii() or _not_utf8(payload) is None):
+        return None
+    try:
+        moment = _moment.decode(_plain.encode(record.at))
+    except msgspec.MsgspecError:
+        return None
+    if moment.tzinfo is None or check_payload(record.kind, payload) is not None:
+        return None
+    return SourceRow(
+        record.source, record.position, record.schema_version, record.episode, record.kind,
+        record.turn, record.participant, record.at, payload, record.prev, record.hash,
+    )  # fmt: skip
+
+
+def _continues(previous: SourceRow | None, row: SourceRow) -> bool:
+    """Whether a row of :func:`_well_formed_row` passes the rest of the full checks: its hash
+    and its link. Its hash then equals the one recomputed; its ``prev`` the hash of the row
+    before, or null, or (first of a batch) a hash in form, linked inside the transaction."""
+    if chain_problem(previous, row) is not None:
+        return False
+    return previous is not None or row.prev is None or _HASH.fullmatch(row.prev) is not None
+
+
+def _decode_checked(source: str, text: bytes, where: str) -> SourceRow:
+    """Decode one line and check every field, raising an error that names the problem."""
     try:
         peek = _peek.decode(text)
     except msgspec.DecodeError as exc:

@@ -269,3 +269,51 @@ async def test_records_sealed_in_python_get_the_checks_of_a_line(
     assert expected in str(caught.value)
     # A refused first import leaves the store exactly as it was: here, no store at all.
     assert not (tmp_path / "evidence.sqlite3").exists()
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({"kind": "note\n"}, "is not a kind name"),
+        ({"episode": "e" * 201}, "episode must be a non-empty string"),
+        ({"position": 2**63}, "must be at most 9223372036854775807"),
+        ({"at": "2026-13-05T09:00:00Z"}, "is not an RFC 3339 time with a zone"),
+        ({"payload": b'{"text":"d\xe9but"}'}, "payload is not UTF-8"),
+    ],
+)
+def test_a_line_only_the_full_checks_would_refuse_is_still_refused(
+    changes: dict[str, object], expected: str
+) -> None:
+    """Well-formed lines take a fast path (decoded once, checked by msgspec); every other
+    line, even one whose hash matches its odd content, gets the full checks' message."""
+    row = SourceChain(SOURCE).seal("run-1", "note", {"text": "x"}, at=AT)
+    with pytest.raises(SourceFormatError) as caught:
+        read([resealed(row, **changes)])
+    assert str(caught.value).startswith("run.jsonl line 1 (position ")
+    assert expected in str(caught.value)
+
+
+def test_a_well_formed_line_that_is_not_ascii_takes_the_same_path_to_the_same_row() -> None:
+    row = SourceChain(SOURCE).seal("run-é", "note", {"text": "début ✓"}, at=AT, turn=3)
+    assert read([encode_source_row(row)]) == [row]
+
+
+def test_a_malformed_prev_on_the_first_line_of_a_batch_is_named() -> None:
+    """Nothing before it in the file to link to: its form is checked on its own."""
+    row = SourceChain(SOURCE, next_position=5, prev="a" * 64).seal("run-1", "note", {}, at=AT)
+    with pytest.raises(SourceFormatError, match="prev 'A' is neither null nor a sha256"):
+        read([resealed(row, prev="A")])
+
+
+def test_the_fast_path_reads_each_good_line_to_the_row_the_full_checks_read() -> None:
+    from envharness.trajectories.sources.format import _decode_checked, _well_formed_row
+
+    chain = SourceChain(SOURCE)
+    rows = [
+        *episode(chain),
+        chain.seal("run-é", "note", {"text": "début ✓"}, at="2026-01-05T10:00:00.5+01:00"),
+    ]
+    for text in lines(rows):
+        fast = _well_formed_row(SOURCE, text)
+        assert fast is not None
+        assert fast == _decode_checked(SOURCE, text, "run.jsonl line 1")
