@@ -14,11 +14,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import anyio
-
 from envharness.errors import StoreBusyError, StoreError, StoreLayoutError, StoreVersionError
 from envharness.store.damage import open_failure, refuse_damage
 from envharness.store.handles import open_connection
+from envharness.store.off_loop import refuse_event_loop
 from envharness.store.wal import MARK_SUFFIX, check_after_open, check_before_open
 from envharness.store.walscan import WAL_SUFFIX
 
@@ -268,7 +267,7 @@ def connect(directory: Path, *, create: bool) -> sqlite3.Connection:
     ``-wal`` and ``-shm`` files the database's mode), whatever the umask. A store that could not
     be created is removed again, so no empty database is left behind.
     """
-    _refuse_event_loop()  # before anything touches the file: this blocks, so never on a loop
+    refuse_event_loop("connect()")  # before anything touches the file: never on a loop
     if directory.exists() and not directory.is_dir():
         raise StoreLayoutError(
             f"store path {str(directory)!r} is a file; a store is a directory "
@@ -342,7 +341,7 @@ def _prepare_patiently(connection: sqlite3.Connection, directory: Path) -> None:
     the same, or reading one while another recovers its WAL — so those are retried here. Every
     step is idempotent.
     """
-    _refuse_event_loop()
+    refuse_event_loop("connect()")
     deadline = time.monotonic() + BUSY_TIMEOUT_S
     pause = 0.002
     while True:
@@ -357,17 +356,6 @@ def _prepare_patiently(connection: sqlite3.Connection, directory: Path) -> None:
             connection.execute("ROLLBACK")
         time.sleep(pause)
         pause = min(pause * 2, 0.1)
-
-
-def _refuse_event_loop() -> None:
-    """Opening may wait (``time.sleep`` between retries): it belongs in a worker thread, as
-    every caller in envharness runs it (``anyio.to_thread``). Called on an event loop, it
-    would stall every session there — so that is an error, not a slowdown."""
-    try:
-        anyio.get_current_task()
-    except anyio.NoEventLoopError:
-        return
-    raise RuntimeError("connect() blocks; call it through anyio.to_thread, not on an event loop")
 
 
 def migrate(connection: sqlite3.Connection, directory: Path) -> None:

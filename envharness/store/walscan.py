@@ -28,6 +28,8 @@ from functools import cache
 from operator import mul
 from pathlib import Path
 
+from envharness.store.off_loop import refuse_event_loop
+
 __all__ = ["WAL_SUFFIX", "WalScan", "scan_wal"]
 
 WAL_SUFFIX = "-wal"
@@ -98,9 +100,10 @@ def scan_wal(database: Path) -> WalScan | None:
     A scan that finds commits past a break is repeated after a short pause, and counts only
     when the break stays where it was: a frame that another process is writing at that moment
     can read torn once, never twice at the same place. The pause blocks: like every opening
-    step it runs in a worker thread (``database.connect`` refuses an event loop first, and
-    ``verify`` runs through ``anyio.to_thread``).
+    step it runs in a worker thread, and an event loop is refused
+    (:func:`~envharness.store.off_loop.refuse_event_loop`).
     """
+    refuse_event_loop("scan_wal()")
     path = Path(f"{database}{WAL_SUFFIX}")
     previous: WalScan | None = None
     for pause in (*_CONFIRM_PAUSES, None):

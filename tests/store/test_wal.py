@@ -12,6 +12,7 @@ import os
 import shutil
 from pathlib import Path
 
+import anyio
 import pytest
 
 from envharness.errors import DamagedStoreError, WalDamageError
@@ -140,8 +141,8 @@ async def test_a_torn_unacknowledged_commit_is_not_damage(tmp_path: Path) -> Non
     """A crash in the middle of the last commit, before it was acknowledged: its frames are
     partly written, and the mark (updated only after a commit) does not count it."""
     chains, copy, acknowledged = await written(tmp_path / "store", tmp_path, last_blob=60_000)
-    earlier = scan_wal(copy["before"] / DATABASE_NAME)
-    whole = scan_wal(copy["after"] / DATABASE_NAME)
+    earlier = await anyio.to_thread.run_sync(scan_wal, copy["before"] / DATABASE_NAME)
+    whole = await anyio.to_thread.run_sync(scan_wal, copy["after"] / DATABASE_NAME)
     assert earlier is not None
     assert whole is not None
     first, last = earlier.kept, whole.kept  # the last commit is frames first+1 .. last
