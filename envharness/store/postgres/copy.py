@@ -1,0 +1,195 @@
+"""Move the evidence of one store into another: SQLite to PostgreSQL, or back.
+
+Every chain (session, experiment, optimizer run) is read in ``seq`` order and each record is
+checked before it is written — its digest recomputed over the stored bytes, its ``prev`` link
+and its place in the chain — with the state blobs and artifacts it cites, each checked against
+its sha256. The destination's own writer then commits the rows unchanged (so the digests stay
+the same and its indexes are rebuilt from the records by the same rules), and its heads are
+compared with the source's at the end. A destination that already holds records is refused:
+chains copied into a store with chains of its own could collide, and nothing there is touched.
+
+What lives beside the evidence (service tokens, snapshots, datasets, imported sources) is not
+copied: those stay SQLite-only until the store seam carries them (``docs/postgresql.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from contextlib import aclosing
+from typing import Protocol
+
+import anyio
+import msgspec
+
+from envharness.errors import StoreError
+from envharness.records import (
+    Artifact,
+    Checkpoint,
+    Intervention,
+    OperationReceipt,
+    Outcome,
+    RecordRow,
+    SegmentStarted,
+    decode_payload,
+    digest_of,
+)
+from envharness.store.optimizer_index import OptimizerRunInfo
+from envharness.store.reader import ExperimentInfo, SessionInfo
+from envharness.store.store import Store
+
+__all__ = ["COPY_BATCH_ROWS", "CopyReport", "EvidenceStore", "copy_store"]
+
+COPY_BATCH_ROWS = 1000
+"""Rows per append to the destination: one transaction each, a bounded amount in memory."""
+
+_STATEFUL = (Outcome, Checkpoint, Intervention, SegmentStarted, OperationReceipt)
+
+
+class EvidenceStore(Protocol):
+    """What copying needs of a store; :class:`Store` and ``PostgresStore`` both have it."""
+
+    async def sessions(self) -> list[SessionInfo]: ...
+    async def experiments(self) -> list[ExperimentInfo]: ...
+    async def optimizer_runs(self) -> list[OptimizerRunInfo]: ...
+    async def last_position(self) -> int: ...
+    def rows(self, session_id: str) -> AsyncGenerator[RecordRow, None]: ...
+    async def blob(self, digest: str) -> bytes: ...
+    async def append(
+        self, rows: Sequence[RecordRow], blobs: Mapping[str, bytes] | None = None
+    ) -> None: ...
+    async def put_artifact(self, data: bytes) -> str: ...
+
+
+class CopyReport(msgspec.Struct, frozen=True, kw_only=True):
+    chains: int
+    records: int
+    blobs: int
+    artifacts: int
+
+
+async def copy_store(
+    source: EvidenceStore,
+    destination: EvidenceStore,
+    on_chain: Callable[[str], None] | None = None,
+) -> CopyReport:
+    """Copy every chain of ``source`` into the empty ``destination`` (both open; the
+    destination for writing), checking every digest; a :class:`StoreError` names the first
+    record or blob that does not hold, and what had been copied before it stays a valid
+    prefix of each chain."""
+    if await destination.last_position() != -1:
+        raise StoreError(
+            "the destination store already holds records; copy into a new, empty store "
+            "(nothing was written to it)"
+        )
+    chains = await _chains(source)
+    records = 0
+    blobs: set[str] = set()
+    artifacts: set[str] = set()
+    for chain_id in chains:
+        records += await _copy_chain(source, destination, chain_id, blobs, artifacts)
+        if on_chain is not None:
+            on_chain(chain_id)
+    copied = await _chains(destination)
+    if copied != chains:
+        missing = sorted(set(chains) - set(copied))
+        raise StoreError(
+            f"the destination's index lists {len(copied)} chains after the copy, the source's "
+            f"{len(chains)} (first missing: {missing[:3]}); run `envharness verify` on both"
+        )
+    return CopyReport(
+        chains=len(chains), records=records, blobs=len(blobs), artifacts=len(artifacts)
+    )
+
+
+async def _copy_chain(
+    source: EvidenceStore,
+    destination: EvidenceStore,
+    chain_id: str,
+    blobs: set[str],
+    artifacts: set[str],
+) -> int:
+    """One chain, checked row by row, in appends of at most :data:`COPY_BATCH_ROWS` rows
+    (each with the blobs its rows are the first to cite); returns the rows copied."""
+    head: tuple[int, str] | None = None
+    batch: list[RecordRow] = []
+    cited: dict[str, bytes] = {}
+    copied = 0
+    async with aclosing(source.rows(chain_id)) as rows:
+        async for row in rows:
+            _check(row, head)
+            head = (row.seq, row.digest)
+            state, artifact = _cites(row)
+            if state is not None and state not in blobs and state not in cited:
+                cited[state] = await source.blob(state)  # checked against its digest there
+            if artifact is not None and artifact not in artifacts:
+                data = await _artifact(source, artifact)
+                if await destination.put_artifact(data) != artifact:
+                    raise StoreError(f"artifact {artifact} changed while it was copied")
+                artifacts.add(artifact)
+            batch.append(row)
+            if len(batch) >= COPY_BATCH_ROWS:
+                await destination.append(batch, cited)
+                copied += len(batch)
+                blobs.update(cited)
+                batch, cited = [], {}
+    if batch or cited:
+        await destination.append(batch, cited)
+        copied += len(batch)
+        blobs.update(cited)
+    return copied
+
+
+async def _chains(store: EvidenceStore) -> list[str]:
+    """Every chain's id, oldest first (experiments and runs before the sessions they made)."""
+    found: list[tuple[str, str]] = []
+    found += [(info.created_at, info.id) for info in await store.experiments()]
+    found += [(info.created_at, info.id) for info in await store.optimizer_runs()]
+    found += [(info.created_at, info.id) for info in await store.sessions()]
+    return [chain_id for _, chain_id in sorted(found)]
+
+
+def _check(row: RecordRow, head: tuple[int, str] | None) -> None:
+    """The row's place in its chain and its digest, as ``verify`` checks them."""
+    expected, prev = (0, None) if head is None else (head[0] + 1, head[1])
+    if row.seq != expected or row.prev != prev:
+        raise StoreError(
+            f"the source chain {row.session_id} breaks at seq {row.seq} (seq {expected} was "
+            "expected, linked to the one before); run `envharness verify` on the source"
+        )
+    recomputed = digest_of(
+        row.session_id, row.seq, row.kind, row.turn, row.participant, row.at, row.payload,
+        row.prev,
+    )  # fmt: skip
+    if recomputed != row.digest:
+        raise StoreError(
+            f"the source record {row.session_id} seq {row.seq} ({row.kind!r}) does not match "
+            "its digest: it was altered; run `envharness verify` on the source"
+        )
+
+
+def _cites(row: RecordRow) -> tuple[str | None, str | None]:
+    """The state blob and the artifact a row cites, if any."""
+    if row.kind not in _CITING:
+        return None, None
+    payload = decode_payload(row.payload)
+    if isinstance(payload, Artifact):
+        return None, payload.sha256
+    state = payload.state if isinstance(payload, _STATEFUL) else None
+    return state or None, None
+
+
+_CITING = frozenset(str(kind.__struct_config__.tag) for kind in (*_STATEFUL, Artifact))
+
+
+async def _artifact(store: EvidenceStore, sha256: str) -> bytes:
+    """An artifact's bytes from either store, checked against its sha256."""
+    if isinstance(store, Store):
+        problem = await anyio.to_thread.run_sync(store.artifacts.check, sha256)
+        if problem is not None:
+            raise StoreError(f"{problem}; run `envharness verify` on the source")
+        return await anyio.to_thread.run_sync(store.artifacts.get, sha256)
+    read = getattr(store, "artifact", None)
+    if read is None:
+        raise StoreError(f"the source store cannot give artifact {sha256}")
+    data: bytes = await read(sha256)
+    return data

@@ -1,0 +1,67 @@
+"""The SQLite store's index statements, run unchanged on a PostgreSQL connection.
+
+The rules that keep the derived indexes in step with the records (the journal's
+``_update_index``) and the lineage queries are the SQLite store's own: they are imported, not
+copied, and given this adapter in place of a ``sqlite3.Connection``. It rewrites the few
+spellings the two dialects do not share — ``?`` and ``:name`` placeholders, SQLite's two-argument
+``MAX`` — and nothing else, so a statement this cannot take fails loudly instead of being
+guessed at.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from envharness.store.postgres.driver import Connection
+
+__all__ = ["SqliteStyle", "translate"]
+
+_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+_SCALAR_MAX = re.compile(r"\bMAX\((\w+), \?\)")
+
+
+@functools.lru_cache(maxsize=256)
+def translate(statement: str) -> str:
+    """``statement`` in psycopg's placeholders; ``%`` and quoted text are refused, since
+    neither occurs in the statements this serves and both would need escaping rules."""
+    if "%" in statement or "'" in statement.replace("'created'", ""):
+        raise ValueError(f"a statement this adapter does not translate: {statement!r}")
+    statement = _SCALAR_MAX.sub(r"GREATEST(\1, ?)", statement)
+    return _NAMED.sub(r"%(\1)s", statement).replace("?", "%s")
+
+
+class _Result:
+    """What the shared code reads of a ``sqlite3.Cursor``: rows and ``rowcount``."""
+
+    __slots__ = ("_cursor", "rowcount")
+
+    def __init__(self, cursor: Any) -> None:
+        self._cursor = cursor
+        self.rowcount: int = cursor.rowcount
+
+    def fetchone(self) -> Any:
+        return self._cursor.fetchone() if self._cursor.description else None
+
+    def fetchall(self) -> list[Any]:
+        return list(self._cursor.fetchall()) if self._cursor.description else []
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.fetchall())
+
+
+class SqliteStyle:
+    """A psycopg connection that answers ``execute`` as ``sqlite3`` does, for shared code."""
+
+    __slots__ = ("_connection",)
+
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+
+    def execute(
+        self, statement: str, parameters: Sequence[object] | Mapping[str, object] = ()
+    ) -> _Result:
+        arguments = dict(parameters) if isinstance(parameters, Mapping) else tuple(parameters)
+        return _Result(self._connection.execute(translate(statement), arguments))

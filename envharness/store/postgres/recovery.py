@@ -1,0 +1,116 @@
+"""After a crash, on any host: mark ``interrupted`` the chains whose runner is gone.
+
+A chain still marked running (its index names an owner) is orphaned exactly when its owner lock
+is free (:mod:`envharness.store.postgres.ownership`): the writer's connection tries each lock;
+a taken lock means the runner's connection is gone, so the chain's interruption is appended —
+by the same connection, which releases the lock once it has committed. A refused lock means the
+runner lives, on this host or another, and its chain is left alone.
+
+The records appended are the SQLite store's (:mod:`envharness.store.recovery`): a session gets
+``session.status: interrupted`` and ``segment.ended``, an experiment or optimizer run its
+status ``interrupted``; the reason names the runner as recorded.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import msgspec
+
+from envharness.errors import ChainConflictError
+from envharness.records import (
+    ExperimentStatus,
+    OptimizerStatus,
+    RecordRow,
+    RunnerRef,
+    SegmentEnded,
+    SegmentStarted,
+    SessionChain,
+    SessionStatus,
+)
+from envharness.store.owners import ENDED
+from envharness.store.postgres.driver import Connection
+from envharness.store.postgres.readers import Readers
+from envharness.store.postgres.writer import PostgresJournal
+from envharness.store.recovery import Orphan, interrupted_reason
+
+__all__ = ["recover"]
+
+_runner = msgspec.json.Decoder(RunnerRef)
+_segment = msgspec.json.Decoder(SegmentStarted)
+_experiment_status = msgspec.json.Decoder(ExperimentStatus)
+
+_ENDED = ", ".join(f"'{name}'" for name in sorted(ENDED))
+_OWNED = (
+    "SELECT 'session', id, head_seq, head_digest, owner FROM sessions"
+    f" WHERE owner IS NOT NULL AND status NOT IN ({_ENDED})"
+    " UNION ALL SELECT 'experiment', id, head_seq, head_digest, owner FROM experiments"
+    " WHERE owner IS NOT NULL AND status = 'running'"
+    " UNION ALL SELECT 'optimizer', id, head_seq, head_digest, owner FROM optimizer_runs"
+    " WHERE owner IS NOT NULL AND status = 'running'"
+)
+_LAST_PAYLOAD = (
+    "SELECT payload FROM records WHERE session_id = %s AND kind = %s ORDER BY seq DESC LIMIT 1"
+)
+
+
+async def recover(journal: PostgresJournal, readers: Readers) -> int:
+    """Mark every orphan interrupted; returns how many."""
+    owned = await readers.read(lambda c: c.execute(_OWNED).fetchall())
+    if not owned:
+        return 0
+    taken = await journal.claim({str(row[1]) for row in owned})
+    marked = 0
+    for kind, chain_id, head_seq, head_digest, owner in owned:
+        if chain_id not in taken:
+            continue  # its runner lives: never taken over
+        found = (str(kind), str(chain_id), int(head_seq), str(head_digest), str(owner))
+        orphan = await readers.read(functools.partial(_orphan, found=found))
+        try:
+            await journal.append(_interruption(orphan))
+        except ChainConflictError:
+            await journal.release({chain_id})
+            continue  # its chain moved on meanwhile (another recovery, or its runner's end)
+        marked += 1
+    return marked
+
+
+def _orphan(connection: Connection, *, found: tuple[str, str, int, str, str]) -> Orphan:
+    kind, chain_id, head_seq, head_digest, owner = found
+    runner = _runner.decode(owner)
+    if kind == "session":
+        last = connection.execute(_LAST_PAYLOAD, (chain_id, "segment.started")).fetchone()
+        segment = _segment.decode(bytes(last[0])).segment if last else 0
+        return Orphan(chain_id, kind, head_seq, head_digest, runner, segment)
+    if kind == "experiment":
+        last = connection.execute(_LAST_PAYLOAD, (chain_id, "experiment.status")).fetchone()
+        status = _experiment_status.decode(bytes(last[0])) if last else None
+        return Orphan(chain_id, kind, head_seq, head_digest, runner, 0, last_status=status)
+    return Orphan(chain_id, kind, head_seq, head_digest, runner, 0)
+
+
+def _interruption(orphan: Orphan) -> Sequence[RecordRow]:
+    """The records that end an orphan's chain, as the SQLite store's recovery seals them."""
+    chain = SessionChain(orphan.chain_id, next_seq=orphan.head_seq + 1, prev=orphan.head_digest)
+    reason = interrupted_reason(orphan.runner)
+    if orphan.kind == "session":
+        return [
+            chain.seal(SessionStatus(status="interrupted", reason=reason)),
+            chain.seal(SegmentEnded(segment=orphan.segment, status="interrupted")),
+        ]
+    if orphan.kind == "optimizer":
+        return [chain.seal(OptimizerStatus(status="interrupted", reason=reason))]
+    last = orphan.last_status
+    return [
+        chain.seal(
+            ExperimentStatus(
+                status="interrupted",
+                total=last.total if last else 0,
+                completed=last.completed if last else 0,
+                failed=last.failed if last else 0,
+                stopped=last.stopped if last else 0,
+                reason=reason,
+            )
+        )
+    ]

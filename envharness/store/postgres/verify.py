@@ -1,0 +1,191 @@
+"""Re-check a PostgreSQL store: every chain's records, head, blobs and artifacts.
+
+One ``REPEATABLE READ`` transaction: the chains, their committed heads and their records are
+read in one snapshot, so sessions may be written while it runs and a record appended meanwhile
+is neither checked nor mistaken for a break. The SQLite store's file checks (header,
+``quick_check``, the write-ahead log and its acknowledged mark) have no counterpart here: the
+server guards its own files, and its columns hold only values of their declared types. What
+each record must satisfy is the same: a dense ``seq``, its ``prev`` link, its digest recomputed
+over the stored bytes, a payload that decodes to its ``kind``, and the state blobs and
+artifacts it cites present with their sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from envharness.records import (
+    Artifact,
+    Checkpoint,
+    Intervention,
+    OperationReceipt,
+    Outcome,
+    RecordRow,
+    SegmentStarted,
+    decode_payload,
+    digest_of,
+)
+from envharness.store.postgres.driver import Connection
+from envharness.store.verify import ChainBreak, VerifyReport
+
+__all__ = ["verify_chains"]
+
+_FETCH = 2000
+_STATEFUL = (Outcome, Checkpoint, Intervention, SegmentStarted, OperationReceipt)
+_HEADS = (
+    "SELECT id, head_seq, head_digest FROM sessions"
+    " UNION ALL SELECT id, head_seq, head_digest FROM experiments"
+    " UNION ALL SELECT id, head_seq, head_digest FROM optimizer_runs"
+)
+_UNINDEXED = (
+    "SELECT DISTINCT session_id FROM records WHERE session_id NOT IN"
+    " (SELECT id FROM sessions UNION ALL SELECT id FROM experiments"
+    " UNION ALL SELECT id FROM optimizer_runs)"
+)
+_CHAIN = (
+    "SELECT session_id, seq, kind, turn, participant, at, payload, prev, digest FROM records"
+    " WHERE session_id = %s ORDER BY seq"
+)
+
+
+def verify_chains(
+    connection: Connection, on_session: Callable[[str], None] | None = None
+) -> VerifyReport:
+    """Check every chain on ``connection`` (blocking; a reader's connection)."""
+    with connection.transaction():
+        connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        heads = {
+            str(chain): (int(seq), str(digest))
+            for chain, seq, digest in connection.execute(_HEADS).fetchall()
+        }
+        unindexed = [str(row[0]) for row in connection.execute(_UNINDEXED).fetchall()]
+        breaks: list[ChainBreak] = []
+        blobs: dict[str, str | None] = {}
+        artifacts: dict[str, str | None] = {}
+        total = 0
+        for chain_id in sorted({*heads, *unindexed}):
+            head = heads.get(chain_id)
+            found: list[ChainBreak] = []
+            if head is None:
+                found.append(
+                    ChainBreak(
+                        chain_id,
+                        None,
+                        "records exist but the session index has no entry for this session",
+                    )
+                )
+            total += _check_chain(connection, chain_id, head, blobs, artifacts, found)
+            breaks.extend(found)
+            if on_session is not None:
+                on_session(chain_id)
+    return VerifyReport(sessions=len(heads) + len(unindexed), records=total, breaks=tuple(breaks))
+
+
+def _check_chain(
+    connection: Connection,
+    chain_id: str,
+    head: tuple[int, str] | None,
+    blobs: dict[str, str | None],
+    artifacts: dict[str, str | None],
+    breaks: list[ChainBreak],
+) -> int:
+    def problem(seq: int | None, text: str) -> None:
+        breaks.append(ChainBreak(chain_id, seq, text))
+
+    # The whole chain: in this snapshot the index and the records were committed together,
+    # so a record beyond the index's head is a break, not a commit in progress.
+    cursor = connection.cursor()
+    cursor.execute(_CHAIN, (chain_id,))
+    expected = 0
+    prev: str | None = None
+    head_digest: str | None = None
+    count = 0
+    while rows := cursor.fetchmany(_FETCH):
+        for raw in rows:
+            count += 1
+            row = _row(raw)
+            if row.seq > expected:
+                missing = f"{expected}" if row.seq == expected + 1 else f"{expected}..{row.seq - 1}"
+                problem(expected, f"record(s) seq {missing} missing before seq {row.seq}")
+            elif row.prev != prev:
+                problem(row.seq, "prev does not match the previous record's digest")
+            expected = row.seq + 1
+            prev = row.digest
+            if head is not None and row.seq == head[0]:
+                head_digest = row.digest
+            _check_row(connection, row, blobs, artifacts, problem)
+    if head is not None:
+        if expected - 1 < head[0]:
+            problem(
+                expected,
+                f"chain ends at seq {expected - 1} but {head[0] + 1} records were committed:"
+                f" seq {expected}..{head[0]} are missing",
+            )
+        else:
+            if head_digest != head[1]:
+                problem(head[0], f"the digest of seq {head[0]} differs from the committed head")
+            if expected - 1 > head[0]:
+                problem(
+                    head[0] + 1,
+                    f"records seq {head[0] + 1}..{expected - 1} lie beyond the committed head"
+                    f" (seq {head[0]}) in the session index",
+                )
+    return count
+
+
+def _row(raw: tuple[Any, ...]) -> RecordRow:
+    session_id, seq, kind, turn, participant, at, payload, prev, digest = raw
+    return RecordRow(session_id, seq, kind, turn, participant, at, bytes(payload), prev, digest)
+
+
+def _check_row(
+    connection: Connection,
+    row: RecordRow,
+    blobs: dict[str, str | None],
+    artifacts: dict[str, str | None],
+    problem: Callable[[int | None, str], None],
+) -> None:
+    recomputed = digest_of(
+        row.session_id, row.seq, row.kind, row.turn, row.participant, row.at, row.payload,
+        row.prev,
+    )  # fmt: skip
+    if recomputed != row.digest:
+        problem(row.seq, f"digest mismatch: the {row.kind!r} record was altered")
+        return
+    try:
+        payload = decode_payload(row.payload)
+    except msgspec.DecodeError as exc:
+        problem(row.seq, f"payload does not decode: {exc}")
+        return
+    tag = payload.__struct_config__.tag
+    if tag != row.kind:
+        problem(row.seq, f"kind column says {row.kind!r} but the payload is {tag!r}")
+    state = payload.state if isinstance(payload, _STATEFUL) else None
+    if state:
+        if state not in blobs:  # each distinct blob read and hashed once per run
+            blobs[state] = _content_problem(connection, "blobs", "digest", "data", state)
+        if (trouble := blobs[state]) is not None:
+            problem(row.seq, trouble)
+    if isinstance(payload, Artifact):
+        sha = payload.sha256
+        if sha not in artifacts:
+            artifacts[sha] = _content_problem(connection, "artifacts", "sha256", "data", sha)
+        if (trouble := artifacts[sha]) is not None:
+            problem(row.seq, trouble.replace("state blob", "artifact"))
+
+
+def _content_problem(
+    connection: Connection, table: str, key: str, column: str, digest: str
+) -> str | None:
+    found = connection.execute(
+        f"SELECT {column} FROM {table} WHERE {key} = %s", (digest,)
+    ).fetchone()
+    if found is None:
+        return f"state blob {digest} is missing"
+    if hashlib.sha256(bytes(found[0])).hexdigest() != digest:
+        return f"state blob {digest} was modified"
+    return None
