@@ -115,7 +115,7 @@ async def branch(
     ):
         raise ConfigurationError(
             f"checkpoint {checkpoint.session_id}#{checkpoint.seq} is not in the store at "
-            f"{str(store.directory)!r}; branch from a checkpoint of this store"
+            f"{store.backend.location!r}; branch from a checkpoint of this store"
         )
     taken: Checkpoint = found[0].payload
     created = [

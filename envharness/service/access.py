@@ -68,7 +68,6 @@ from envharness.store import (
     SessionInfo,
     Store,
 )
-from envharness.store.connections import read_in_thread
 from envharness.store.raw_rows import page_rows, session_by_id
 from envharness.store.tokens import participant_sessions_in
 
@@ -171,7 +170,7 @@ class Access:
         return info if session_id in mine else None
 
     async def _read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        return await read_in_thread(self.service.store.directory, work)
+        return await self.service.store.backend.read(work)
 
     def records(self, requested: RecordFilter) -> RecordFilter:
         """``requested`` narrowed to what this principal may read.

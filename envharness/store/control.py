@@ -23,7 +23,7 @@ import msgspec
 
 from envharness.errors import ConfigurationError, NotFoundError
 from envharness.records import RunnerRef, utc_now_text
-from envharness.store.connections import read_in_thread, write_in_thread
+from envharness.store.backend import SqliteBackend, backend_of
 
 __all__ = ["VERBS", "ControlRequest", "ControlRequests", "Verb", "runner_key", "runner_of_key"]
 
@@ -72,8 +72,11 @@ class ControlRequests:
     """The control_requests table of one store; each call is one short transaction in a
     worker thread. ``clock`` gives the current time as stored text."""
 
-    def __init__(self, directory: Path, *, clock: Callable[[], str] = utc_now_text) -> None:
-        self.directory = directory
+    def __init__(
+        self, database: SqliteBackend | Path, *, clock: Callable[[], str] = utc_now_text
+    ) -> None:
+        self.backend = backend_of(database)
+        self.directory = self.backend.directory
         self._clock = clock
 
     async def ask(self, target: str, verb: str, runner: RunnerRef, asked_by: str) -> ControlRequest:
@@ -92,7 +95,7 @@ class ControlRequests:
             )
             return int(cursor.lastrowid or 0)
 
-        request_id = await write_in_thread(self.directory, insert)
+        request_id = await self.backend.write(insert)
         return ControlRequest(
             id=request_id, target=target, verb=checked, runner=key, asked_by=asked_by, asked_at=at
         )
@@ -100,8 +103,7 @@ class ControlRequests:
     async def pending(self, runner: RunnerRef) -> list[ControlRequest]:
         """The requests addressed to ``runner`` that nobody took or withdrew, oldest first."""
         key = runner_key(runner)
-        rows = await read_in_thread(
-            self.directory,
+        rows = await self.backend.read(
             lambda c: c.execute(
                 f"SELECT {_COLUMNS} FROM control_requests WHERE runner = ?"
                 " AND taken_at IS NULL AND withdrawn_at IS NULL ORDER BY id",
@@ -126,7 +128,7 @@ class ControlRequests:
                 (at, ids),
             ).fetchall()
 
-        rows = await write_in_thread(self.directory, update)
+        rows = await self.backend.write(update)
         return sorted((_request(row) for row in rows), key=lambda request: request.id)
 
     async def withdraw(self, request_id: int) -> ControlRequest:
@@ -144,7 +146,7 @@ class ControlRequests:
                 f"SELECT {_COLUMNS} FROM control_requests WHERE id = ?", (request_id,)
             ).fetchall()
 
-        return _found(await write_in_thread(self.directory, update), request_id)
+        return _found(await self.backend.write(update), request_id)
 
     async def runner(self, target: str) -> RunnerRef | None:
         """The process the index names as running session or experiment ``target`` (a full
@@ -159,12 +161,11 @@ class ControlRequests:
                     return rows[0][0]
             return None
 
-        found = await read_in_thread(self.directory, owner)
+        found = await self.backend.read(owner)
         return _runner_decoder.decode(found) if isinstance(found, str) else None
 
     async def get(self, request_id: int) -> ControlRequest:
-        rows = await read_in_thread(
-            self.directory,
+        rows = await self.backend.read(
             lambda c: c.execute(
                 f"SELECT {_COLUMNS} FROM control_requests WHERE id = ?", (request_id,)
             ).fetchall(),

@@ -28,6 +28,7 @@ import sqlite3
 from pathlib import Path
 
 from envharness.errors import DamagedStoreError
+from envharness.store.blobs import add_sql_functions
 from envharness.store.handles import read_start
 
 __all__ = [
@@ -188,6 +189,7 @@ def schema_signature(connection: sqlite3.Connection) -> Signature:
 def _signature_of_version(migrations: tuple[str, ...], version: int) -> Signature:
     """The signature a store made by ``migrations[:version]`` has (built in memory, once)."""
     scratch = sqlite3.connect(":memory:")
+    add_sql_functions(scratch)  # the migrations call them (on no rows, here)
     try:
         for script in migrations[:version]:
             scratch.executescript(script)

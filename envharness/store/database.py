@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from envharness.errors import StoreBusyError, StoreError, StoreLayoutError, StoreVersionError
+from envharness.store.blobs import add_sql_functions
 from envharness.store.damage import open_failure, refuse_damage
 from envharness.store.handles import open_connection
 from envharness.store.off_loop import refuse_event_loop
@@ -251,6 +252,28 @@ _MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX control_requests_pending ON control_requests (runner)
         WHERE taken_at IS NULL AND withdrawn_at IS NULL;
     """,
+    # 10: blobs kept compressed (envharness.store.blobs), each row saying how (`codec`,
+    # raw by default), in a rowid table: a WITHOUT ROWID table spills rows over ~1 KB into
+    # overflow pages left mostly empty. The digest stays the sha256 of the uncompressed bytes.
+    # Each row is written once, compressed on the way (envharness_zlib: NULL when compressing
+    # does not make it smaller, or it is not bytes), then the rest are copied as they are.
+    # `LIMIT -1` keeps SQLite from flattening the subquery, which would compress twice.
+    """
+    CREATE TABLE blobs_kept (
+        digest TEXT PRIMARY KEY NOT NULL,
+        codec  INTEGER NOT NULL DEFAULT 0,
+        data   BLOB NOT NULL
+    );
+    INSERT INTO blobs_kept (digest, codec, data)
+        SELECT digest, 1, packed
+        FROM (SELECT digest, envharness_zlib(data) AS packed FROM blobs LIMIT -1)
+        WHERE packed IS NOT NULL ORDER BY digest;
+    INSERT INTO blobs_kept (digest, data)
+        SELECT digest, data FROM blobs WHERE digest NOT IN (SELECT digest FROM blobs_kept)
+        ORDER BY digest;
+    DROP TABLE blobs;
+    ALTER TABLE blobs_kept RENAME TO blobs;
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -370,6 +393,7 @@ def migrate(connection: sqlite3.Connection, directory: Path) -> None:
         found = _user_version(connection)  # another process may have migrated meanwhile
         if found > SCHEMA_VERSION:
             raise _newer_store(directory, found)
+        add_sql_functions(connection)
         for script in _MIGRATIONS[found:]:
             for statement in _statements(script):
                 connection.execute(statement)

@@ -38,6 +38,7 @@ from envharness.records import (
     SessionCreated,
     SessionStatus,
 )
+from envharness.store.blobs import pack
 from envharness.store.database import BUSY_TIMEOUT_S, DATABASE_NAME, translate_sqlite_error
 from envharness.store.wal import MarkWriter
 from envharness.store.walscan import WAL_SUFFIX
@@ -82,13 +83,13 @@ _INSERT_RECORD = (
     "INSERT INTO records (session_id, seq, kind, turn, participant, at, payload, prev, digest)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-_INSERT_BLOB = "INSERT OR IGNORE INTO blobs (digest, data) VALUES (?, ?)"
+_INSERT_BLOB = "INSERT OR IGNORE INTO blobs (digest, codec, data) VALUES (?, ?, ?)"
 ROWS_PER_INSERT = 64
 """Rows one INSERT statement carries (the rest of a transaction's go one by one)."""
 _INSERT_RECORDS = _INSERT_RECORD.replace(
     "(?, ?, ?, ?, ?, ?, ?, ?, ?)", ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * ROWS_PER_INSERT)
 )
-_INSERT_BLOBS = _INSERT_BLOB.replace("(?, ?)", ", ".join(["(?, ?)"] * ROWS_PER_INSERT))
+_INSERT_BLOBS = _INSERT_BLOB.replace("(?, ?, ?)", ", ".join(["(?, ?, ?)"] * ROWS_PER_INSERT))
 
 
 class _Request:
@@ -330,10 +331,12 @@ class Journal:
         connection = self._connection
         rows = [row for request in batch for row in request.rows]
         blobs = {digest: data for request in batch for digest, data in request.blobs.items()}
+        # Compressed here, in the writer's thread, and before the write lock is taken.
+        kept = [(digest, *pack(data)) for digest, data in blobs.items()]
         try:
             connection.execute("BEGIN IMMEDIATE")
-            if blobs:
-                _insert(connection, _INSERT_BLOBS, _INSERT_BLOB, list(blobs.items()))
+            if kept:
+                _insert(connection, _INSERT_BLOBS, _INSERT_BLOB, kept)
             _insert(connection, _INSERT_RECORDS, _INSERT_RECORD, rows)
             heads = _update_index(connection, rows)
             (position,) = connection.execute(_LAST_POSITION).fetchone()

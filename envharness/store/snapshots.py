@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 from envharness.errors import ConfigurationError, NotFoundError, StoreError
-from envharness.store.connections import read_in_thread, write_in_thread
+from envharness.store.backend import SqliteBackend, backend_of
 from envharness.store.reader import PAGE_SIZE
 
 __all__ = [
@@ -93,8 +93,9 @@ class StoredDataset(NamedTuple):
 class SnapshotStore:
     """The snapshots and datasets tables of one store."""
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
+    def __init__(self, database: SqliteBackend | Path) -> None:
+        self.backend = backend_of(database)
+        self.directory = self.backend.directory
 
     # -- snapshots -----------------------------------------------------------------------------
 
@@ -163,7 +164,7 @@ class SnapshotStore:
             raise NotFoundError(f"snapshot id prefix {snapshot_id!r} is ambiguous; give more of it")
         if not rows:
             raise NotFoundError(
-                f"no snapshot {snapshot_id!r} in the store at {str(self.directory)!r}; "
+                f"no snapshot {snapshot_id!r} in the store at {self.backend.location!r}; "
                 "`envharness snapshot list` shows them"
             )
         row = next((r for r in rows if r[0] == snapshot_id), rows[0])
@@ -266,7 +267,7 @@ class SnapshotStore:
         )
         if not rows:
             raise NotFoundError(
-                f"no dataset {name!r} in the store at {str(self.directory)!r}; "
+                f"no dataset {name!r} in the store at {self.backend.location!r}; "
                 "`envharness dataset list` shows them"
             )
         row = rows[0]
@@ -283,10 +284,10 @@ class SnapshotStore:
     # -- connections ---------------------------------------------------------------------------
 
     async def _read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        return await read_in_thread(self.directory, work)
+        return await self.backend.read(work)
 
     async def _write(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        return await write_in_thread(self.directory, work)
+        return await self.backend.write(work)
 
 
 def _bytes(value: object) -> bytes:

@@ -7,7 +7,6 @@ pending append before the connection closes, even when the body was cancelled.
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 from collections.abc import (
     AsyncGenerator,
@@ -28,7 +27,9 @@ import msgspec
 from envharness.errors import NotFoundError, StoreError, WalDamageError
 from envharness.records import Record, RecordRow, RunnerRef, decode_record
 from envharness.store.artifacts import ArtifactFiles
-from envharness.store.connections import close_idle_readers, open_reader, read_in_thread
+from envharness.store.backend import SqliteBackend
+from envharness.store.blobs import read_blob
+from envharness.store.connections import close_idle_readers, open_reader
 from envharness.store.database import connect
 from envharness.store.facts import SessionFacts, session_facts, session_facts_query
 from envharness.store.journal import Journal, Pending
@@ -72,6 +73,8 @@ class Store:
 
     def __init__(self, directory: Path, journal: Journal | None = None) -> None:
         self.directory = directory
+        self.backend = SqliteBackend(directory)
+        """The database, as the store's helpers reach it (``TokenStore(store.backend)``, ...)."""
         self._journal = journal
         self.artifacts = ArtifactFiles(directory / "artifacts")
 
@@ -298,15 +301,9 @@ class Store:
         return msgspec.json.decode(rows[0][0], type=RunnerRef)
 
     async def blob(self, digest: str) -> bytes:
-        rows = await self._read(
-            lambda c: c.execute("SELECT data FROM blobs WHERE digest = ?", (digest,)).fetchall()
-        )
-        if not rows:
-            raise NotFoundError(f"no state blob {digest} in the store")
-        data = rows[0][0]
-        if not isinstance(data, bytes) or hashlib.sha256(data).hexdigest() != digest:
-            raise StoreError(f"state blob {digest} is corrupt; run `envharness verify`")
-        return data
+        """The canonical bytes of a state blob, decompressed and checked against ``digest``
+        in the worker thread that reads them."""
+        return await self._read(lambda c: read_blob(c, digest))
 
     async def verify(
         self, on_session: Callable[[str], None] | None = None, *, full: bool = False
@@ -317,7 +314,7 @@ class Store:
         return await self._read(lambda c: verify_store(c, self.artifacts, on_session, full=full))
 
     async def _read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        return await read_in_thread(self.directory, work)
+        return await self.backend.read(work)
 
 
 @asynccontextmanager

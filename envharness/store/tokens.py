@@ -24,7 +24,7 @@ import msgspec
 
 from envharness.errors import ConfigurationError, NotFoundError
 from envharness.records import new_id, utc_now_text
-from envharness.store.connections import read_in_thread, write_in_thread
+from envharness.store.backend import SqliteBackend, backend_of
 
 __all__ = [
     "ROLES",
@@ -83,8 +83,11 @@ class TokenStore:
     expire tokens.
     """
 
-    def __init__(self, directory: Path, *, clock: Callable[[], str] = utc_now_text) -> None:
-        self.directory = directory
+    def __init__(
+        self, database: SqliteBackend | Path, *, clock: Callable[[], str] = utc_now_text
+    ) -> None:
+        self.backend = backend_of(database)
+        self.directory = self.backend.directory
         self._clock = clock
 
     def now(self) -> str:
@@ -196,10 +199,10 @@ class TokenStore:
     # -- connections ---------------------------------------------------------------------------
 
     async def _read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        return await read_in_thread(self.directory, work)
+        return await self.backend.read(work)
 
     async def _write(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        return await write_in_thread(self.directory, work)
+        return await self.backend.write(work)
 
 
 def resolve_in(connection: sqlite3.Connection, digest: str, now: str) -> TokenInfo | None:

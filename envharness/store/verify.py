@@ -29,7 +29,6 @@ file SQLite cannot read ends the check of that chain with a break, never the who
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -50,6 +49,7 @@ from envharness.records import (
     digest_of,
 )
 from envharness.store.artifacts import ArtifactFiles
+from envharness.store.blobs import SELECT_BLOB, BlobDamage, unpack
 from envharness.store.damage import header_problem
 from envharness.store.database import DATABASE_NAME
 from envharness.store.sources import verify_sources
@@ -475,16 +475,18 @@ def _check_row(
 
 def _blob_problem(connection: sqlite3.Connection, digest: str) -> str | None:
     try:
-        found = connection.execute("SELECT data FROM blobs WHERE digest = ?", (digest,)).fetchone()
+        found = connection.execute(SELECT_BLOB, (digest,)).fetchone()
     except (sqlite3.Error, UnicodeDecodeError) as exc:
         return f"state blob {digest} cannot be read: {why(exc)}"
     if found is None:
         return f"state blob {digest} is missing"
-    data = found[0]
+    codec, data = found
     if not isinstance(data, bytes):
         return f"state blob {digest} {_holds(data, bytes)}"
-    if hashlib.sha256(data).hexdigest() != digest:
-        return f"state blob {digest} was modified"
+    try:
+        unpack(digest, codec, data)
+    except BlobDamage as exc:  # decompressed and checked in one place, the store's readers' too
+        return str(exc)
     return None
 
 

@@ -25,8 +25,7 @@ import anyio
 
 from envharness.errors import ConfigurationError, NotFoundError, StoreError
 from envharness.records import new_id, utc_now_text
-from envharness.store.connections import read_in_thread
-from envharness.store.database import DATABASE_NAME, connect, translate_sqlite_error
+from envharness.store.backend import SqliteBackend, backend_of
 from envharness.store.sources.chain import (
     COLUMNS,
     SourceRow,
@@ -58,8 +57,9 @@ class SourceStore:
     thread, on a connection of its own (imports are rare and batch-sized: they wait for the
     journal's lock like any other writer, up to the busy timeout)."""
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
+    def __init__(self, database: SqliteBackend | Path) -> None:
+        self.backend = backend_of(database)
+        self.directory = self.backend.directory
         self._ready = False
 
     async def append(self, batch: ImportBatch, rows: Sequence[SourceRow]) -> ImportReceipt:
@@ -103,11 +103,11 @@ class SourceStore:
         span = (first.position, last.position)
 
         def run() -> ImportReceipt:
-            if not (self.directory / DATABASE_NAME).exists():
+            if not self.backend.exists():
                 # No store yet: a batch it would refuse must not create one to refuse it in.
                 _check_gap(batch, first.position, head=-1)
                 _check_link(batch, first, head=-1, head_hash=None)
-            connection = connect(self.directory, create=True)
+            connection = self.backend.connect(create=True)
             try:
                 try:
                     connection.execute("BEGIN IMMEDIATE")
@@ -122,7 +122,7 @@ class SourceStore:
                 _note(connection, batch, span, refused)
                 raise
             except sqlite3.Error as exc:
-                raise translate_sqlite_error(exc, self.directory) from exc
+                raise self.backend.translate(exc) from exc
             finally:
                 connection.close()
 
@@ -142,7 +142,7 @@ class SourceStore:
 
         def run() -> None:
             try:
-                connection = connect(self.directory, create=False)
+                connection = self.backend.connect(create=False)
             except StoreError:
                 return
             try:
@@ -166,7 +166,7 @@ class SourceStore:
         found = await self._read(lambda c: health_of(c, source))
         if source is not None and not found:
             raise NotFoundError(
-                f"no source {source!r} in the store at {str(self.directory)!r}; "
+                f"no source {source!r} in the store at {self.backend.location!r}; "
                 "`envharness sources` lists them"
             )
         return found
@@ -182,7 +182,7 @@ class SourceStore:
         found = await self._read(lambda c: episodes_of(c, source))
         if not found:
             raise NotFoundError(
-                f"no records of source {source!r} in the store at {str(self.directory)!r}; "
+                f"no records of source {source!r} in the store at {self.backend.location!r}; "
                 "`envharness sources` lists the sources"
             )
         return found
@@ -195,7 +195,7 @@ class SourceStore:
             return found[0]
         if (await self.head(source))[0] < 0:
             raise NotFoundError(
-                f"no records of source {source!r} in the store at {str(self.directory)!r}; "
+                f"no records of source {source!r} in the store at {self.backend.location!r}; "
                 "`envharness sources` lists the sources"
             )
         raise NotFoundError(
@@ -235,11 +235,11 @@ class SourceStore:
     async def _read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         if not self._ready:
             # Like read_store: refuse a missing or newer store, migrate an older one.
-            opened = await anyio.to_thread.run_sync(lambda: connect(self.directory, create=False))
+            opened = await anyio.to_thread.run_sync(lambda: self.backend.connect(create=False))
             await anyio.to_thread.run_sync(opened.close)
             self._ready = True
 
-        return await read_in_thread(self.directory, work)
+        return await self.backend.read(work)
 
 
 def positions_of(rows: Sequence[SourceRow]) -> tuple[int, int] | None:
