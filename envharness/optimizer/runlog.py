@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import anyio
 import msgspec
 
 from envharness.errors import ConfigurationError, EnvharnessError, NameTakenError, StoreError
@@ -118,13 +117,15 @@ async def read_run(store: Store, run_id: str) -> tuple[OptimizerRunInfo, RunMemo
 async def read_packet(store: Store, artifact: Artifact) -> FailurePacket:
     """The failure packet a run recorded (``memo.packets[iteration]``), as its engineer saw it.
 
-    :class:`~envharness.errors.EnvharnessError` for a format this version cannot read."""
+    :class:`~envharness.errors.EnvharnessError` for a format this version cannot read, or a
+    packet missing from the store or changed since (its bytes are checked against the sha256
+    the run recorded before they are decoded)."""
     if artifact.media_type != PACKET_MEDIA_TYPE:
         raise EnvharnessError(
             f"the failure packet {artifact.sha256[:12]} is {artifact.media_type!r}, which this "
             f"version of envharness does not read (it reads {PACKET_MEDIA_TYPE!r})"
         )
-    data = await anyio.to_thread.run_sync(store.artifacts.get, artifact.sha256)
+    data = await store.backend.artifact(artifact.sha256)
     return _packet_decoder.decode(data)
 
 

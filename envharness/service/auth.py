@@ -30,7 +30,6 @@ from starlette.requests import Request
 
 from envharness.service.problems import HTTPProblem
 from envharness.service.state import Service
-from envharness.store.connections import read_in_thread
 from envharness.store.tokens import TOKEN_PREFIX, Role, TokenInfo, hash_secret, resolve_in
 
 __all__ = [
@@ -159,7 +158,7 @@ async def confirm(principal: Principal | None, service: Service) -> None:
     active); nothing to do otherwise."""
     if principal is None or principal.pending is None or principal.pending.confirmed:
         return
-    if not await read_in_thread(service.tokens.directory, lambda c: confirm_in(c, principal)):
+    if not await service.tokens.backend.read(lambda c: confirm_in(c, principal)):
         raise refused(service, principal)
 
 

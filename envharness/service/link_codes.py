@@ -10,6 +10,10 @@ so two requests racing with one code sign in at most one browser.
 ``serve`` records the address it listens on in ``<store>/service/address`` so that
 ``login-link`` prints a link to it without being told the port. No module here imports
 Starlette: the command line uses this without the ``server`` extra.
+
+A store is given as its backend (``Store.backend``, as the service passes it) or its directory
+(as the command line still does). Both are files of a SQLite store's directory: a store
+without one (PostgreSQL) needs them in its database first, which is not built yet.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from envharness.service.codes import LOGIN_CODE_TTL
+from envharness.store.backend import BackendOrPath, backend_of
 
 __all__ = [
     "clear_address",
@@ -38,16 +43,16 @@ _MAX_CODE = 200
 """Longer than any code issued; a longer one is refused before hashing."""
 
 
-def service_directory(store: Path) -> Path:
+def service_directory(store: BackendOrPath) -> Path:
     """Where a store keeps what its running service shares with other processes (0700)."""
-    directory = store / "service"
+    directory = _folder(store)
     directory.mkdir(mode=0o700, exist_ok=True)
     (directory / "codes").mkdir(mode=0o700, exist_ok=True)
     return directory
 
 
 def issue_stored_code(
-    store: Path, *, ttl: float = LOGIN_CODE_TTL, clock: Callable[[], float] = time.time
+    store: BackendOrPath, *, ttl: float = LOGIN_CODE_TTL, clock: Callable[[], float] = time.time
 ) -> str:
     """A fresh one-time code any ``serve`` of ``store`` accepts until ``ttl`` seconds pass."""
     codes = service_directory(store) / "codes"
@@ -57,7 +62,9 @@ def issue_stored_code(
     return code
 
 
-def redeem_stored_code(store: Path, code: str, *, clock: Callable[[], float] = time.time) -> bool:
+def redeem_stored_code(
+    store: BackendOrPath, code: str, *, clock: Callable[[], float] = time.time
+) -> bool:
     """True once for a live stored code; a used, expired or unknown code is refused alike.
 
     Blocking file work: the service calls it in a worker thread.
@@ -65,7 +72,7 @@ def redeem_stored_code(store: Path, code: str, *, clock: Callable[[], float] = t
     if not code or len(code) > _MAX_CODE:
         return False
     digest = _digest(code)
-    codes = store / "service" / "codes"
+    codes = _folder(store) / "codes"
     try:
         names = os.listdir(codes)
     except OSError:
@@ -86,7 +93,7 @@ def redeem_stored_code(store: Path, code: str, *, clock: Callable[[], float] = t
     return clock() < deadline
 
 
-def record_address(store: Path, url: str) -> Path:
+def record_address(store: BackendOrPath, url: str) -> Path:
     """Write the running server's URL for ``login-link``; returns the file to remove later."""
     path = service_directory(store) / "address"
     temporary = path.with_name(f".address-{os.getpid()}")
@@ -103,13 +110,18 @@ def clear_address(path: Path, url: str) -> None:
             path.unlink()
 
 
-def read_address(store: Path) -> str | None:
+def read_address(store: BackendOrPath) -> str | None:
     """The URL the store's running server recorded, ``None`` when none is recorded."""
     try:
-        url = (store / "service" / "address").read_text(encoding="utf-8").strip()
+        url = (_folder(store) / "address").read_text(encoding="utf-8").strip()
     except OSError:
         return None
     return url or None
+
+
+def _folder(store: BackendOrPath) -> Path:
+    """The store's folder for its service (not made here)."""
+    return backend_of(store).directory / "service"
 
 
 def _forget_expired(codes: Path, now: float) -> None:

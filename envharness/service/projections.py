@@ -49,7 +49,7 @@ class Projections:
         """The trajectory of one imported episode, up to its last stored record."""
         key = ("imported", episode.source, episode.episode, episode.last_position,
                episode.head_hash, episode.records, episode.training)  # fmt: skip
-        return await self._get(key, lambda: project_info(store.directory, episode))
+        return await self._get(key, lambda: project_info(store.backend, episode))
 
     async def _get(
         self, key: Hashable, projected: Callable[[], Awaitable[Trajectory]]

@@ -98,7 +98,7 @@ class TrajectoryAccess:
                 if wanted.execution in (None, execution):
                     found.append(Candidate(info.id, session=info))
         if wanted.origin in (None, "imported") and wanted.experiment is None and self.full:
-            sources = SourceStore(self.access.service.store.directory)
+            sources = SourceStore(self.access.service.store.backend)
             names = [health.source for health in await sources.health()]
             for name in names:
                 if wanted.source not in (None, name):
@@ -151,7 +151,7 @@ class TrajectoryAccess:
             raise not_found(f"trajectory {wanted!r}")
         source, episode = imported
         try:
-            found = await SourceStore(self.access.service.store.directory).episode(source, episode)
+            found = await SourceStore(self.access.service.store.backend).episode(source, episode)
         except NotFoundError:
             raise not_found(f"trajectory {wanted!r}") from None
         return await self.project(Candidate(wanted, episode=found))
@@ -185,7 +185,7 @@ class TrajectoryAccess:
         outcome = trajectory.outcome
         snapshots = None
         if full and membership:
-            snapshots = await SnapshotStore(self.access.service.store.directory).snapshots_of(
+            snapshots = await SnapshotStore(self.access.service.store.backend).snapshots_of(
                 trajectory.session_id
             )
         native = provenance.origin == "native"

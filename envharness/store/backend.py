@@ -11,22 +11,30 @@ connections, threads and transactions as before, behind one object.
 What the helpers ask of a backend: a short read (:meth:`~SqliteBackend.read`) or a short write
 in one transaction (:meth:`~SqliteBackend.write`) in a worker thread, a connection of their own
 for a long transaction (:meth:`~SqliteBackend.connect`, blocking), whether the database exists
-yet, and how to name the store in a message. Their SQL is still SQLite's: a backend for
-another engine needs that SQL behind it too, which is the next step.
+yet, and how to name the store in a message. The service and the optimizer read recorded
+artifacts through it too (:meth:`~SqliteBackend.artifact`), so no caller builds a file path:
+on SQLite they stay files beside the database, another engine may keep them in a table. Their
+SQL is still SQLite's: a backend for another engine needs that SQL behind it too, which is the
+next step.
 """
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from collections.abc import Callable
+from os import PathLike
 from pathlib import Path
 from typing import TypeVar
 
-from envharness.errors import StoreError
+import anyio
+
+from envharness.errors import DamagedStoreError, NotFoundError, StoreError
+from envharness.store.artifacts import ArtifactFiles
 from envharness.store.connections import read_in_thread, write_in_thread
 from envharness.store.database import DATABASE_NAME, connect, translate_sqlite_error
 
-__all__ = ["SqliteBackend", "backend_of"]
+__all__ = ["BackendOrPath", "SqliteBackend", "backend_of"]
 
 _T = TypeVar("_T")
 
@@ -71,9 +79,57 @@ class SqliteBackend:
         """The store error an ``sqlite3`` error means here (busy, full, unwritable, ...)."""
         return translate_sqlite_error(exc, self.directory)
 
+    async def artifact(self, sha256: str) -> bytes:
+        """An artifact's bytes, checked against its sha256 in the worker thread that reads
+        them: :class:`NotFoundError` when the store has none by that sha256,
+        :class:`DamagedStoreError` when its content no longer has it."""
+        files = self._artifacts()
+        return await anyio.to_thread.run_sync(_checked_artifact, files, sha256, self.location)
 
-def backend_of(where: SqliteBackend | Path) -> SqliteBackend:
+    async def artifact_prefix(self, sha256: str, limit: int) -> bytes | None:
+        """At most the first ``limit`` bytes of an artifact, unchecked (a preview); ``None``
+        when it cannot be read."""
+        return await anyio.to_thread.run_sync(_artifact_prefix, self._artifacts(), sha256, limit)
+
+    def _artifacts(self) -> ArtifactFiles:
+        return ArtifactFiles(self.directory / _ARTIFACTS_FOLDER)
+
+
+_ARTIFACTS_FOLDER = "artifacts"
+"""The folder of a SQLite store's artifact files, beside its database."""
+
+
+BackendOrPath = SqliteBackend | str | PathLike[str]
+"""A store's database, or the directory of a SQLite store: what the public functions that
+take "the store" accept (a user names a store by its path; the service passes its backend)."""
+
+
+def backend_of(where: BackendOrPath) -> SqliteBackend:
     """The backend a helper was given, or the one of the store directory it was given: callers
-    outside :mod:`envharness.store` still pass ``Store.directory`` until they pass
-    ``Store.backend``."""
-    return where if isinstance(where, SqliteBackend) else SqliteBackend(where)
+    outside :mod:`envharness.store` still pass a directory (the public API takes the store's
+    path) until they pass ``Store.backend``."""
+    return where if isinstance(where, SqliteBackend) else SqliteBackend(Path(where))
+
+
+def _checked_artifact(files: ArtifactFiles, sha256: str, location: str) -> bytes:
+    try:
+        data = files.get(sha256)
+    except FileNotFoundError:
+        raise NotFoundError(
+            f"artifact {sha256} is missing from the store at {location!r}; run `envharness "
+            "verify` to see what else is damaged"
+        ) from None
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise DamagedStoreError(
+            f"artifact {sha256} in the store at {location!r} was modified (its content no "
+            "longer has that sha256); run `envharness verify` to see what else is damaged"
+        )
+    return data
+
+
+def _artifact_prefix(files: ArtifactFiles, sha256: str, limit: int) -> bytes | None:
+    try:
+        with files.path(sha256).open("rb") as stream:
+            return stream.read(limit)
+    except OSError:
+        return None

@@ -387,15 +387,13 @@ async def create_dataset(
     )
     data = canonical(content)
     dataset_id = content_address(DATASET_PREFIX, data)
-    stored = await SnapshotStore(store.directory).put_dataset(
-        name, dataset_id, data, utc_now_text()
-    )
+    stored = await SnapshotStore(store.backend).put_dataset(name, dataset_id, data, utc_now_text())
     return _stored(stored.id, stored.content, stored.created_at)
 
 
 async def load_dataset(store: Store, name: str) -> Dataset:
     """The dataset named ``name`` (or with this id); its content address is checked."""
-    stored = await SnapshotStore(store.directory).dataset(name)
+    stored = await SnapshotStore(store.backend).dataset(name)
     if content_address(DATASET_PREFIX, stored.content) != stored.id:
         raise TrajectoryError(
             f"dataset {stored.name!r}: its stored content no longer has its id {stored.id}: "
@@ -407,7 +405,7 @@ async def load_dataset(store: Store, name: str) -> Dataset:
 async def list_datasets(store: Store) -> list[Dataset]:
     return [
         _stored(stored.id, stored.content, stored.created_at)
-        for stored in await SnapshotStore(store.directory).datasets()
+        for stored in await SnapshotStore(store.backend).datasets()
     ]
 
 

@@ -17,4 +17,4 @@ __all__ = ["evidence_for"]
 def evidence_for(store: Store) -> Evidence:
     """The evidence reader exports and datasets use by default for ``store``: the journal for
     native trajectories, the source chains (``SourceEvidence``) for imported ones."""
-    return Evidence(JournalEvidence(StoreChains(store)), imported=SourceEvidence(store.directory))
+    return Evidence(JournalEvidence(StoreChains(store)), imported=SourceEvidence(store.backend))

@@ -136,7 +136,7 @@ async def project(store: Store, trajectory_id: str) -> Trajectory:
     from envharness.trajectories.sources.projection import project_episode, split_trajectory_id
 
     if (imported := split_trajectory_id(trajectory_id)) is not None:
-        return await project_episode(store.directory, *imported)
+        return await project_episode(store.backend, *imported)
     return await project_session(store, trajectory_id)
 
 
@@ -203,7 +203,7 @@ async def freeze_trajectories(
     )
     header = encode(content)
     snapshot_id = content_address(SNAPSHOT_PREFIX, header, (data for _, data in members))
-    stored = await SnapshotStore(store.directory).put_snapshot(
+    stored = await SnapshotStore(store.backend).put_snapshot(
         snapshot_id, header, members, utc_now_text()
     )
     return Snapshot(
@@ -250,13 +250,13 @@ def _check_entitlement(entitlement: Entitlement) -> None:
 
 async def load_snapshot(store: Store, snapshot_id: str) -> SnapshotMetadata:
     """A snapshot's metadata (``snapshot_id`` may be a unique prefix); not yet verified."""
-    row = await SnapshotStore(store.directory).snapshot(snapshot_id)
+    row = await SnapshotStore(store.backend).snapshot(snapshot_id)
     content = decode_content(row.header, what=f"snapshot {row.id}")
     return metadata_of(row.id, content, row.created_at)
 
 
 async def list_snapshots(store: Store) -> list[SnapshotMetadata]:
-    rows = await SnapshotStore(store.directory).snapshots()
+    rows = await SnapshotStore(store.backend).snapshots()
     return [
         metadata_of(row.id, decode_content(row.header, what=f"snapshot {row.id}"), row.created_at)
         for row in rows
@@ -265,7 +265,7 @@ async def list_snapshots(store: Store) -> list[SnapshotMetadata]:
 
 async def snapshot_trajectories(store: Store, snapshot_id: str) -> AsyncGenerator[Trajectory, None]:
     """The snapshot's trajectories in order, decoded a page at a time (not verified)."""
-    snapshots = SnapshotStore(store.directory)
+    snapshots = SnapshotStore(store.backend)
     row = await snapshots.snapshot(snapshot_id)
     members = snapshots.members(row.id)
     try:
@@ -286,7 +286,7 @@ async def verify_snapshot(
     Raises :class:`EvidenceMismatchError` naming the trajectory and record at fault.
     """
     reader = reader or evidence_for(store)
-    snapshots = SnapshotStore(store.directory)
+    snapshots = SnapshotStore(store.backend)
     row = await snapshots.snapshot(snapshot_id)
     content = decode_content(row.header, what=f"snapshot {row.id}")
     # First the content address (cheap: the trajectories' bytes), so an altered snapshot is
@@ -335,7 +335,7 @@ async def export_snapshot(
     a refusal writes nothing, and what is written is exactly what was checked.
     """
     reader = reader or evidence_for(store)
-    snapshots = SnapshotStore(store.directory)
+    snapshots = SnapshotStore(store.backend)
     row = await snapshots.snapshot(snapshot_id)
     content = decode_content(row.header, what=f"snapshot {row.id}")
     await _check_content_address(snapshots, row.id, row.header, content.trajectories)

@@ -28,6 +28,7 @@ from envharness.service.link_codes import (
     record_address,
     redeem_stored_code,
 )
+from envharness.store.backend import SqliteBackend
 from tests.service._support import SessionWriter, World, make_world, write_store
 
 
@@ -90,6 +91,15 @@ def test_an_expired_stored_code_is_refused_and_forgotten(store: Path) -> None:
     stale = issue_stored_code(store, clock=lambda: 0.0, ttl=1)
     issue_stored_code(store)  # issuing sweeps the expired ones away
     assert not redeem_stored_code(store, stale)
+
+
+def test_a_stores_backend_and_its_directory_share_codes_and_address(store: Path) -> None:
+    """``serve``'s pages pass ``Store.backend``, the command line the directory."""
+    backend = SqliteBackend(store)
+    assert redeem_stored_code(backend, issue_stored_code(store))
+    assert redeem_stored_code(store, issue_stored_code(backend))
+    record_address(backend, "http://127.0.0.1:8765")
+    assert read_address(store) == read_address(backend) == "http://127.0.0.1:8765"
 
 
 def test_unknown_empty_or_oversized_codes_are_refused(store: Path) -> None:

@@ -18,7 +18,6 @@ never act on the viewer's origin.
 
 from __future__ import annotations
 
-import hashlib
 import mimetypes
 import re
 import unicodedata
@@ -26,9 +25,9 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from urllib.parse import quote
 
-import anyio
 from starlette.responses import Response
 
+from envharness.errors import DamagedStoreError, NotFoundError
 from envharness.records import Artifact, ProtocolViolation, Record, decode_record
 from envharness.service.access import Access
 from envharness.service.params import NoParameters
@@ -143,32 +142,20 @@ async def visible_artifact(access: Access, session_id: str, seq: int) -> Artifac
 
 
 async def read_artifact(store: Store, sha256: str) -> bytes:
-    """The artifact's bytes, checked against its sha256 (read off the event loop)."""
-    return await anyio.to_thread.run_sync(_read_checked, store, sha256)
+    """The artifact's bytes, checked against its sha256 by the store's backend (off the event
+    loop); a 409 when they are missing or changed."""
+    try:
+        return await store.backend.artifact(sha256)
+    except NotFoundError:
+        raise _damaged(sha256, "is missing from the store") from None
+    except DamagedStoreError:
+        raise _damaged(sha256, "was modified (its content no longer has that sha256)") from None
 
 
 async def read_prefix(store: Store, sha256: str, limit: int) -> bytes | None:
-    """The first ``limit`` bytes of an artifact for a preview, or ``None`` if its file is
-    gone (the page still shows the record; ``verify`` reports the loss)."""
-    return await anyio.to_thread.run_sync(_read_prefix, store, sha256, limit)
-
-
-def _read_checked(store: Store, sha256: str) -> bytes:
-    try:
-        data = store.artifacts.get(sha256)
-    except FileNotFoundError:
-        raise _damaged(sha256, "is missing from the store") from None
-    if hashlib.sha256(data).hexdigest() != sha256:
-        raise _damaged(sha256, "was modified (its content no longer has that sha256)")
-    return data
-
-
-def _read_prefix(store: Store, sha256: str, limit: int) -> bytes | None:
-    try:
-        with store.artifacts.path(sha256).open("rb") as stream:
-            return stream.read(limit)
-    except OSError:
-        return None
+    """The first ``limit`` bytes of an artifact for a preview, or ``None`` if it is gone
+    (the page still shows the record; ``verify`` reports the loss)."""
+    return await store.backend.artifact_prefix(sha256, limit)
 
 
 def _damaged(sha256: str, what: str) -> HTTPProblem:

@@ -59,7 +59,6 @@ from envharness.service.wire.sessions import (
     stored_record_bytes,
 )
 from envharness.store import RecordFilter, SessionInfo
-from envharness.store.connections import read_in_thread
 from envharness.store.raw_rows import page_rows, session_by_id
 from envharness.store.reader import PAGE_SIZE
 
@@ -191,7 +190,7 @@ async def _poll(
             return info, []
         return info, page_rows(connection, session_id, wanted)
 
-    info, page = await read_in_thread(service.store.directory, read)
+    info, page = await service.store.backend.read(read)
     if info is None:
         raise NotFoundError(f"session {session_id!r} is no longer in the store")
     return info, page
@@ -202,8 +201,8 @@ async def _page(
 ) -> list[RecordRow]:
     """The next page of the selected records after ``after``."""
     wanted = msgspec.structs.replace(selection, after=after, limit=PAGE_SIZE)
-    return await read_in_thread(
-        service.store.directory, lambda connection: page_rows(connection, session_id, wanted)
+    return await service.store.backend.read(
+        lambda connection: page_rows(connection, session_id, wanted)
     )
 
 

@@ -1,7 +1,8 @@
 """The JSON API of imported sources: their health, and imports into them.
 
-Both call :class:`~envharness.api.sources.AsyncSources`, as ``envharness sources`` and
-``envharness import`` do. An import is one all-or-nothing batch (docs/imports.md).
+Both do what :class:`~envharness.api.sources.AsyncSources` does for ``envharness sources``
+and ``envharness import``, on the database of the store the service holds
+(``Store.backend``). An import is one all-or-nothing batch (docs/imports.md).
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ from typing import Annotated, Literal
 import msgspec
 from starlette.responses import Response
 
-from envharness.api.sources import AsyncSources
 from envharness.errors import EnvharnessError, NotFoundError
 from envharness.service.http.bodies import spool_body, spooled_lines
 from envharness.service.problems import not_found, trajectory_problems
 from envharness.service.routing import ADMIN, READERS, Call, Endpoint, json_response
 from envharness.service.wire.trajectories import ImportReceipt, SourcePage
+from envharness.store.sources import SourceStore
+from envharness.trajectories.sources import import_lines
 
 __all__ = ["IMPORT_LIMIT", "SOURCE_API_ENDPOINTS", "ImportQuery", "SourcesQuery"]
 
@@ -58,7 +60,7 @@ class ImportQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
 async def list_sources(call: Call[SourcesQuery]) -> Response:
     try:
-        found = await AsyncSources(call.service.store.directory).health(call.query.source)
+        found = await SourceStore(call.service.store.backend).health(call.query.source)
     except NotFoundError:
         raise not_found(f"source {call.query.source!r}") from None
     return json_response(SourcePage(sources=found))
@@ -66,12 +68,11 @@ async def list_sources(call: Call[SourcesQuery]) -> Response:
 
 async def import_source(call: Call[ImportQuery]) -> Response:
     query = call.query
-    sources = AsyncSources(call.service.store.directory)
     # Spooled, never held: the import reads its lines in a worker thread, in bounded memory.
     async with spool_body(call, limit=IMPORT_LIMIT, content_types=_IMPORT_TYPES) as body:
         with trajectory_problems(EnvharnessError):
-            receipt = await sources.import_lines(
-                query.source, spooled_lines(body), format=query.format,
+            receipt = await import_lines(
+                call.service.store.backend, query.source, spooled_lines(body), format=query.format,
                 origin="the request body", training=query.training,
             )  # fmt: skip
     return json_response(receipt, status=201)

@@ -89,7 +89,7 @@ async def _require_trajectory(call: Call[Any], wanted: str) -> None:
         await call.access.session(wanted)
         return
     try:
-        await SourceStore(call.service.store.directory).episode(*imported)
+        await SourceStore(call.service.store.backend).episode(*imported)
     except NotFoundError:
         raise not_found(f"trajectory {wanted!r}") from None
 

@@ -25,7 +25,7 @@ __all__ = ["frozen_card"]
 async def frozen_card(store: Store, experiment_id: str, sessions: int) -> Html:
     """The card: each snapshot with how many of the experiment's ``sessions`` it holds, and
     the datasets using them; or how to freeze some."""
-    held = await SnapshotStore(store.directory).snapshots_of_experiment(experiment_id)
+    held = await SnapshotStore(store.backend).snapshots_of_experiment(experiment_id)
     if not held:
         return html(
             '<section class="card" id="frozen"><h2>Snapshots and datasets</h2><p class="muted">'

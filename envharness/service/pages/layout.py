@@ -77,7 +77,7 @@ def page(
         who=_who(principal),
         body=body,
         version=__version__,
-        store=str(service.store.directory),
+        store=service.store.backend.location,
     )
     return HTMLResponse(document, status_code=status)
 

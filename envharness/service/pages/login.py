@@ -74,7 +74,7 @@ async def login_form(call: Call[LoginQuery]) -> Response:
         '<input type="hidden" name="code" value="{code}">'
         '<button type="submit" class="button">Open the viewer</button></form></div>'
         '<script src="/static/login.js"></script>',
-        store=str(call.service.store.directory),
+        store=call.service.store.backend.location,
         code=code,
     )
     return page(call.service, None, title="Sign in", body=body)
@@ -110,8 +110,8 @@ async def _redeem(service: Service, code: str) -> bool:
         return False
     if service.logins.redeem(code):
         return True
-    directory = service.store.directory
-    return await anyio.to_thread.run_sync(lambda: redeem_stored_code(directory, code))
+    backend = service.store.backend
+    return await anyio.to_thread.run_sync(lambda: redeem_stored_code(backend, code))
 
 
 def _expired(call: Call[NoParameters]) -> Response:
@@ -122,7 +122,7 @@ def _expired(call: Call[NoParameters]) -> Response:
         "<pre><code>envharness --store {store} login-link</code></pre>"
         '<p><a href="/login">Sign in</a> with the new link.</p></div>',
         minutes=str(int(LOGIN_CODE_TTL // 60)),
-        store=shlex.quote(str(call.service.store.directory)),
+        store=shlex.quote(call.service.store.backend.location),
     )
     return page(call.service, None, title="Link expired", body=body, status=400)
 

@@ -15,7 +15,6 @@ from typing import Annotated
 import msgspec
 from starlette.responses import Response
 
-from envharness.api.sources import AsyncSources
 from envharness.service.http.datasets import exact_dataset
 from envharness.service.http.snapshots import exact_snapshot, frozen_summaries
 from envharness.service.pages.html import DASH, Html, html, join, number
@@ -31,7 +30,7 @@ from envharness.service.params import NoParameters
 from envharness.service.problems import HTTPProblem, trajectory_problems
 from envharness.service.routing import READERS, Call, Endpoint, viewer_page
 from envharness.service.trajectory_access import check_snapshot
-from envharness.store.sources import SourceHealth
+from envharness.store.sources import SourceHealth, SourceStore
 from envharness.trajectories import (
     Dataset,
     DatasetRow,
@@ -306,7 +305,7 @@ async def _preview(call: Call[NoParameters], dataset: Dataset) -> Html:
 
 
 async def sources_page(call: Call[NoParameters]) -> Response:
-    found = await AsyncSources(call.service.store.directory).health()
+    found = await SourceStore(call.service.store.backend).health()
     listing = (
         join(_source(health) for health in found)
         if found

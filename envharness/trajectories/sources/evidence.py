@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from os import PathLike
-from pathlib import Path
 
+from envharness.store.backend import BackendOrPath, backend_of
 from envharness.store.sources import SourceRow, SourceStore, chain_problem
 from envharness.trajectories.binding import EvidenceRow
 from envharness.trajectories.errors import EvidenceMismatchError
@@ -32,11 +31,11 @@ __all__ = ["SourceEvidence", "verify_imported"]
 
 
 class SourceEvidence:
-    """Reads imported trajectories' records from the store at ``store`` (an
-    :class:`~envharness.trajectories.binding.EvidenceReader`)."""
+    """Reads imported trajectories' records from ``store`` (its backend, or a SQLite store's
+    directory; an :class:`~envharness.trajectories.binding.EvidenceReader`)."""
 
-    def __init__(self, store: str | PathLike[str]) -> None:
-        self.sources = SourceStore(Path(store))
+    def __init__(self, store: BackendOrPath) -> None:
+        self.sources = SourceStore(backend_of(store))
 
     async def rows(self, trajectory: Trajectory) -> AsyncGenerator[EvidenceRow, None]:
         journal = trajectory.journal
@@ -83,7 +82,7 @@ class SourceEvidence:
             )
 
 
-async def verify_imported(store: str | PathLike[str], trajectory: Trajectory) -> int:
+async def verify_imported(store: BackendOrPath, trajectory: Trajectory) -> int:
     """Raise :class:`EvidenceMismatchError` (naming the first record found wrong) unless the
     stored chain of an imported trajectory's source still matches its binding; returns how
     many of the trajectory's own records were read."""

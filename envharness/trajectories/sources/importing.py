@@ -18,6 +18,7 @@ from typing import Protocol
 import anyio
 
 from envharness.errors import ConfigurationError
+from envharness.store.backend import BackendOrPath, backend_of
 from envharness.store.sources import (
     ImportBatch,
     ImportReceipt,
@@ -92,7 +93,7 @@ def importer_for(format: str) -> Importer:
 
 
 async def import_records(
-    store: str | PathLike[str],
+    store: BackendOrPath,
     source: str,
     records: Sequence[SourceRow],
     *,
@@ -113,7 +114,7 @@ async def import_records(
         origin=origin,
         training=training,
     )
-    sources = SourceStore(Path(store))
+    sources = SourceStore(backend_of(store))
     for row in records:  # the checks a line gets: stored records are never removed
         problem = row_problem(batch.source, row)
         if problem is not None:
@@ -128,7 +129,7 @@ async def import_records(
 
 
 async def import_lines(
-    store: str | PathLike[str],
+    store: BackendOrPath,
     source: str,
     lines: Iterable[bytes],
     *,
@@ -152,7 +153,7 @@ async def import_lines(
         origin=origin,
         training=training,
     )
-    sources = SourceStore(Path(store))
+    sources = SourceStore(backend_of(store))
     # Checked as read, into a spool on disk: the batch is never held whole (docs/imports.md).
     spool = RowSpool(
         batch.source, prefix=f"{origin}: " if origin else "", checked=reader.checks_chain
@@ -177,7 +178,7 @@ async def import_lines(
 
 
 async def import_file(
-    store: str | PathLike[str],
+    store: BackendOrPath,
     source: str,
     path: str | PathLike[str],
     *,

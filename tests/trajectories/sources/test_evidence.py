@@ -60,6 +60,18 @@ async def test_the_reader_yields_the_episodes_own_records_as_import_lines(
     assert await verify_imported(store_path, trajectory) == 2
 
 
+async def test_a_stores_backend_reads_the_same_as_its_directory(store_path: Path) -> None:
+    """The service passes ``Store.backend``, a user a path: both name one database."""
+    await interleaved(store_path)
+    backend = (await read_store(store_path)).backend
+    by_path = await project_episode(store_path, SOURCE, "a")
+    assert await project_episode(backend, SOURCE, "a") == by_path
+    assert await verify_imported(backend, by_path) == 2
+    assert [t async for t in source_trajectories(backend)] == [
+        t async for t in source_trajectories(str(store_path))
+    ]
+
+
 async def test_a_record_of_another_episode_inside_the_range_is_checked_too(
     store_path: Path,
 ) -> None:
