@@ -85,7 +85,7 @@ INNER: dict[str, list[tuple[str, ...]]] = {
         ("model_agents",),
         ("loading", "options", "refusals", "results", "verdicts"),
         ("datasets", "experiments", "harness_versions", "manifest_run", "protocol", "serve"),
-        ("artifacts", "check_env"),
+        ("artifacts", "check_env", "copy_store"),
         ("sources", "tokens", "trajectories"),
         ("optimize", "snapshots"),
         ("control", "lifecycle", "run", "sessions"),

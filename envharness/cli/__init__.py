@@ -17,8 +17,8 @@ Each module imports only those above it in this list:
    (``sessions list|show``, ``verify``, ``export``), :mod:`.artifacts` (``artifact``),
    :mod:`.datasets` (``dataset``),
    :mod:`.sources` (``import``, ``sources``), :mod:`.harness_versions` (``harness``),
-   :mod:`.optimize` (``selftest``, ``optimize``), :mod:`.check_env` (``check-env``) and
-   :mod:`.protocol`.
+   :mod:`.optimize` (``selftest``, ``optimize``), :mod:`.check_env` (``check-env``),
+   :mod:`.copy_store` (``copy-store``) and :mod:`.protocol`.
 3. :mod:`.app` — the root app and its options, and where every module's app is added.
 """
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -25,6 +24,7 @@ from envharness.cli import (
     artifacts,
     check_env,
     control,
+    copy_store,
     datasets,
     experiments,
     harness_versions,
@@ -83,6 +83,7 @@ app.add_typer(control.app)
 app.add_typer(sessions.app)
 app.add_typer(artifacts.app)
 app.add_typer(check_env.app)
+app.add_typer(copy_store.app)
 app.add_typer(protocol.app, cls=HelpGroup)  # named "protocol" by its module
 app.add_typer(tokens.app, name="token", cls=HelpGroup)
 app.add_typer(experiments.app, name="experiments", cls=HelpGroup)
@@ -101,14 +102,15 @@ def _show_version(value: bool) -> None:
 def root(
     ctx: typer.Context,
     store: Annotated[
-        Path,
+        str,  # not a Path: that would collapse the // of a postgresql:// URL
         typer.Option(
             "--store",
             envvar=STORE_ENV,
-            metavar="PATH",
-            help="The evidence store directory (created by commands that write).",
+            metavar="PATH|URL",
+            help="The evidence store directory (created by commands that write), or a "
+            "postgresql:// URL for the commands that read one (docs/postgresql.md).",
         ),
-    ] = DEFAULT_STORE,
+    ] = str(DEFAULT_STORE),
     version: Annotated[
         bool,
         typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version."),

@@ -26,7 +26,9 @@ from envharness.cli.render import printable
 from envharness.cli.state import CliState
 from envharness.errors import NotFoundError, StoreError
 from envharness.records import Artifact, ProtocolViolation, Record
-from envharness.store import RecordFilter, Store, read_store
+from envharness.store import RecordFilter
+from envharness.store.locate import AnyStore, reading_store
+from envharness.store.postgres import PostgresStore
 
 __all__ = ["StoredArtifact", "app", "artifact"]
 
@@ -88,16 +90,16 @@ def artifact(
     The bytes are checked against their sha256 first. A file that is not plain text is
     written to a terminal only with -o: pipe it or name a file.
     """
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
 
     async def read() -> tuple[str, list[StoredArtifact], bytes | None, StoredArtifact | None]:
-        reader = await read_store(store)
-        info = await reader.session(session)
-        found = await stored_artifacts(reader, info.id, turn)
-        if name is None:
-            return info.id, found, None, None
-        chosen = choose(info.id, found, name, turn)
-        return info.id, found, await _checked_bytes(reader, chosen.sha256), chosen
+        async with reading_store(store) as reader:
+            info = await reader.session(session)
+            found = await stored_artifacts(reader, info.id, turn)
+            if name is None:
+                return info.id, found, None, None
+            chosen = choose(info.id, found, name, turn)
+            return info.id, found, await _checked_bytes(reader, chosen.sha256), chosen
 
     session_id, found, data, chosen = anyio.run(read)
     if data is None or chosen is None:
@@ -107,7 +109,7 @@ def artifact(
 
 
 async def stored_artifacts(
-    reader: Store, session_id: str, turn: int | None
+    reader: AnyStore, session_id: str, turn: int | None
 ) -> list[StoredArtifact]:
     """Every artifact the session's records reference, in seq order."""
     selection = RecordFilter(kinds=("artifact", "protocol.violation"), turn=turn)
@@ -160,7 +162,10 @@ def _referenced(record: Record) -> StoredArtifact | None:
     return StoredArtifact(record.seq, record.turn, record.participant, name, sha256, size)
 
 
-async def _checked_bytes(reader: Store, sha256: str) -> bytes:
+async def _checked_bytes(reader: AnyStore, sha256: str) -> bytes:
+    if isinstance(reader, PostgresStore):  # a table there, checked as it is read
+        return await reader.artifact(sha256)
+
     def read() -> bytes:
         try:
             data = reader.artifacts.get(sha256)

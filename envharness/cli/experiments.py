@@ -32,7 +32,8 @@ from envharness.scoring import (
     experiment_report,
 )
 from envharness.scoring.aggregates import CostTotals, SessionCosts
-from envharness.store import ExperimentInfo, SessionCounts, read_store
+from envharness.store import ExperimentInfo, SessionCounts
+from envharness.store.locate import describe, reading_store
 
 __all__ = [
     "app",
@@ -97,10 +98,11 @@ def experiments_list(ctx: typer.Context, as_json: JsonLines = False) -> None:
 
 
 def _list_experiments(ctx: typer.Context, as_json: bool) -> None:
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
 
     async def listed() -> list[ExperimentInfo]:
-        return await (await read_store(store)).experiments()
+        async with reading_store(store) as reader:
+            return await reader.experiments()
 
     found = anyio.run(listed)
     if as_json:
@@ -110,7 +112,7 @@ def _list_experiments(ctx: typer.Context, as_json: bool) -> None:
         for line in experiment_table(found):
             typer.echo(line)
     else:
-        typer.echo(f"no experiments in {shlex.quote(printable(str(store)))}", err=True)
+        typer.echo(f"no experiments in {shlex.quote(printable(describe(store)))}", err=True)
 
 
 @app.command("show")
@@ -142,13 +144,13 @@ def experiments_show(
     too, where the environment scores participants apart), pass rates and findings."""
     if not 0.0 < confidence < 1.0:
         raise CliError(f"--confidence must be between 0 and 1 (e.g. 0.95), not {confidence}")
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
 
     async def reported() -> ExperimentReport:
-        reader = await read_store(store)
-        return await experiment_report(
-            reader, experiment, confidence=confidence, resamples=resamples
-        )
+        async with reading_store(store) as reader:
+            return await experiment_report(
+                reader, experiment, confidence=confidence, resamples=resamples
+            )
 
     report = anyio.run(reported)
     if as_json:

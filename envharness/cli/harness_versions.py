@@ -22,7 +22,8 @@ from envharness.optimizer.versions import (
     harness_version,
     patch_text,
 )
-from envharness.store import HarnessVersionInfo, OptimizerRunInfo, read_store
+from envharness.store import HarnessVersionInfo, OptimizerRunInfo
+from envharness.store.locate import describe, reading_store
 
 __all__ = ["app", "harness_diff", "harness_list", "harness_runs", "harness_show", "patch_lines"]
 
@@ -39,11 +40,11 @@ def harness_runs(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
 ) -> None:
     """List the optimizer runs, oldest first: what an interrupted run's --resume needs."""
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
 
     async def listed() -> tuple[list[OptimizerRunInfo], list[HarnessVersionInfo]]:
-        reader = await read_store(store)
-        return await reader.optimizer_runs(), await reader.harness_versions()
+        async with reading_store(store) as reader:
+            return await reader.optimizer_runs(), await reader.harness_versions()
 
     runs, versions = anyio.run(listed)
     accepted: dict[str, list[str]] = {}
@@ -55,7 +56,7 @@ def harness_runs(
             typer.echo(msgspec.json.encode(entry).decode())
         return
     if not runs:
-        typer.echo(f"no optimizer runs in {shlex.quote(printable(str(store)))}", err=True)
+        typer.echo(f"no optimizer runs in {shlex.quote(printable(describe(store)))}", err=True)
         return
     typer.echo(f"{'run':<28} {'status':<11} {'created':<28} versions")
     for run in runs:
@@ -73,10 +74,11 @@ def harness_list(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
 ) -> None:
     """List the accepted harness versions, oldest first."""
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
 
     async def listed() -> list[HarnessVersionInfo]:
-        return await (await read_store(store)).harness_versions()
+        async with reading_store(store) as reader:
+            return await reader.harness_versions()
 
     found = anyio.run(listed)
     if as_json:
@@ -84,7 +86,7 @@ def harness_list(
             typer.echo(msgspec.json.encode(info).decode())
         return
     if not found:
-        typer.echo(f"no harness versions in {shlex.quote(printable(str(store)))}", err=True)
+        typer.echo(f"no harness versions in {shlex.quote(printable(describe(store)))}", err=True)
         return
     typer.echo(f"{'version':<14} {'parent':<14} {'run':<28} {'digest':<14} created")
     for info in found:
@@ -101,10 +103,11 @@ def harness_show(
     as_json: Annotated[bool, typer.Option("--json", help="The version as JSON.")] = False,
 ) -> None:
     """Show a version: its evidence (run, rerun experiment, reward, cost) and its code."""
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
 
     async def shown() -> HarnessVersion:
-        return await harness_version(await read_store(store), version)
+        async with reading_store(store) as reader:
+            return await harness_version(reader, version)
 
     found = anyio.run(shown)
     if as_json:
@@ -135,11 +138,13 @@ def harness_diff(
     new: Annotated[str, typer.Argument(metavar="NEW", help="e.g. harness-v2")],
 ) -> None:
     """The difference between two versions' code, as a unified diff."""
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
 
     async def both() -> list[str]:
-        reader = await read_store(store)
-        return diff_versions(await harness_version(reader, old), await harness_version(reader, new))
+        async with reading_store(store) as reader:
+            return diff_versions(
+                await harness_version(reader, old), await harness_version(reader, new)
+            )
 
     lines = anyio.run(both)
     if not lines:

@@ -50,7 +50,8 @@ from envharness.manifest.model_agents import DEFAULT_KEY_ENV
 from envharness.records import SessionCreated
 from envharness.runtime.branching import CheckpointRef, branch, list_checkpoints, take_checkpoint
 from envharness.runtime.compare import Comparison, alignment_note, compare_sessions
-from envharness.store import RecordFilter, Store, open_store, read_store
+from envharness.store import RecordFilter, open_store, read_store
+from envharness.store.locate import AnyStore, reading_store
 
 __all__ = [
     "app",
@@ -257,13 +258,13 @@ def compare_command(
 ) -> None:
     """Compare two sessions turn by turn (a branch with its parent, say), and their scores.
     Exit status 0 when they are identical, 1 when they differ."""
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
 
     async def compared() -> tuple[Comparison, list[str]]:
-        reader = await read_store(store)
-        comparison = await compare_sessions(reader, left, right)
-        ran = [await _environment_of(reader, comparison.left)]
-        return comparison, [*ran, await _environment_of(reader, comparison.right)]
+        async with reading_store(store) as reader:
+            comparison = await compare_sessions(reader, left, right)
+            ran = [await _environment_of(reader, comparison.left)]
+            return comparison, [*ran, await _environment_of(reader, comparison.right)]
 
     comparison, environments = anyio.run(compared)
     if as_json:
@@ -303,7 +304,7 @@ def comparison_lines(comparison: Comparison) -> list[str]:
     return lines
 
 
-async def _environment_of(reader: Store, session_id: str) -> str:
+async def _environment_of(reader: AnyStore, session_id: str) -> str:
     """``name@version`` of the environment a session ran, from its first record."""
     first = [
         r

@@ -1,13 +1,15 @@
 """``envharness sessions list|show``, ``verify`` and ``export``: reading a store's sessions.
 
 ``sessions`` alone (list) and ``show SESSION`` are the older forms, kept as aliases that say
-so on stderr. Each command reads through :func:`~envharness.store.read_store`, which never
-creates a store, and renders with :mod:`envharness.cli.render`. ``export snapshot ID`` is a
-form of ``export`` that :mod:`envharness.cli.snapshots` answers.
+so on stderr. Each command reads through :func:`~envharness.store.locate.reading_store`,
+which never creates a store and reads a PostgreSQL store as well (``--store postgresql://``),
+and renders with :mod:`envharness.cli.render`. ``export snapshot ID`` is a form of ``export``
+that :mod:`envharness.cli.snapshots` answers, on a store directory only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 from typing import Annotated, get_args
 
@@ -22,7 +24,8 @@ from envharness.cli.snapshots import export_snapshot_command
 from envharness.cli.state import CliState
 from envharness.errors import DamagedStoreError
 from envharness.records import Payload, Status, encode_record
-from envharness.store import ChainBreak, RecordFilter, SessionInfo, VerifyReport, read_store
+from envharness.store import ChainBreak, RecordFilter, SessionInfo, VerifyReport
+from envharness.store.locate import AnyStore, describe, reading_store
 from envharness.store.verify import STORE
 
 __all__ = ["app", "export", "group", "sessions", "sessions_list", "show", "verify"]
@@ -70,12 +73,12 @@ def sessions_list(
 
 
 def _list_sessions(ctx: typer.Context, status: str | None, as_json: bool) -> None:
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
     check_choice("--status", status, STATUSES)
 
     async def listed() -> list[SessionInfo]:
-        reader = await read_store(store)
-        return await reader.sessions(status=status)
+        async with reading_store(store) as reader:
+            return await reader.sessions(status=status)
 
     found = anyio.run(listed)
     if as_json:
@@ -86,7 +89,7 @@ def _list_sessions(ctx: typer.Context, status: str | None, as_json: bool) -> Non
             typer.echo(line)
     else:
         which = f" with status {status}" if status else ""
-        typer.echo(f"no sessions{which} in {shlex.quote(printable(str(store)))}", err=True)
+        typer.echo(f"no sessions{which} in {shlex.quote(printable(describe(store)))}", err=True)
 
 
 @group.command("show")
@@ -141,13 +144,16 @@ def _show(
     turn: int | None,
     full: bool,
 ) -> None:
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
     for value in kind or ():
         check_choice("--kind", value, KINDS)
     selection = RecordFilter(kinds=tuple(kind or ()), participant=participant, turn=turn)
 
     async def render() -> None:
-        reader = await read_store(store)
+        async with reading_store(store) as reader:
+            await print_timeline(reader)
+
+    async def print_timeline(reader: AnyStore) -> None:
         info = await reader.session(session)
         timeline = Timeline(info, full=full)
         for line in timeline.header():
@@ -178,7 +184,7 @@ def verify(
 ) -> None:
     """Re-check the database file and every session's hash chain. Exit status 1 when anything
     is broken or damaged."""
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
     checked = 0
 
     def tick(session_id: str) -> None:
@@ -187,11 +193,12 @@ def verify(
         line.show(f"verifying: {checked} sessions")
 
     async def check() -> VerifyReport:
-        try:  # a store whose WAL lost acknowledged commits is read as SQLite recovers it
-            reader = await read_store(store, damaged=True)
-        except DamagedStoreError as damage:  # too damaged to open: that is verify's answer
-            return VerifyReport(0, 0, (ChainBreak(STORE, None, str(damage)),))
-        return await reader.verify(on_session=tick, full=full)
+        async with contextlib.AsyncExitStack() as opened:
+            try:  # a store whose WAL lost acknowledged commits is read as SQLite recovers it
+                reader = await opened.enter_async_context(reading_store(store, damaged=True))
+            except DamagedStoreError as damage:  # too damaged to open: verify's answer
+                return VerifyReport(0, 0, (ChainBreak(STORE, None, str(damage)),))
+            return await reader.verify(on_session=tick, full=full)
 
     with ProgressLine() as line:
         report = anyio.run(check)
@@ -220,10 +227,15 @@ def export(
     snapshot is checked first and refused, naming the record, if its evidence was altered
     (docs/trajectories.md).
     """
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
     if session == "snapshot":
         if snapshot_id is None:
             raise CliError("export snapshot needs the snapshot's id: envharness export snapshot ID")
+        if isinstance(store, str):
+            raise CliError(
+                "`export snapshot` does not work on a PostgreSQL store yet: snapshots are kept "
+                "in a store directory (docs/postgresql.md); `export SESSION` works on both"
+            )
         export_snapshot_command(store, snapshot_id)
         return
     if snapshot_id is not None:
@@ -233,13 +245,13 @@ def export(
     out = typer.get_binary_stream("stdout")
 
     async def stream() -> None:
-        reader = await read_store(store)
-        info = await reader.session(session)
-        # Plain blocking writes: nothing else runs on this loop, and a slow reader should
-        # slow the export down (the reader pages hold no lock while they wait).
-        async with closing(reader.rows(info.id)) as rows:
-            async for row in rows:
-                out.write(encode_record(row) + b"\n")
+        async with reading_store(store) as reader:
+            info = await reader.session(session)
+            # Plain blocking writes: nothing else runs on this loop, and a slow reader should
+            # slow the export down (the reader pages hold no lock while they wait).
+            async with closing(reader.rows(info.id)) as rows:
+                async for row in rows:
+                    out.write(encode_record(row) + b"\n")
         out.flush()
 
     anyio.run(stream)

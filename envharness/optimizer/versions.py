@@ -21,6 +21,8 @@ from envharness.optimizer.patches.patch import HarnessPatch
 from envharness.optimizer.results import HarnessVersion
 from envharness.records import OptimizerAccepted, OptimizerDecision, OptimizerStarted
 from envharness.store import HarnessVersionInfo, RecordFilter, Store
+from envharness.store.locate import AnyStore
+from envharness.store.postgres import PostgresStore
 
 __all__ = [
     "HarnessVersion",
@@ -34,15 +36,15 @@ __all__ = [
 _NAME = re.compile(r"harness-v(\d+)")
 
 
-async def harness_version(store: Store, name: str) -> HarnessVersion:
+async def harness_version(store: AnyStore, name: str) -> HarnessVersion:
     """The version called ``name``; :class:`NotFoundError` listing the known ones otherwise."""
     known = await store.harness_versions()
     info = next((v for v in known if v.version == name), None)
     if info is None:
         names = ", ".join(v.version for v in known) or "none yet"
+        where = store.where if isinstance(store, PostgresStore) else store.directory
         raise NotFoundError(
-            f"no harness version {name!r} in the store at {str(store.directory)!r} "
-            f"(versions: {names})"
+            f"no harness version {name!r} in the store at {str(where)!r} (versions: {names})"
         )
     return await _read(store, info)
 
@@ -69,7 +71,7 @@ def numbered_after(name: str, parent: str | None) -> str:
     return f"harness-v{int(base.group(1)) + 1}"
 
 
-async def _read(store: Store, info: HarnessVersionInfo) -> HarnessVersion:
+async def _read(store: AnyStore, info: HarnessVersionInfo) -> HarnessVersion:
     accepted: OptimizerAccepted | None = None
     async for record in store.records(info.run_id, RecordFilter(after=info.seq - 1, limit=1)):
         if isinstance(record.payload, OptimizerAccepted):

@@ -14,7 +14,8 @@ from typing import Any
 import msgspec
 
 from envharness.records import ActionExecuted, Observation, Outcome, Record, Score
-from envharness.store import RecordFilter, Store
+from envharness.store import RecordFilter
+from envharness.store.locate import AnyStore
 
 __all__ = ["Alignment", "Comparison", "TurnDifference", "alignment_note", "compare_sessions"]
 
@@ -70,7 +71,7 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
         )
 
 
-async def compare_sessions(store: Store, left: str, right: str) -> Comparison:
+async def compare_sessions(store: AnyStore, left: str, right: str) -> Comparison:
     left_info, right_info = await store.session(left), await store.session(right)
     ours, theirs = await _aligned(store, left_info.id), await _aligned(store, right_info.id)
     left_turns, right_turns = {key[0] for key in ours} - {0}, {key[0] for key in theirs} - {0}
@@ -170,7 +171,7 @@ def _spans(turns: tuple[int, ...]) -> str:
     return ", ".join(str(a) if a == b else f"{a}\u2013{b}" for a, b in runs)
 
 
-async def _aligned(store: Store, session_id: str) -> dict[tuple[int, str | None, str], Any]:
+async def _aligned(store: AnyStore, session_id: str) -> dict[tuple[int, str | None, str], Any]:
     """(turn, participant, kind) → compared value; the score under turn 0."""
     aligned: dict[tuple[int, str | None, str], Any] = {}
     async for record in store.records(session_id, RecordFilter(kinds=_COMPARED)):

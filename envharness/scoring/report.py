@@ -41,7 +41,8 @@ from envharness.scoring.aggregates import (
     count_findings,
 )
 from envharness.scoring.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, check_parameters
-from envharness.store import SessionCounts, SessionInfo, Store
+from envharness.store import SessionCounts, SessionInfo
+from envharness.store.locate import AnyStore
 
 __all__ = ["ExperimentReport", "FindingRef", "ScenarioReport", "experiment_report"]
 
@@ -115,7 +116,7 @@ class ExperimentReport(msgspec.Struct, frozen=True, kw_only=True):
 
 
 async def experiment_report(
-    store: Store,
+    store: AnyStore,
     experiment_id: str,
     *,
     confidence: float = DEFAULT_CONFIDENCE,
@@ -187,7 +188,7 @@ class _Evidence:
 
 
 async def _read(
-    store: Store, experiment_id: str, sessions: Sequence[SessionInfo]
+    store: AnyStore, experiment_id: str, sessions: Sequence[SessionInfo]
 ) -> tuple[ExperimentConfig, str | None, str | None, list[_Evidence], float]:
     """One pass, in commit order, over the experiment's chain and its sessions' scores,
     findings, costs and segments: the frozen configuration, the last recorded status (with its

@@ -100,7 +100,7 @@ def connect(url: str) -> Connection:
 
 def connect_error(where: Target, said: str, secret: str | None) -> StoreError:
     """Why connecting to ``where`` failed, with the fix; ``secret`` is scrubbed from ``said``."""
-    reason = said.strip().splitlines()[-1] if said.strip() else "no reason given"
+    reason = said.strip().splitlines()[-1].strip() if said.strip() else "no reason given"
     if secret:
         reason = reason.replace(secret, "***")
     reason = reason.removeprefix("connection failed: ")

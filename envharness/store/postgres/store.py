@@ -119,7 +119,10 @@ class PostgresStore:
             ).fetchall()
         )
         if not rows:
-            raise NotFoundError(f"no artifact {sha256} in the store")
+            raise NotFoundError(
+                f"artifact {sha256} is missing from the store {self.where}; run "
+                "`envharness verify` to see what else is damaged"
+            )
         data = bytes(rows[0][0])
         if hashlib.sha256(data).hexdigest() != sha256:
             raise StoreError(f"artifact {sha256} is corrupt; run `envharness verify`")

@@ -4,9 +4,11 @@ an experiment and an optimizer run to index."""
 
 from __future__ import annotations
 
+import secrets
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -14,6 +16,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from envharness.records import (
     ExperimentConfig,
@@ -65,6 +68,34 @@ async def raw(url: str) -> AsyncIterator[psycopg.Connection[Any]]:
         connection.close()
 
 
+HBA_WAIT_S = 30
+"""How long the server may take to read pg_hba.conf again (a wait, not a speed check)."""
+
+
+def password_role_on(server: _engines.PostgresServer) -> tuple[str, str]:
+    """A new role, and its password, that must give that password (the test server trusts
+    everyone else): a line for it goes first in the server's pg_hba.conf, read again."""
+    role, password = f"envh_pw_{secrets.token_hex(4)}", f"right-{secrets.token_hex(8)}"
+    with psycopg.connect(server.url(), autocommit=True) as admin:
+        admin.execute(
+            sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+                sql.Identifier(role), sql.Literal(password)
+            )
+        )
+        hba = Path(server.data_dir) / "pg_hba.conf"
+        hba.write_text(f"host all {role} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+        admin.execute("SELECT pg_reload_conf()")
+    wrong = f"postgresql://{role}:not-the-password@{server.host}:{server.port}/postgres"
+    deadline = time.monotonic() + HBA_WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            psycopg.connect(wrong).close()
+        except psycopg.OperationalError:
+            return role, password  # the server asks for the password now
+        time.sleep(0.05)
+    pytest.fail(f"the server did not read pg_hba.conf again within {HBA_WAIT_S}s")
+
+
 def dead_runner() -> RunnerRef:
     """A runner on this host whose process has exited (its pid is free)."""
     done = subprocess.run(
@@ -95,7 +126,7 @@ def experiment_rows(name: str, sessions: int) -> tuple[SessionChain, list[Record
     return chain, [chain.seal(created)]
 
 
-def optimizer_rows(name: str, version: str) -> list[RecordRow]:
+def optimizer_rows(name: str, version: str, patch: dict[str, Any] | None = None) -> list[RecordRow]:
     chain = SessionChain(new_id("opt"))
     base = config()
     started = OptimizerStarted(
@@ -111,6 +142,8 @@ def optimizer_rows(name: str, version: str) -> list[RecordRow]:
         chain.seal(started),
         chain.seal(OptimizerStatus(status="running")),
         chain.seal(
-            OptimizerAccepted(version=version, iteration=1, candidate=0, digest="d" * 64, patch={})
+            OptimizerAccepted(
+                version=version, iteration=1, candidate=0, digest="d" * 64, patch=patch or {}
+            )
         ),
     ]

@@ -7,15 +7,12 @@ from __future__ import annotations
 import logging
 import secrets
 import sys
-import time
 import traceback
 from collections.abc import Iterator
-from pathlib import Path
 
 import anyio
 import psycopg
 import pytest
-from psycopg import sql
 
 from envharness.errors import StoreError, StoreLayoutError, StoreVersionError
 from envharness.store.postgres import SCHEMA_VERSION, open_postgres_store
@@ -23,11 +20,9 @@ from envharness.store.postgres.driver import INSTALL
 from tests import _engines
 
 from .._support import new_session
+from ._support import password_role_on
 
 pytestmark = pytest.mark.anyio
-
-HBA_WAIT_S = 30
-"""How long the server may take to read pg_hba.conf again (a wait, not a speed check)."""
 
 
 @pytest.fixture(scope="module")
@@ -38,27 +33,7 @@ def database(postgres_server: _engines.PostgresServer) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def password_role(postgres_server: _engines.PostgresServer) -> tuple[str, str]:
-    """A role that must give its password (the test server trusts everyone else): a line for
-    it goes first in the server's pg_hba.conf, which is then read again."""
-    role, password = f"envh_pw_{secrets.token_hex(4)}", f"right-{secrets.token_hex(8)}"
-    with psycopg.connect(postgres_server.url(), autocommit=True) as admin:
-        admin.execute(
-            sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
-                sql.Identifier(role), sql.Literal(password)
-            )
-        )
-        hba = Path(postgres_server.data_dir) / "pg_hba.conf"
-        hba.write_text(f"host all {role} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
-        admin.execute("SELECT pg_reload_conf()")
-    wrong = _url(postgres_server, role, "not-the-password", "postgres")
-    deadline = time.monotonic() + HBA_WAIT_S
-    while time.monotonic() < deadline:
-        try:
-            psycopg.connect(wrong).close()
-        except psycopg.OperationalError:
-            return role, password  # the server asks for the password now
-        time.sleep(0.05)
-    pytest.fail(f"the server did not read pg_hba.conf again within {HBA_WAIT_S}s")
+    return password_role_on(postgres_server)
 
 
 def _url(server: _engines.PostgresServer, user: str, password: str, database: str) -> str:
