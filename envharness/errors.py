@@ -43,6 +43,7 @@ true to the classes::
     │   └── AdmissionError          a dataset was refused; each refused trajectory is named
     ├── ProviderError               a model call failed for good, after retries (envharness.llm)
     ├── NoValidActionError          a model agent got no valid action in its asks (agents)
+    ├── WorkerError                 a remote executor's worker could not start, or died
     └── ServiceError                the local service answered 4xx/5xx (envharness.client)
 
 Failures *inside* a session (an agent that raises, times out or returns garbage) are not raised

@@ -42,6 +42,7 @@ from envharness.runtime.branching import (
     CheckpointRef,
 )
 from envharness.runtime.compare import Comparison
+from envharness.runtime.executors.seam import Executor
 from envharness.runtime.experiment import (
     ExperimentResult,
 )
@@ -211,6 +212,7 @@ class EnvironmentHarness:
         max_concurrency: int | None = None,
         hooks: HarnessHooks | None = None,
         budget: Budget | None = None,
+        executor: Executor | None = None,
     ) -> Experiment:
         """See :meth:`AsyncEnvironmentHarness.experiment`; ``run()`` it, or ``start()``."""
         aio = self.aio.experiment(
@@ -222,6 +224,7 @@ class EnvironmentHarness:
             max_concurrency=max_concurrency,
             hooks=hooks,
             budget=budget,
+            executor=executor,
         )
         return Experiment(aio, self._portal)
 
@@ -290,6 +293,7 @@ class EnvironmentHarness:
         progress: ProgressCallback | None = None,
         hooks: HarnessHooks | None = None,
         budget: Budget | None = None,
+        executor: Executor | None = None,
     ) -> ExperimentResult:
         """See :meth:`AsyncEnvironmentHarness.resume_experiment`."""
         return self.call(
@@ -299,6 +303,7 @@ class EnvironmentHarness:
             progress=progress,
             hooks=hooks,
             budget=budget,
+            executor=executor,
         )
 
     def sessions(self, *, status: str | None = None) -> list[SessionInfo]:

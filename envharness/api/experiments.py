@@ -101,7 +101,7 @@ class AsyncExperiment:
                 self.id,
                 self.config,
                 self._planned.scenarios,
-                functools.partial(self._planned.plan_session, self._template),
+                self._planned.planner(self._template),
                 progress,
                 runner_class=self._template.runner,
                 pause=self._pause,
@@ -110,6 +110,7 @@ class AsyncExperiment:
                     if self.budget is not None
                     else None
                 ),
+                executor=self._planned.executor,
             )
             self._runner = runner
             async with self._reachable():
@@ -151,6 +152,7 @@ class AsyncExperiment:
                         hooks=self._planned.hooks,
                         pause=self._pause,
                         budget=self.budget,
+                        executor=self._planned.executor,
                     )
                 return await ended_experiment(store, self.id)
 

@@ -26,6 +26,7 @@ from envharness.api.setup import (
     MAX_COUNT,
     EnvironmentFactory,
     check_count,
+    check_executor,
     checked_budget,
     checked_template,
     plan_experiment,
@@ -49,6 +50,7 @@ from envharness.runtime.branching import (
 )
 from envharness.runtime.compare import Comparison, compare_sessions
 from envharness.runtime.continuation import resume_experiment, resume_session
+from envharness.runtime.executors.seam import Executor
 from envharness.runtime.experiment import ExperimentResult
 from envharness.runtime.hooking import (
     DEFAULT_HOOK_BUDGET,
@@ -317,14 +319,17 @@ class AsyncEnvironmentHarness:
         progress: ProgressCallback | None = None,
         hooks: HarnessHooks | None = None,
         budget: Budget | None = None,
+        executor: Executor | None = None,
     ) -> ExperimentResult:
         """Finish an interrupted, stopped or paused experiment: completed and failed sessions
         are kept, interrupted, stopped and paused ones resume, and those that never started
         start — each with the seed derived for it, so the evidence ends as if nothing had
         happened. An error that ends it (the store's) is raised as itself, not in a group.
         ``budget`` is the whole experiment's (none unless given), counting what it spent
-        before; each session keeps the harness's own session budget."""
+        before; each session keeps the harness's own session budget. ``executor`` is where the
+        sessions run, as for :meth:`experiment`."""
         budget = checked_budget(budget)
+        check_executor(executor)
         pause = PauseRequest()
         stop = anyio.CancelScope()
         with collapsing():
@@ -341,6 +346,7 @@ class AsyncEnvironmentHarness:
                             hooks=hooks,
                             pause=pause,
                             budget=budget,
+                            executor=executor,
                         )
                     return await ended_experiment(store, experiment_id)
 
@@ -377,6 +383,7 @@ class AsyncEnvironmentHarness:
         max_concurrency: int | None = None,
         hooks: HarnessHooks | None = None,
         budget: Budget | None = None,
+        executor: Executor | None = None,
     ) -> AsyncExperiment:
         """Expand ``scenarios`` x ``trials`` into sessions under one frozen configuration.
 
@@ -385,7 +392,10 @@ class AsyncEnvironmentHarness:
         :meth:`AsyncExperiment.run`. ``hooks`` (default: the harness's) wrap every session's
         participants; their version is the experiment's harness version. ``budget`` is what
         the whole experiment may spend (all its sessions' costs, and its wall time); each
-        session also keeps the harness's own session budget.
+        session also keeps the harness's own session budget. ``executor`` is where the
+        sessions run: in this process (``None``, the default), or in worker processes
+        (``ProcessPoolExecutor(workers=N)``, see docs/scale-out.md), whose factories must be
+        importable — one that is not is refused here, by name.
         """
         planned = plan_experiment(
             self._template,
@@ -397,6 +407,7 @@ class AsyncEnvironmentHarness:
             max_concurrency=self._max_concurrency if max_concurrency is None else max_concurrency,
             hooks=hooks,
             budget=budget,
+            executor=executor,
         )
         return AsyncExperiment(planned, self._template, self._writable_store, self._remote)
 

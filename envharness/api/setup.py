@@ -29,6 +29,7 @@ from envharness.errors import ConfigurationError
 from envharness.hooks import HarnessHooks
 from envharness.records import ExperimentConfig, new_id
 from envharness.runtime import SessionPlan, SessionRunner
+from envharness.runtime.executors.seam import Executor
 from envharness.runtime.hooking import (
     DEFAULT_ON_BLOCK_LIMIT,
     OnBlockLimit,
@@ -40,11 +41,14 @@ from envharness.runtime.template import SessionTemplate, check_budget
 __all__ = [
     "MAX_COUNT",
     "EnvironmentFactory",
+    "ExperimentPlanner",
     "PlannedExperiment",
     "checked_budget",
+    "check_executor",
     "checked_template",
     "plan_experiment",
     "plan_run",
+    "recipe_parts",
 ]
 
 MAX_COUNT = 2**63 - 1
@@ -124,6 +128,7 @@ def plan_run(
     hooks: HarnessHooks | None = None,
     validated: Any = None,
     budget: Budget | None = None,
+    session_id: str | None = None,
 ) -> SessionPlan:
     """One session's plan; ``validated`` is the scenario's input when the caller has already
     checked it (an experiment checks all of them before it starts). ``budget`` replaces the
@@ -141,6 +146,7 @@ def plan_run(
         turns=turns,
         seed=seed,
         environment=environment,
+        session_id=session_id,
         experiment_id=experiment_id,
         trial=trial,
         hooks=hooks,
@@ -159,19 +165,50 @@ class PlannedExperiment:
     hooks: HarnessHooks | None
     budget: Budget | None = None
     """What the whole experiment may spend (all its sessions, and its wall time)."""
+    executor: Executor | None = None
+    """Where its sessions run (``None``: in this process)."""
 
     def plan_session(
-        self, template: SessionTemplate, scenario: Scenario[Any], trial: int, seed: int
+        self,
+        template: SessionTemplate,
+        scenario: Scenario[Any],
+        trial: int,
+        seed: int,
+        /,
+        session_id: str | None = None,
+    ) -> SessionPlan:
+        return self.planner(template)(scenario, trial, seed, session_id=session_id)
+
+    def planner(self, template: SessionTemplate) -> ExperimentPlanner:
+        """What plans its sessions from ``template``: only what a session needs, so that it
+        is all a remote executor sends its workers."""
+        return ExperimentPlanner(template, self.id, self.config.turns, self.inputs, self.hooks)
+
+
+@dataclass(frozen=True, slots=True)
+class ExperimentPlanner:
+    """Plans one experiment's sessions (see :class:`PlannedExperiment`)."""
+
+    template: SessionTemplate
+    experiment_id: str
+    turns: int
+    inputs: Mapping[str, Any]
+    """Each scenario's input, validated once for the whole experiment."""
+    hooks: HarnessHooks | None
+
+    def __call__(
+        self, scenario: Scenario[Any], trial: int, seed: int, /, session_id: str | None = None
     ) -> SessionPlan:
         return plan_run(
-            template,
+            self.template,
             scenario,
-            turns=self.config.turns,
+            turns=self.turns,
             seed=seed,
-            experiment_id=self.id,
+            experiment_id=self.experiment_id,
             trial=trial,
             hooks=self.hooks,
             validated=self.inputs[scenario.id],
+            session_id=session_id,
         )
 
 
@@ -186,9 +223,12 @@ def plan_experiment(
     max_concurrency: int,
     hooks: HarnessHooks | None,
     budget: Budget | None = None,
+    executor: Executor | None = None,
 ) -> PlannedExperiment:
-    """Check an experiment's arguments and freeze its configuration (nothing runs yet)."""
+    """Check an experiment's arguments and freeze its configuration (nothing runs yet); an
+    executor that cannot run it (a factory a worker process cannot import) is refused here."""
     budget = checked_budget(budget)
+    check_executor(executor)
     if not isinstance(name, str) or not name.strip():
         raise ConfigurationError("an experiment needs a name, e.g. 'baseline sweep'")
     scenarios = list(scenarios)
@@ -237,7 +277,43 @@ def plan_experiment(
         action_timeout=sample.action_timeout,
         operations=sample.operations,
     )
-    return PlannedExperiment(new_id("exp"), config, tuple(scenarios), inputs, hooks, budget)
+    experiment = PlannedExperiment(
+        new_id("exp"), config, tuple(scenarios), inputs, hooks, budget, executor
+    )
+    if executor is not None:
+        executor.check(experiment.planner(template), recipe_parts(template, hooks))
+    return experiment
+
+
+def check_executor(executor: object) -> None:
+    """``None`` (in process) or an executor; anything else is refused, naming the choices."""
+    if executor is None or (
+        callable(getattr(executor, "serving", None)) and callable(getattr(executor, "check", None))
+    ):
+        return
+    raise ConfigurationError(
+        f"executor must be an executor from envharness.runtime.executors — "
+        f"ProcessPoolExecutor(workers=N), RayExecutor(...) — or None to run in this process; "
+        f"got {type(executor).__name__} {executor!r:.80}"
+    )
+
+
+def recipe_parts(template: SessionTemplate, hooks: HarnessHooks | None) -> list[tuple[str, object]]:
+    """What a remote executor must send of ``template``, each named as the user knows it, so
+    that the part that cannot travel is the one an error names."""
+    parts: list[tuple[str, object]] = []
+    factories = getattr(template.new_environment, "__self__", None)
+    if isinstance(factories, _Factories):
+        parts.append(("the environment factory", factories.environment))
+        agents = factories.agents.items()
+        parts.extend((f"the factory of agent {name!r}", factory) for name, factory in agents)
+    operations = template.operations.items()
+    parts.extend((f"operation {name!r}", operation) for name, operation in operations)
+    used = template.hooks_for(hooks)
+    if used is not None:
+        parts.append(("the harness hooks", used))
+    parts.append(("the session runner class", template.runner))
+    return parts
 
 
 def checked_budget(budget: Any, what: str = "budget") -> Budget | None:

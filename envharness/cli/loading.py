@@ -8,7 +8,6 @@ and the harness they describe together — each failure named after the option t
 from __future__ import annotations
 
 import difflib
-import functools
 import importlib
 import os
 import shlex
@@ -133,17 +132,34 @@ def guard_factory(factory: Any, what: str) -> Any:
     """
     if not callable(factory):
         return factory
+    return _GuardedFactory(factory, what)
 
-    @functools.wraps(factory)
-    def make() -> Any:
+
+class _GuardedFactory:
+    """The factory :func:`guard_factory` returns: a value, not a closure, so that it can be
+    sent to an executor's worker processes; it answers for the factory's name, signature and
+    attributes (an environment class's ``spec``), as ``functools.wraps`` would."""
+
+    def __init__(self, factory: Any, what: str) -> None:
+        self.__wrapped__ = factory
+        self.what = what
+
+    def __call__(self) -> Any:
         try:
-            return factory()
+            return self.__wrapped__()
         except EnvharnessError:
             raise
         except Exception as exc:
-            raise ConfigurationError(f"{what}: creating it raised {_describe(exc)}") from exc
+            raise ConfigurationError(f"{self.what}: creating it raised {_describe(exc)}") from exc
 
-    return make
+    def __getattr__(self, name: str) -> Any:
+        wrapped = self.__dict__.get("__wrapped__")
+        if wrapped is None or (name.startswith("__") and name not in _NAMES):
+            raise AttributeError(name)  # pickle's own lookups, before the state is set
+        return getattr(wrapped, name)
+
+
+_NAMES = frozenset({"__name__", "__qualname__"})
 
 
 def environment_factory(

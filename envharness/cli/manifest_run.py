@@ -26,6 +26,7 @@ from envharness.cli.results import experiment_results
 from envharness.errors import ConfigurationError
 from envharness.manifest import load_manifest
 from envharness.runtime import ProgressCallback
+from envharness.runtime.executors import Executor
 from envharness.runtime.experiment import ExperimentResult
 from envharness.runtime.plan import turn_limit_note
 
@@ -38,12 +39,18 @@ def is_manifest(argument: str) -> bool:
     return argument.endswith(".toml") or Path(argument).exists()
 
 
-def run_manifest(ctx: typer.Context, argument: str, store: Path) -> None:
-    """Load, run and report; exit 0 when every session completed, 1 otherwise, 130 on Ctrl-C."""
+def run_manifest(
+    ctx: typer.Context, argument: str, store: Path, executor: Executor | None = None
+) -> None:
+    """Load, run and report; exit 0 when every session completed, 1 otherwise, 130 on Ctrl-C.
+
+    ``executor`` (``--workers`` / ``--ray``) is where the sessions run."""
     _refuse_options(ctx, argument)
     make_cwd_importable()
     manifest = load_manifest(argument)
-    experiment = manifest.async_experiment(store, hooks=manifest.load_hooks(store))
+    experiment = manifest.async_experiment(
+        store, hooks=manifest.load_hooks(store), executor=executor
+    )
 
     def progress(session_id: str, turn: int, planned: int) -> None:
         counts = experiment.progress
@@ -101,13 +108,17 @@ def experiment_lines(result: ExperimentResult, store: Path) -> list[str]:
     return lines
 
 
+_WITH_A_MANIFEST = frozenset({"environment", "workers", "ray"})
+"""``run``'s parameters that a manifest does not hold: where it runs is the caller's choice."""
+
+
 def _refuse_options(ctx: typer.Context, argument: str) -> None:
     # Compared by name: typer ships its own copy of click, whose ParameterSource is not click's.
     given = [
         param.opts[0]
         for param in ctx.command.params
         if param.name is not None
-        and param.name != "environment"
+        and param.name not in _WITH_A_MANIFEST
         and getattr(ctx.get_parameter_source(param.name), "name", "DEFAULT")
         not in ("DEFAULT", "DEFAULT_MAP")
     ]

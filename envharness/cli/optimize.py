@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,7 +26,14 @@ from envharness.cli.edge import EXIT_INTERRUPTED, EXIT_NO, CliError, interruptib
 from envharness.cli.harness_versions import patch_lines
 from envharness.cli.loading import command_line_harness as _harness
 from envharness.cli.loading import load_reference, make_cwd_importable, parse_input
-from envharness.cli.options import MaxBlocks, OnBlockLimitOption, check_choice
+from envharness.cli.options import (
+    MaxBlocks,
+    OnBlockLimitOption,
+    RayAddress,
+    Workers,
+    check_choice,
+    executor_from,
+)
 from envharness.cli.render import printable
 from envharness.cli.state import CliState
 from envharness.contracts.scenario import Scenario
@@ -262,6 +270,8 @@ def optimize(
     ] = False,
     max_blocks: MaxBlocks = DEFAULT_MAX_BLOCKS,
     on_block_limit: OnBlockLimitOption = DEFAULT_ON_BLOCK_LIMIT,
+    workers: Workers = None,
+    ray: RayAddress = None,
 ) -> None:
     """Learn hook patches for a frozen agent from its recorded failures.
 
@@ -298,6 +308,7 @@ def optimize(
         alpha=alpha if 0.0 < alpha < 1.0 else None,
         metric=metric,
         solved=solved,
+        executor=executor_from(workers, ray),
     )
     optimizer = HarnessOptimizer(
         harness, chosen, config=config, progress=None if as_json else _progress
@@ -406,7 +417,9 @@ def _run(
     optimizer: HarnessOptimizer, work: Callable[[], Any], *, resumable: bool = True
 ) -> OptimizationResult:
     """Run the optimizer; on Ctrl-C, say which run was stopped and how to finish it."""
-    result: OptimizationResult | None = anyio.run(lambda: interruptible(work))
+    result: OptimizationResult | None = anyio.run(
+        lambda: interruptible(lambda: _opened(optimizer.config.executor, work))
+    )
     if result is None:
         if not resumable:
             typer.echo("interrupted: the selftest was stopped", err=True)
@@ -422,6 +435,15 @@ def _run(
             )
         raise typer.Exit(EXIT_INTERRUPTED)
     return result
+
+
+async def _opened(executor: object, work: Callable[[], Awaitable[Any]]) -> Any:
+    """``work()`` with the reruns' executor open around it when it can be (a process pool then
+    keeps its next workers started while a rerun runs)."""
+    if isinstance(executor, AbstractAsyncContextManager):
+        async with executor:
+            return await work()
+    return await work()
 
 
 def _progress(line: str) -> None:

@@ -20,6 +20,8 @@ from typer import _click  # typer's own click: the types its groups format help 
 from typer.core import TyperGroup
 
 from envharness.cli.edge import CliError
+from envharness.errors import ConfigurationError
+from envharness.runtime.executors import Executor, ProcessPoolExecutor
 
 __all__ = [
     "ActionFormatOption",
@@ -38,12 +40,16 @@ __all__ = [
     "MaxTokens",
     "OnBlockLimitOption",
     "PriceOption",
+    "RayAddress",
     "Roles",
     "Temperature",
     "Template",
+    "Workers",
     "acting_group",
     "check_choice",
     "deprecated_form",
+    "executor_from",
+    "ray_executor",
 ]
 
 JsonLines = Annotated[
@@ -206,6 +212,51 @@ BudgetSeconds = Annotated[
         help="Stop the session once it has run this many seconds of wall time.",
     ),
 ]
+
+
+Workers = Annotated[
+    int | None,
+    typer.Option(
+        "--workers",
+        metavar="N",
+        min=1,
+        help="Run an experiment's sessions in N worker processes on this machine (one per "
+        "core uses them all); the evidence is still written by this process "
+        "(docs/scale-out.md). Default: in this process.",
+    ),
+]
+RayAddress = Annotated[
+    str | None,
+    typer.Option(
+        "--ray",
+        metavar="ADDRESS",
+        help="Run an experiment's sessions on a Ray cluster: the head's address (host:port), "
+        "or 'auto' for the one this machine is part of; --workers N is then the number of Ray "
+        "workers (docs/ray.md; needs envharness[ray]).",
+    ),
+]
+
+
+def executor_from(workers: int | None, ray: str | None) -> Executor | None:
+    """The executor ``--workers`` / ``--ray`` choose (``None``: in this process): with
+    ``--ray``, ``--workers`` is the number of Ray workers."""
+    try:
+        if ray is not None:
+            return ray_executor(ray, workers)
+        if workers is not None:
+            return ProcessPoolExecutor(workers=workers)
+    except ConfigurationError as exc:
+        raise CliError(str(exc)) from None
+    return None
+
+
+def ray_executor(address: str, workers: int | None = None) -> Executor:
+    """A Ray executor for ``address``, imported only when asked for (Ray is an extra)."""
+    from envharness.runtime.executors.ray import RayExecutor  # Ray's weight only when asked
+
+    if workers is None:
+        return RayExecutor(address=address)
+    return RayExecutor(address=address, workers=workers)
 
 
 class HelpGroup(TyperGroup):

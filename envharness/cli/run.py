@@ -48,10 +48,13 @@ from envharness.cli.options import (
     MaxTokens,
     OnBlockLimitOption,
     PriceOption,
+    RayAddress,
     Roles,
     Temperature,
     Template,
+    Workers,
     check_choice,
+    executor_from,
 )
 from envharness.cli.quickstart import write_quickstart
 from envharness.cli.render import quickstart_lines, run_lines
@@ -138,15 +141,23 @@ def run(
     budget_seconds: BudgetSeconds = None,
     max_blocks: MaxBlocks = DEFAULT_MAX_BLOCKS,
     on_block_limit: OnBlockLimitOption = DEFAULT_ON_BLOCK_LIMIT,
+    workers: Workers = None,
+    ray: RayAddress = None,
 ) -> None:
     """Run one session and record it. Exit status 0 when it completed, 1 when it did not.
 
-    Given a manifest (experiment.toml) instead, run the experiment it describes.
+    Given a manifest (experiment.toml) instead, run the experiment it describes: in this
+    process, or with --workers N in N processes (--ray ADDRESS: on a Ray cluster).
     """
     store = CliState.of(ctx).store
     if environment is not None and is_manifest(environment):
-        run_manifest(ctx, environment, store)
+        run_manifest(ctx, environment, store, executor_from(workers, ray))
         return
+    if workers is not None or ray is not None:
+        raise CliError(
+            "--workers and --ray run an experiment's sessions elsewhere; give an experiment "
+            "manifest (experiment.toml) to run many sessions (one session runs here)"
+        )
     if not agent or turns is None:
         _environment(environment, environment_option)  # a mistake there is named first
         raise CliError("run needs --agent NAME=module:factory|COMMAND|model:MODEL and --turns N")
@@ -246,12 +257,21 @@ def resume(
     budget_usd: BudgetUsd = None,
     budget_tokens: BudgetTokens = None,
     budget_seconds: BudgetSeconds = None,
+    workers: Workers = None,
+    ray: RayAddress = None,
 ) -> None:
     """Continue an interrupted (crashed), stopped or paused session or experiment after its
     last complete turn. Exit status 0 when everything completed, 1 when not.
 
-    A session stopped by its budget goes on with the budget given now (a larger one)."""
+    A session stopped by its budget goes on with the budget given now (a larger one); an
+    experiment's sessions go on in N worker processes with --workers N (--ray: on Ray)."""
     store = CliState.of(ctx).store
+    if (workers is not None or ray is not None) and not target.startswith("exp_"):
+        raise CliError(
+            "--workers and --ray run an experiment's sessions elsewhere; a single session "
+            "resumes here (give an experiment id, exp_..., to use them)"
+        )
+    executor = executor_from(workers, ray)
     models = ModelOptions(
         base_url, api_key_env, temperature, template, max_tokens, action_format, price
     )
@@ -283,8 +303,9 @@ def resume(
     async def resumed() -> tuple[str, int, int, str | None]:
         if target.startswith("exp_"):
             result = await harness.resume_experiment(
-                target, declare_changes=declare_changes, budget=experiment_budget
-            )
+                target, declare_changes=declare_changes, budget=experiment_budget,
+                executor=executor,
+            )  # fmt: skip
             return result.id, result.completed, result.total, None
         session = await harness.resume(target, declare_changes=declare_changes)
         done = 1 if session.status == "completed" else 0

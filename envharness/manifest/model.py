@@ -38,6 +38,7 @@ from envharness.manifest.model_agents import ModelAgentSpec, model_agent, model_
 from envharness.optimizer.patches.executable import ExecutableHarness
 from envharness.optimizer.patches.sandbox import LocalSandbox
 from envharness.optimizer.versions import harness_version
+from envharness.runtime.executors import Executor
 from envharness.runtime.hooking import check_hooks
 from envharness.store import read_store
 
@@ -144,9 +145,14 @@ class Manifest:
         return self._built(EnvironmentHarness, store, hooks)
 
     def async_experiment(
-        self, store: str | PathLike[str], *, hooks: HarnessHooks | None = None
+        self,
+        store: str | PathLike[str],
+        *,
+        hooks: HarnessHooks | None = None,
+        executor: Executor | None = None,
     ) -> AsyncExperiment:
-        """The experiment, ready to ``await run()``; nothing is recorded before that."""
+        """The experiment, ready to ``await run()``; nothing is recorded before that.
+        ``executor`` is where its sessions run (``None``: in this process)."""
         harness = self.async_harness(store, hooks=hooks)
         return self._configured(
             lambda: harness.experiment(
@@ -156,11 +162,16 @@ class Manifest:
                 trials=self.trials,
                 seed=self.seed,
                 budget=self.budget,
+                executor=executor,
             )
         )
 
     def experiment(
-        self, store: str | PathLike[str], *, hooks: HarnessHooks | None = None
+        self,
+        store: str | PathLike[str],
+        *,
+        hooks: HarnessHooks | None = None,
+        executor: Executor | None = None,
     ) -> Experiment:
         """The experiment for blocking code: ``run()``, or ``start()`` then ``wait()``."""
         harness = self.harness(store, hooks=hooks)
@@ -172,6 +183,7 @@ class Manifest:
                 trials=self.trials,
                 seed=self.seed,
                 budget=self.budget,
+                executor=executor,
             )
         )
 

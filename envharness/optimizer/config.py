@@ -21,6 +21,7 @@ from envharness.optimizer.inputs import Suites
 from envharness.optimizer.patches.patch import HarnessPatch
 from envharness.optimizer.patches.sandbox import LocalSandbox, SandboxLimits, SubprocessSandbox
 from envharness.records import OptimizerConfigRef, ParticipantRef
+from envharness.runtime.executors.seam import Executor
 
 __all__ = ["OptimizationConfig", "Progress"]
 
@@ -47,7 +48,9 @@ class OptimizationConfig:
     test. With n scenarios the smallest p-value is ``2**-n``, so a gain among K differently
     behaving candidates can pass only with n >= log2(K / alpha) scenarios (8 for K=8 at 0.05).
     ``metric`` scores by a score metric instead of pass/fail. ``directory`` defaults to
-    ``<store>/optimizer/<run id>``.
+    ``<store>/optimizer/<run id>``. ``executor`` is where each rerun's sessions run (``None``:
+    in this process; ``ProcessPoolExecutor(workers=N)``: N processes, each opening a sandbox
+    of the same kind for the hooks); not recorded, since it changes no measurement.
     """
 
     candidates: int = 8
@@ -71,6 +74,7 @@ class OptimizationConfig:
     engineer_timeout: float | None = 900.0
     name: str = "optimize"
     directory: Path | None = None
+    executor: Executor | None = None
 
     def __post_init__(self) -> None:
         for name in ("candidates", "iterations", "turns", "trials", "capacity", "resamples"):
@@ -108,12 +112,22 @@ class OptimizationConfig:
             raise ConfigurationError("OptimizationConfig.engineer_timeout must be positive or None")
         if not isinstance(self.name, str) or not self.name.strip():
             raise ConfigurationError("OptimizationConfig.name must be a non-empty string")
+        if self.executor is not None and not callable(getattr(self.executor, "serving", None)):
+            raise ConfigurationError(
+                "OptimizationConfig.executor must be an executor from "
+                "envharness.runtime.executors (ProcessPoolExecutor(workers=N), RayExecutor(...)) "
+                f"or None, not {type(self.executor).__name__}"
+            )
 
     @classmethod
-    def from_record(cls, ref: OptimizerConfigRef) -> OptimizationConfig:
+    def from_record(
+        cls, ref: OptimizerConfigRef, *, executor: Executor | None = None
+    ) -> OptimizationConfig:
         """The configuration a run recorded (a resumed run goes on with it; the sandbox's limits
-        and the engineer's timeout are the defaults, they change no verdict)."""
+        and the engineer's timeout are the defaults, they change no verdict); its reruns run in
+        ``executor``, the resuming caller's choice."""
         return cls(
+            executor=executor,
             candidates=ref.candidates,
             iterations=ref.iterations,
             turns=ref.turns,

@@ -24,6 +24,7 @@ from envharness.contracts.environment import Environment
 from envharness.contracts.scenario import Scenario
 from envharness.hooks import HarnessHooks
 from envharness.records import ExperimentConfig
+from envharness.runtime.executors.seam import Executor
 from envharness.runtime.experiment import ExperimentResult
 from envharness.store import Store
 
@@ -91,9 +92,11 @@ class HarnessHost(Protocol):
         seed: int = 0,
         max_concurrency: int | None = None,
         hooks: HarnessHooks | None = None,
+        executor: Executor | None = None,
     ) -> ExperimentHost:
         """``scenarios`` x ``trials`` as sessions under one frozen configuration, with
-        ``hooks`` (default: the harness's) around every participant."""
+        ``hooks`` (default: the harness's) around every participant; ``executor`` is where
+        the sessions run (``None``: in this process)."""
         ...
 
     async def __aenter__(self) -> Self: ...

@@ -219,7 +219,7 @@ class HarnessOptimizer:
                     participants=participants,
                 )
                 await log.resumed()
-                config = OptimizationConfig.from_record(memo.config)
+                config = OptimizationConfig.from_record(memo.config, executor=self.config.executor)
                 directory = Path(memo.config.directory)
             self.run_id = log.run_id
             self._say(

@@ -34,6 +34,7 @@ from envharness.optimizer.patches.executable import ExecutableHarness
 from envharness.optimizer.patches.patch import HarnessPatch
 from envharness.optimizer.patches.sandbox import Sandbox
 from envharness.optimizer.stats import PairedComparison, paired_comparison
+from envharness.optimizer.worker_sandbox import WorkerSandbox
 from envharness.records import ErrorInfo
 from envharness.store import Store
 
@@ -99,20 +100,25 @@ async def rerun_patch(
     ``harness`` is an open :class:`~envharness.AsyncEnvironmentHarness` (any
     :class:`~envharness.optimizer.host.HarnessHost`) and ``store`` its writable store;
     ``sandbox`` (open) runs the hook code. ``config`` gives the turns, trials, seed, session
-    concurrency and metric (the defaults when ``None``). ``version`` is the harness version the
-    sessions record; ``forbidden_terms`` default to the environment's.
+    concurrency, metric and executor (the defaults when ``None``); with an executor, each
+    worker runs the hooks in a sandbox of ``sandbox``'s kind and limits, opened there.
+    ``version`` is the harness version the sessions record; ``forbidden_terms`` default to the
+    environment's.
 
     Raises :class:`~envharness.errors.ConfigurationError` for a setup that can never be
     measured (and :class:`~envharness.optimizer.PatchError` for a patch that is not valid);
     any other failure of the experiment is returned as ``measurement.error``.
     """
     config = config or OptimizationConfig()
+    executor = config.executor
     hooks: HarnessHooks | None = None
     if patch.hooks:
         if forbidden_terms is None:
             forbidden_terms = forbidden_terms_of(harness.new_environment())
+        # In an executor's workers the hooks run in a sandbox of the same kind opened there.
+        runs_in = WorkerSandbox(sandbox) if executor is not None else sandbox
         hooks = ExecutableHarness.from_patch(
-            patch, sandbox=sandbox, version=version, forbidden_terms=forbidden_terms
+            patch, sandbox=runs_in, version=version, forbidden_terms=forbidden_terms
         )
     started = anyio.current_time()
     experiment_id: str | None = None
@@ -125,6 +131,7 @@ async def rerun_patch(
             seed=config.seed,
             max_concurrency=config.max_concurrency,
             hooks=hooks,
+            executor=executor,
         )
         experiment_id = experiment.id
         await experiment.run()

@@ -25,6 +25,7 @@ from envharness.contracts.scenario import Scenario, validate_input
 from envharness.errors import ChainConflictError, ConfigurationError
 from envharness.hooks import HarnessHooks
 from envharness.runtime.budgets import BudgetWatch
+from envharness.runtime.executors.seam import Executor
 from envharness.runtime.experiment import (
     ExperimentResult,
     ExperimentResumption,
@@ -129,9 +130,11 @@ async def resume_experiment(
     hooks: HarnessHooks | None,
     pause: PauseRequest,
     budget: Budget | None = None,
+    executor: Executor | None = None,
 ) -> ExperimentResult:
     """Finish an interrupted, stopped or paused experiment (see the module doc); ``budget``
-    is the whole experiment's, counting what it spent before."""
+    is the whole experiment's, counting what it spent before. ``executor`` is where its
+    sessions run (``None``: here)."""
     # A unique prefix names it as in `envharness experiments show`; the chain it continues is
     # the full id's.
     experiment_id = (await store.experiment(experiment_id)).id
@@ -173,16 +176,9 @@ async def resume_experiment(
     if budget is not None:
         watch = BudgetWatch(budget, recorded.spent, whose="the experiment ")
 
-    def plan_session(scenario: Scenario[Any], trial: int, seed: int) -> SessionPlan:
-        return template.plan(
-            scenario,
-            validate_input(scenario, input_type),
-            turns=config.turns,
-            seed=seed,
-            experiment_id=experiment_id,
-            trial=trial,
-            hooks=hooks,
-        )
+    plan_session = _ResumedPlanner(template, input_type, config.turns, experiment_id, hooks)
+    if executor is not None:
+        executor.check(plan_session, ())  # before anything is recorded
 
     async def resume_one(session_id: str, settling: Callable[[], None]) -> SessionResult:
         return await resume_session(
@@ -203,6 +199,7 @@ async def resume_experiment(
         sessions=recorded.sessions,
         resume_session=resume_one,
         spent=recorded.spent,
+        changes=(*changes, f"declared: {declare_changes}") if declare_changes else (),
     )
     runner = ExperimentRunner(
         store,
@@ -215,5 +212,32 @@ async def resume_experiment(
         template.runner,
         pause,
         watch,
+        executor,
     )
     return await runner.run()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _ResumedPlanner:
+    """Plans the sessions a resumed experiment starts anew; a value, not a closure, so that a
+    remote executor can send it to its workers."""
+
+    template: SessionTemplate
+    input_type: type[Any]
+    turns: int
+    experiment_id: str
+    hooks: HarnessHooks | None
+
+    def __call__(
+        self, scenario: Scenario[Any], trial: int, seed: int, /, session_id: str | None = None
+    ) -> SessionPlan:
+        return self.template.plan(
+            scenario,
+            validate_input(scenario, self.input_type),
+            turns=self.turns,
+            seed=seed,
+            session_id=session_id,
+            experiment_id=self.experiment_id,
+            trial=trial,
+            hooks=self.hooks,
+        )

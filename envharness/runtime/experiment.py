@@ -4,7 +4,9 @@ An experiment is a chain of its own (id ``exp_…``) holding its frozen configur
 status changes; each of its sessions is an ordinary session whose ``session.created`` names the
 experiment, the scenario, the trial and the seed derived from (experiment seed, scenario id,
 trial). Sessions run in one task group under one :class:`anyio.CapacityLimiter`; they share the
-store's single writer, so concurrent sessions share commits.
+store's single writer, so concurrent sessions share commits. Where each session's turn loop
+runs is the executor's choice (:mod:`envharness.runtime.executors`): in this process by default,
+or in worker processes whose evidence comes back to this process's writer.
 
 An experiment's budget is spent by all its sessions together (their agents' reported costs)
 and by its wall time: once it is spent, each running session stops at its next turn boundary,
@@ -15,7 +17,6 @@ with a larger budget. Sessions stopped by their own budget leave it ``stopped`` 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,10 +36,17 @@ from envharness.records import (
     Status,
 )
 from envharness.runtime.budgets import BUDGET_PREFIX, BudgetWatch
+from envharness.runtime.executors.in_process import InProcessExecutor
+from envharness.runtime.executors.seam import (
+    Executor,
+    ExperimentWork,
+    PlanSession,
+    SessionRuns,
+    SessionWork,
+)
 from envharness.runtime.session import (
     PauseRequest,
     ProgressCallback,
-    SessionPlan,
     SessionResult,
     SessionRunner,
 )
@@ -66,9 +74,6 @@ def derive_seed(seed: int, scenario_id: str, trial: int) -> int:
     return int.from_bytes(digest[:8], "big") >> (64 - _SEED_BITS)
 
 
-PlanSession = Callable[[Scenario[Any], int, int], SessionPlan]
-"""Makes a fresh session plan (new environment, new agents) for (scenario, trial, seed)."""
-
 ResumeSession = Callable[[str, Callable[[], None]], Awaitable[SessionResult]]
 """Resumes one of the experiment's sessions by id (with the open store); the callable is the
 session's ``settling`` (see :class:`SessionPlan`)."""
@@ -86,6 +91,9 @@ class ExperimentResumption:
     spent: Spending | None = None
     """What the experiment spent before (its sessions' costs, its wall time), when a budget
     is to count it."""
+    changes: tuple[str, ...] = ()
+    """How today's code differs from the recorded one, as declared (each resumed session
+    records them); only a remote executor needs them here, the in-process resume finds them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +146,7 @@ class ExperimentRunner:
         runner_class: type[SessionRunner] = SessionRunner,
         pause: PauseRequest | None = None,
         budget: BudgetWatch | None = None,
+        executor: Executor | None = None,
     ) -> None:
         self.id = experiment_id
         self.budget = budget
@@ -146,6 +155,9 @@ class ExperimentRunner:
         """Requested, running sessions pause at their next turn boundary and no new one
         starts; the experiment then records ``paused`` (resumable)."""
         self._runner_class = runner_class
+        self._executor: Executor = executor or InProcessExecutor()
+        self._runs: SessionRuns | None = None
+        """Where sessions run, while :meth:`run` holds the executor open."""
         self._store = store
         self._config = config
         self._scenarios = scenarios
@@ -184,8 +196,28 @@ class ExperimentRunner:
         """Run to the end; cancelled, it records ``stopped`` (sessions too) and re-raises.
 
         A resumed experiment keeps its completed and failed sessions, resumes the interrupted
-        and stopped ones, and starts those that never started.
+        and stopped ones, and starts those that never started. The executor is opened first:
+        a worker that cannot start leaves nothing recorded.
         """
+        work = ExperimentWork(
+            store=self._store,
+            experiment_id=self.id,
+            scenarios=self._scenarios,
+            plan_session=self._plan_session,
+            runner_class=self._runner_class,
+            progress=self._session_progress,
+            pause=self.pause_request,
+            budget=self.budget,
+            changes=self._resumption.changes if self._resumption is not None else (),
+        )
+        async with self._executor.serving(work) as runs:
+            self._runs = runs
+            try:
+                return await self._run()
+            finally:
+                self._runs = None
+
+    async def _run(self) -> ExperimentResult:
         running = ExperimentStatus(
             status="running",
             total=self.total,
@@ -300,6 +332,8 @@ class ExperimentRunner:
         seed = derive_seed(self._config.seed, scenario.id, trial)
         earlier = self._earlier(scenario, trial)
         held = True
+        runs = self._runs
+        assert runs is not None, "sessions start only while run() holds the executor"
 
         def free() -> None:
             """The session runs no more (it waits for its last commit, or it ended)."""
@@ -310,6 +344,11 @@ class ExperimentRunner:
                 limiter.release_on_behalf_of(slot)
 
         session_id: str | None = None
+
+        def named(known: str) -> None:
+            nonlocal session_id
+            session_id = known
+
         try:
             self._running += 1
             if self.pause_request.requested:
@@ -318,15 +357,12 @@ class ExperimentRunner:
                 return  # paused before this session (re)started: the resume starts it
             if earlier is not None and self._resumption is not None:
                 session_id = earlier.id
-                result = await self._resumption.resume_session(earlier.id, free)
+                work = SessionWork(self._positions[scenario.id], trial, seed)
+                here = self._resumption.resume_session
+                result = await runs.resume(earlier.id, work, free, named, here)
             else:
-                plan = self._plan_session(scenario, trial, seed)
-                session_id = plan.session_id
-                plan = dataclasses.replace(
-                    plan, pause=self.pause_request, settling=free, shared_budget=self.budget
-                )
-                runner = self._runner_class(self._store, plan, self._session_progress)
-                result = await runner.run()
+                work = SessionWork(self._positions[scenario.id], trial, seed)
+                result = await runs.run(work, free, named)
         except anyio.get_cancelled_exc_class():
             # The session recorded how it ended (``stopped``) and re-raised the cancellation:
             # list it with that ending, so the result names every session that started.

@@ -1,9 +1,10 @@
-"""The real engines a scaled-out store and executor stand on (issue 14), exercised the way the
-store will use them: PostgreSQL driven by psycopg's blocking connection from worker threads
-under both anyio backends (as the SQLite layer drives sqlite3), and Ray running anyio code in an
-async actor. No engine is mocked: ``tests/_engines.py`` starts them.
+"""The real engine a scaled-out store stands on (issue 14), exercised the way the store uses
+it: PostgreSQL driven by psycopg's blocking connection from worker threads under both anyio
+backends (as the SQLite layer drives sqlite3). No engine is mocked: ``tests/_engines.py``
+starts it. Ray's part is in ``tests/runtime/executors/test_ray.py``, the one module that starts
+a Ray cluster.
 
-What each test pins down for the PostgreSQL store and the Ray executor to come:
+What each test pins down for the PostgreSQL store:
 
 - a batch of records goes in as one COPY or one multi-row insert, from a worker thread;
 - a transaction whose connection drops is rolled back whole, and the batch can be sent again
@@ -12,14 +13,11 @@ What each test pins down for the PostgreSQL store and the Ray executor to come:
   connection lives, and is free the moment that connection dies (crash detection across hosts
   without a lease: issue 14, item 6);
 - psycopg's async connection needs asyncio (so does asyncpg), which is why the store must use
-  the blocking connection from worker threads to serve trio too;
-- a Ray task's result comes back to a driver on either backend, and one async actor runs
-  several anyio task groups at once on Ray's event loop (many sessions per actor).
+  the blocking connection from worker threads to serve trio too.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import uuid
 from collections.abc import Iterator
@@ -35,8 +33,6 @@ from tests import _engines
 
 ROWS = [(n, f"record {n}", bytes([n]) * 4) for n in range(1, 6)]
 """A batch as the store writes them: a sequence number, a payload, a digest."""
-RAY_WAIT_S = 120
-"""How long a Ray call may take before the test fails instead of hanging (not a speed check)."""
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +167,7 @@ def _select_one(url: str) -> tuple[Any, ...] | None:
         return connection.execute("SELECT 1").fetchone()
 
 
-def test_a_missing_engine_or_package_fails_and_says_how_to_install_it(
+def test_a_missing_engine_or_driver_fails_and_says_how_to_install_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with pytest.raises(_engines.EngineUnavailable, match=r"apt-get install -y postgresql"):
@@ -179,83 +175,3 @@ def test_a_missing_engine_or_package_fails_and_says_how_to_install_it(
     monkeypatch.setitem(sys.modules, "psycopg", None)  # an import of it now fails
     with pytest.raises(_engines.EngineUnavailable, match=r"pip install -e '\.\[postgres\]'"):
         _engines.require_psycopg()
-    monkeypatch.setitem(sys.modules, "ray", None)
-    with (
-        pytest.raises(_engines.EngineUnavailable, match=r"pip install -e '\.\[ray\]'"),
-        _engines.running_ray(),
-    ):
-        pass
-
-
-def _remote_functions() -> tuple[Any, Any]:
-    """Ray's remote task and actor, defined here so that they travel by value: a Ray worker
-    does not import the tests package."""
-    import ray
-
-    @ray.remote
-    def digest(payload: bytes) -> tuple[int, str]:
-        import hashlib
-
-        return os.getpid(), hashlib.sha256(payload).hexdigest()
-
-    @ray.remote
-    class SessionRunner:
-        """Many sessions per actor: each call is an anyio task group on Ray's asyncio loop."""
-
-        def __init__(self, sessions: int) -> None:
-            self.sessions = sessions
-            self.started = 0
-            self.all_started: anyio.Event | None = None
-
-        async def run(self, name: str, turns: int) -> list[str]:
-            if self.all_started is None:
-                self.all_started = anyio.Event()
-            self.started += 1
-            if self.started == self.sessions:
-                self.all_started.set()
-            await self.all_started.wait()  # every session is in flight at once
-            send, receive = anyio.create_memory_object_stream[str](1)
-            records: list[str] = []
-
-            async def turns_loop() -> None:
-                async with send:
-                    for turn in range(turns):
-                        await send.send(f"{name}:{turn}")
-
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(turns_loop)
-                async with receive:
-                    records.extend([record async for record in receive])
-            return records
-
-    return digest, SessionRunner
-
-
-@pytest.mark.anyio
-async def test_a_ray_task_round_trips_to_a_driver_on_either_backend(
-    ray_cluster: _engines.RayCluster,
-) -> None:
-    import hashlib
-
-    import ray
-
-    digest, _ = _remote_functions()
-    pid, hexdigest = await anyio.to_thread.run_sync(
-        lambda: ray.get(digest.remote(b"evidence"), timeout=RAY_WAIT_S)
-    )
-    assert hexdigest == hashlib.sha256(b"evidence").hexdigest()
-    assert pid != os.getpid()  # it ran in a Ray worker process
-    assert ray_cluster.address
-
-
-def test_one_async_actor_runs_several_anyio_sessions_at_once(
-    ray_cluster: _engines.RayCluster,
-) -> None:
-    import ray
-
-    _, session_runner = _remote_functions()
-    runner = session_runner.remote(3)
-    calls = [runner.run.remote(f"s{n}", 4) for n in range(3)]
-    results = ray.get(calls, timeout=RAY_WAIT_S)  # a serial actor would never finish
-    assert results == [[f"s{n}:{turn}" for turn in range(4)] for n in range(3)]
-    ray.kill(runner)

@@ -1,0 +1,232 @@
+"""The driver side of a remote executor, written once for every carrier (process pool, Ray).
+
+The driver keeps the store: each worker plays its sessions' turns and seals their records, and
+sends each commit window back as one batch; the driver hands the batch to its store's journal
+(batches from many sessions and workers that arrive together share one commit) and
+acknowledges it once committed. A session counts in its experiment only once its worker
+reports it ended, which is after the acknowledgement of its last status.
+
+Pause and the experiment's budget keep their meaning: the driver watches both and tells every
+worker, whose sessions stop at their next turn boundary. Stop cancels a session in its worker,
+which records ``stopped`` through the driver before the stop returns.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from itertools import count
+from typing import final
+
+import anyio
+
+from envharness.errors import ConfigurationError, collapse
+from envharness.runtime.executors.channel import WorkerSpawner
+from envharness.runtime.executors.frames import (
+    PROTOCOL,
+    Cancel,
+    Open,
+    Pause,
+    Spent,
+)
+from envharness.runtime.executors.link import Link, Remote
+from envharness.runtime.executors.recipe import pickled_recipe
+from envharness.runtime.executors.retries import (
+    NextAttempt,
+    WorkerError,
+    after_loss,
+    from_the_start,
+    resumed,
+)
+from envharness.runtime.executors.seam import (
+    ExperimentWork,
+    PlanSession,
+    ResumeHere,
+    SessionWork,
+)
+from envharness.runtime.plan import SessionResult
+from envharness.runtime.resume import find_resume_point
+
+__all__ = ["CLOSE_GRACE", "WATCH_INTERVAL", "RemoteExecutor", "WorkerError"]
+
+WATCH_INTERVAL = 0.02
+"""How often the driver looks whether a pause was asked or the budget spent (both are plain
+flags), to tell the workers."""
+CLOSE_GRACE = 5.0
+"""How long workers are given to end after they are told to close, or a stopped session to
+record ``stopped``, before the carrier's workers are stopped for good."""
+
+
+@final
+class RemoteExecutor:
+    """Runs sessions in ``workers`` workers started by a fresh spawner per experiment."""
+
+    def __init__(self, new_spawner: Callable[[], WorkerSpawner], workers: int, kind: str) -> None:
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ConfigurationError(f"workers must be a positive integer, not {workers!r}")
+        self._new_spawner = new_spawner
+        self.workers = workers
+        self.kind = kind
+
+    def check(self, plan_session: PlanSession, parts: Sequence[tuple[str, object]]) -> None:
+        pickled_recipe(plan_session, parts, self.kind)
+
+    def serving(self, work: ExperimentWork) -> AbstractAsyncContextManager[_RemoteRuns]:
+        return self._serving(work)
+
+    @asynccontextmanager
+    async def _serving(self, work: ExperimentWork) -> AsyncIterator[_RemoteRuns]:
+        budget = work.budget.budget if work.budget is not None else None
+        recipe = pickled_recipe(
+            (tuple(work.scenarios), work.plan_session, work.runner_class, budget), (), self.kind
+        )
+        opening = Open(
+            PROTOCOL, recipe.recipe, recipe.reopened, list(sys.path), work.progress is not None
+        )
+        spawner = self._new_spawner()
+        links: list[Link] = []
+        runs: _RemoteRuns | None = None
+        try:
+            async with anyio.create_task_group() as group:
+
+                async def spawn(index: int) -> Link:
+                    link = Link(index, spawner, work)
+                    links.append(link)
+                    await group.start(link.serve, opening)
+                    return link
+
+                try:
+                    try:
+                        async with anyio.create_task_group() as starting:
+                            for index in range(self.workers):
+                                starting.start_soon(spawn, index)
+                    except BaseExceptionGroup as failed:
+                        raise collapse(failed) from None
+                    runs = _RemoteRuns(links, work, spawn, self.workers)
+                    group.start_soon(runs.watch)
+                    yield runs
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        if runs is not None:
+                            runs.watching.cancel()
+                        for link in links:
+                            await link.close()
+                        with anyio.move_on_after(CLOSE_GRACE):
+                            for link in links:
+                                await link.gone.wait()
+                        for link in links:  # a worker that did not close its end in time
+                            link.reading.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await spawner.aclose()
+
+    def __repr__(self) -> str:
+        return f"RemoteExecutor({self.kind!r}, workers={self.workers})"
+
+
+@final
+class _RemoteRuns:
+    """The executor opened for one experiment: places each session on the least busy worker,
+    and retries a session whose worker is lost on another (see :mod:`.retries`)."""
+
+    def __init__(
+        self,
+        links: list[Link],
+        work: ExperimentWork,
+        spawn: Callable[[int], Awaitable[Link]],
+        workers: int,
+    ) -> None:
+        self._links = links
+        self._work = work
+        self._spawn = spawn
+        self._workers = workers
+        self._indexes = count(workers)
+        self._replacing = anyio.Lock()
+        self._keys = count()
+        self.watching = anyio.CancelScope()
+
+    async def run(
+        self, session: SessionWork, free: Callable[[], None], named: Callable[[str], None]
+    ) -> SessionResult:
+        return await self._attempts(session, from_the_start(session), free, named)
+
+    async def resume(
+        self,
+        session_id: str,
+        session: SessionWork,
+        free: Callable[[], None],
+        named: Callable[[str], None],
+        here: ResumeHere,
+    ) -> SessionResult:
+        store = self._work.store
+        point = await find_resume_point(store, session_id)
+        attempt = await resumed(store, session, session_id, point, self._work.changes)
+        return await self._attempts(session, attempt, free, named, session_id)
+
+    async def _attempts(
+        self,
+        session: SessionWork,
+        attempt: NextAttempt,
+        free: Callable[[], None],
+        named: Callable[[str], None],
+        session_id: str | None = None,
+    ) -> SessionResult:
+        reasons: list[str] = []
+        while True:
+            link = await self._least_busy()
+            remote = Remote(next(self._keys), free, named)
+            await self._attempt(link, remote, attempt)
+            if remote.lost is None:
+                return remote.result(remote.session_id)
+            session_id = remote.session_id or session_id
+            reasons.append(remote.lost)
+            with anyio.CancelScope(shield=True):
+                await remote.committed()
+                after = await after_loss(
+                    self._work.store, session, session_id, reasons, self._work.changes
+                )
+            if isinstance(after, SessionResult):
+                return after
+            attempt = after
+
+    async def _attempt(self, link: Link, remote: Remote, attempt: NextAttempt) -> None:
+        link.sessions[remote.key] = remote
+        try:
+            await link.send(attempt(remote.key))
+            try:
+                await remote.ended.wait()
+            except anyio.get_cancelled_exc_class():
+                with anyio.CancelScope(shield=True):
+                    await link.send(Cancel(remote.key, self._work.pause.stop_reason))
+                    with anyio.move_on_after(CLOSE_GRACE):
+                        await remote.ended.wait()
+                raise
+        finally:
+            del link.sessions[remote.key]
+
+    async def _least_busy(self) -> Link:
+        """A live worker with the fewest sessions; lost workers are replaced first."""
+        async with self._replacing:
+            alive = [link for link in self._links if link.lost is None]
+            while len(alive) < self._workers:
+                alive.append(await self._spawn(next(self._indexes)))
+        return min(alive, key=lambda found: len(found.sessions))
+
+    async def watch(self) -> None:
+        """Tell the workers once a pause is asked or the experiment's budget is spent."""
+        work = self._work
+        paused = spent = False
+        with self.watching:
+            while not (paused and spent):
+                await anyio.sleep(WATCH_INTERVAL)
+                if not paused and work.pause.requested:
+                    paused = True
+                    for link in self._links:
+                        await link.send(Pause(work.pause.reason))
+                reason = work.budget.exceeded() if work.budget is not None else None
+                if not spent and reason is not None:
+                    spent = True
+                    for link in self._links:
+                        await link.send(Spent(reason))
+                spent = spent or work.budget is None

@@ -1,0 +1,230 @@
+"""The driver's end of one worker: it reads the worker's frames, hands each batch to the store's
+journal and acknowledges it once committed, in order, and follows the worker's sessions
+(:class:`Remote`). A worker that dies ends its sessions as lost; :mod:`.driver` retries them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from envharness.errors import ConfigurationError, StoreError
+from envharness.records import Cost, RecordRow, Status, decode_payload
+from envharness.runtime.executors.channel import Channel, WorkerSpawner
+from envharness.runtime.executors.frames import (
+    Ack,
+    Artifact,
+    Batch,
+    Close,
+    Ended,
+    Named,
+    Open,
+    Progress,
+    Ready,
+    Refused,
+    Settling,
+    Stored,
+    decode_worker_frame,
+    encode,
+)
+from envharness.runtime.executors.retries import WorkerError
+from envharness.runtime.executors.seam import ExperimentWork
+from envharness.runtime.plan import EpisodeEnd, SessionResult
+from envharness.store import Store
+from envharness.store.journal import Pending
+
+__all__ = ["ACKS_BUFFER", "Link", "Remote"]
+
+ACKS_BUFFER = 64
+"""Batches of one worker that may wait for their commit before its link stops reading."""
+_SUPERSEDED = "refused: this attempt of the session was given up on (its worker was lost)"
+
+
+@dataclass(slots=True, eq=False)
+class Remote:
+    """One session in a worker, as the driver follows it."""
+
+    key: int
+    free: Callable[[], None]
+    named: Callable[[str], None]
+    ended: anyio.Event = field(default_factory=anyio.Event)
+    end: Ended | None = None
+    lost: str | None = None
+    session_id: str | None = None
+    last: Pending | None = None
+    """The last batch of it handed to the journal."""
+
+    async def committed(self) -> None:
+        """Wait until everything of it that reached the driver is committed."""
+        if self.last is not None:
+            await self.last.committed()
+
+    def result(self, session_id: str | None) -> SessionResult:
+        end = self.end
+        if end is None:
+            raise WorkerError(self.lost or "the worker ended without reporting the session")
+        if end.crash is not None:
+            if end.store_error:
+                raise StoreError(end.crash)
+            if end.configuration:
+                raise ConfigurationError(end.crash)
+            raise WorkerError(f"session {session_id or '?'} raised in its worker: {end.crash}")
+        assert end.status is not None
+        return SessionResult(
+            id=session_id or "",
+            status=cast(Status, end.status),
+            turns_completed=end.turns_completed,
+            reason=end.reason,
+            error=end.error,
+            ended_by=cast(EpisodeEnd | None, end.ended_by),
+        )
+
+
+class Link:
+    """The driver's end of one worker: reads its frames, commits its batches in order."""
+
+    def __init__(self, index: int, spawner: WorkerSpawner, work: ExperimentWork) -> None:
+        self.index = index
+        self._spawner = spawner
+        self._work = work
+        self._store: Store = work.store
+        self.channel: Channel | None = None
+        self.sessions: dict[int, Remote] = {}
+        self.gone = anyio.Event()
+        self.lost: str | None = None
+        """Why the worker is gone, when it died."""
+        self._closing = False
+        self.reading = anyio.CancelScope(shield=True)
+        """Shielded: a stopped experiment's sessions record ``stopped`` through this link, so
+        it keeps reading until the worker closes its end (cancelled only when it does not)."""
+
+    @property
+    def name(self) -> str:
+        return f"{self._spawner.kind} worker {self.index}"
+
+    async def send(self, frame: Any) -> None:
+        """Send to the worker; a dead worker's sessions are already ended as lost."""
+        if self.channel is None or self.lost is not None:
+            return
+        try:
+            await self.channel.send(encode(frame))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            self._lose(f"{self.name} cannot be reached: {exc}")
+
+    async def serve(self, opening: Open, *, task_status: TaskStatus[None]) -> None:
+        try:
+            await self._serve(opening, task_status)
+        finally:
+            self.gone.set()
+            if self.channel is not None:
+                with anyio.CancelScope(shield=True):
+                    await self.channel.aclose()
+
+    async def _serve(self, opening: Open, task_status: TaskStatus[None]) -> None:
+        try:
+            channel = self.channel = await self._spawner.start(self.index)
+            await channel.send(encode(opening))
+            first = decode_worker_frame(await channel.receive())
+        except (anyio.EndOfStream, anyio.BrokenResourceError, OSError) as exc:
+            raise WorkerError(
+                f"{self.name} did not start: {exc or type(exc).__name__}; check that "
+                "envharness imports in a fresh Python with the same environment"
+            ) from exc
+        if isinstance(first, Refused):
+            raise WorkerError(f"{self.name} refused the experiment: {first.message}")
+        if not isinstance(first, Ready):
+            raise WorkerError(f"{self.name} answered {type(first).__name__} instead of ready")
+        task_status.started()
+        committing, committed = anyio.create_memory_object_stream[tuple[int, Pending]](ACKS_BUFFER)
+        with self.reading:
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._acknowledge, committed)
+                async with committing:
+                    await self._read(channel, group, committing)
+
+    async def _read(
+        self,
+        channel: Channel,
+        group: TaskGroup,
+        committing: MemoryObjectSendStream[tuple[int, Pending]],
+    ) -> None:
+        work = self._work
+        while True:
+            try:
+                frame = decode_worker_frame(await channel.receive())
+            except (anyio.EndOfStream, anyio.BrokenResourceError) as exc:
+                if not self._closing or self.sessions:
+                    why = str(exc) or "its channel closed"
+                    self._lose(f"{self.name} died: {why}")
+                return
+            if isinstance(frame, Batch):
+                remote = self.sessions.get(frame.key)
+                if remote is None:  # an attempt given up on: fenced off, never committed
+                    await self.send(Ack(frame.batch, _SUPERSEDED))
+                    continue
+                pending = remote.last = await self._store.submit(frame.rows, frame.blobs)
+                await committing.send((frame.batch, pending))
+                if work.budget is not None:
+                    _count_costs(work, frame.rows)
+            elif isinstance(frame, Named):
+                if (remote := self.sessions.get(frame.key)) is not None:
+                    remote.session_id = frame.session_id
+                    remote.named(frame.session_id)
+            elif isinstance(frame, Settling):
+                if (remote := self.sessions.get(frame.key)) is not None:
+                    remote.free()
+            elif isinstance(frame, Progress):
+                if work.progress is not None:
+                    work.progress(frame.session_id, frame.turns, frame.planned)
+            elif isinstance(frame, Ended):
+                if (remote := self.sessions.get(frame.key)) is not None:
+                    remote.end = frame
+                    remote.ended.set()
+            elif isinstance(frame, Artifact):
+                group.start_soon(self._keep_artifact, frame)
+
+    async def _acknowledge(self, committed: MemoryObjectReceiveStream[tuple[int, Pending]]) -> None:
+        """Acknowledge each batch once committed, in the order they came (the journal's)."""
+        async with committed:
+            async for batch, pending in committed:
+                error: str | None = None
+                try:
+                    await pending.committed()
+                except StoreError as exc:
+                    error = f"{type(exc).__name__}: {exc}"
+                await self.send(Ack(batch, error))
+
+    async def _keep_artifact(self, frame: Artifact) -> None:
+        try:
+            sha256 = await self._store.put_artifact(frame.data)
+        except (StoreError, OSError) as exc:
+            await self.send(Stored(frame.request, error=f"{type(exc).__name__}: {exc}"))
+        else:
+            await self.send(Stored(frame.request, sha256=sha256))
+
+    def _lose(self, why: str) -> None:
+        if self.lost is not None:
+            return
+        self.lost = why
+        for remote in self.sessions.values():
+            remote.lost = why
+            remote.ended.set()
+
+    async def close(self) -> None:
+        self._closing = True
+        await self.send(Close())
+
+
+def _count_costs(work: ExperimentWork, rows: Sequence[RecordRow]) -> None:
+    """The experiment's budget counts every worker's costs, as the driver sees them pass."""
+    assert work.budget is not None
+    for row in rows:
+        if row.kind == "cost":
+            payload = decode_payload(row.payload)
+            if isinstance(payload, Cost):
+                work.budget.add(payload)

@@ -1,0 +1,304 @@
+"""The worker side of a remote executor: runs many sessions at once on one event loop.
+
+A worker is told the experiment's recipe once (:class:`~.frames.Open`), then one
+:class:`~.frames.Run` per session. Each session is the ordinary turn loop
+(:class:`~envharness.runtime.session.SessionRunner`); only where its recorder hands sealed
+records over changes: to :class:`_Evidence`, which sends each commit window as one
+:class:`~.frames.Batch` to the driver and resolves when the driver acknowledges its commit. A
+session's end is reported only after the commit of its last status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import pickle
+import sys
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AsyncExitStack
+from itertools import count
+from typing import Any, cast
+
+import anyio
+from anyio.abc import TaskGroup
+
+from envharness.contracts.budget import Budget
+from envharness.contracts.scenario import Scenario
+from envharness.errors import ConfigurationError, StoreError
+from envharness.records import RecordRow
+from envharness.runtime.budgets import BudgetWatch
+from envharness.runtime.executors.channel import Channel
+from envharness.runtime.executors.frames import (
+    PROTOCOL,
+    Ack,
+    Artifact,
+    Batch,
+    Cancel,
+    Close,
+    Ended,
+    Named,
+    Open,
+    Pause,
+    Progress,
+    Ready,
+    Refused,
+    Resume,
+    Run,
+    Settling,
+    Spent,
+    Stored,
+    decode_driver_frame,
+    encode,
+)
+from envharness.runtime.executors.recipe import PickledRecipe, unpickled_recipe
+from envharness.runtime.executors.seam import PlanSession
+from envharness.runtime.plan import PauseRequest, Resumption
+from envharness.runtime.resume import ResumePoint, restore_state
+from envharness.runtime.session import SessionRunner
+from envharness.store import Store
+from envharness.store.journal import Pending
+
+__all__ = ["Recipe", "serve"]
+
+_DRIVER_GONE = "the driver went away: this worker can commit nothing more"
+
+Recipe = tuple[Sequence[Scenario[Any]], PlanSession, type[SessionRunner], Budget | None]
+"""What :class:`~.frames.Open` carries, pickled: scenarios, the planner, the runner class and
+the experiment's budget."""
+
+
+async def serve(channel: Channel) -> None:
+    """Serve one driver until it says :class:`~.frames.Close` (or goes away)."""
+    try:
+        opened = decode_driver_frame(await channel.receive())
+    except (anyio.EndOfStream, anyio.BrokenResourceError):
+        return
+    if not isinstance(opened, Open) or opened.protocol != PROTOCOL:
+        found = opened.protocol if isinstance(opened, Open) else type(opened).__name__
+        await channel.send(
+            encode(Refused(f"this worker speaks protocol {PROTOCOL}, the driver {found}"))
+        )
+        return
+    for entry in opened.sys_path:
+        if entry not in sys.path:
+            sys.path.append(entry)
+    async with AsyncExitStack() as stack:
+        try:
+            pickled = PickledRecipe(opened.recipe, opened.reopened)
+            recipe: Recipe = await stack.enter_async_context(unpickled_recipe(pickled))
+        except Exception as exc:  # noqa: BLE001 - whatever the user's modules raise on import
+            why = f"{type(exc).__name__}: {exc}"
+            await channel.send(encode(Refused(f"the recipe did not load in the worker: {why}")))
+            return
+        await channel.send(encode(Ready(os.getpid())))
+        async with anyio.create_task_group() as group:
+            worker = _Worker(channel, group, recipe, opened.progress)
+            await worker.listen()
+            group.cancel_scope.cancel()
+
+
+class _ForcedBudget(BudgetWatch):
+    """The experiment's budget as one worker sees it: its own sessions' spending, and the
+    driver's word once every worker's together spent it."""
+
+    __slots__ = ("forced",)
+
+    def __init__(self, budget: Budget) -> None:
+        super().__init__(budget, whose="the experiment ")
+        self.forced: str | None = None
+
+    def exceeded(self) -> str | None:
+        return self.forced or super().exceeded()
+
+
+class _Acknowledged:
+    """A batch handed to the driver: done once it says the batch is committed (or not).
+
+    Behaves as the journal's :class:`~envharness.store.journal.Pending` does for the recorder.
+    """
+
+    __slots__ = ("_done", "error")
+
+    def __init__(self) -> None:
+        self._done = anyio.Event()
+        self.error: StoreError | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def resolve(self, error: str | None) -> None:
+        self.error = None if error is None else StoreError(error)
+        self._done.set()
+
+    async def committed(self) -> None:
+        if not self._done.is_set():
+            with anyio.CancelScope(shield=True):  # handed over: learn whether it is stored
+                await self._done.wait()
+        if self.error is not None:
+            raise self.error
+
+
+class _Evidence:
+    """What a worker's session runner sees as its store: the driver's writer, over the
+    channel. The runner calls only ``submit`` and ``put_artifact``."""
+
+    __slots__ = ("_key", "_worker")
+
+    def __init__(self, worker: _Worker, key: int) -> None:
+        self._worker = worker
+        self._key = key
+
+    async def submit(
+        self, rows: Sequence[RecordRow], blobs: Mapping[str, bytes] | None = None
+    ) -> Pending:
+        waiting = _Acknowledged()
+        batch = next(self._worker.numbers)
+        self._worker.acks[batch] = waiting
+        await self._worker.send(Batch(self._key, batch, list(rows), dict(blobs or {})))
+        return cast(Pending, waiting)
+
+    async def put_artifact(self, data: bytes) -> str:
+        waiting = _Acknowledged()
+        request = next(self._worker.numbers)
+        self._worker.acks[request] = waiting
+        await self._worker.send(Artifact(request, data))
+        await waiting.committed()
+        return self._worker.stored.pop(request)
+
+
+class _Worker:
+    def __init__(self, channel: Channel, group: TaskGroup, recipe: Recipe, progress: bool) -> None:
+        self._channel = channel
+        self._group = group
+        self._scenarios, self._plan_session, self._runner_class, budget = recipe
+        self._budget = _ForcedBudget(budget) if budget is not None else None
+        self._progress = progress
+        self.numbers = count()
+        """Batch and artifact request numbers, unique in this worker."""
+        self.acks: dict[int, _Acknowledged] = {}
+        self.stored: dict[int, str] = {}
+        self._sessions: dict[int, tuple[anyio.CancelScope, PauseRequest]] = {}
+        self._paused: tuple[str | None] | None = None
+        self._gone = False
+        """Whether the driver went away: nothing more can be committed."""
+
+    async def send(self, frame: Any) -> None:
+        """Send to the driver; once it is gone, a :class:`StoreError` — to a session, the
+        store it writes to cannot be written any more."""
+        if not self._gone:
+            try:
+                await self._channel.send(encode(frame))
+                return
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                self._lose_driver()
+        raise StoreError(_DRIVER_GONE)
+
+    async def _send_quietly(self, frame: Any) -> None:
+        """Send news no session waits for (progress, settling): lost with the driver."""
+        with contextlib.suppress(StoreError):
+            await self.send(frame)
+
+    def _lose_driver(self) -> None:
+        """The driver is gone: every batch still waiting for its acknowledgement never gets
+        one, and its session learns so instead of waiting for ever."""
+        self._gone = True
+        for waiting in self.acks.values():
+            waiting.resolve(_DRIVER_GONE)
+        self.acks.clear()
+
+    async def listen(self) -> None:
+        while True:
+            try:
+                frame = decode_driver_frame(await self._channel.receive())
+            except (anyio.EndOfStream, anyio.BrokenResourceError):
+                self._lose_driver()
+                return
+            if isinstance(frame, Ack):
+                self.acks.pop(frame.batch).resolve(frame.error)
+            elif isinstance(frame, Run | Resume):
+                self._group.start_soon(self._session, frame)
+            elif isinstance(frame, Stored):
+                if frame.sha256 is not None:
+                    self.stored[frame.request] = frame.sha256
+                self.acks.pop(frame.request).resolve(frame.error)
+            elif isinstance(frame, Pause):
+                self._paused = (frame.reason,)
+                for _, pause in self._sessions.values():
+                    pause.request(frame.reason)
+            elif isinstance(frame, Spent):
+                if self._budget is not None:
+                    self._budget.forced = frame.reason
+            elif isinstance(frame, Cancel):
+                if (found := self._sessions.get(frame.key)) is not None:
+                    scope, pause = found
+                    pause.stop_reason = frame.reason
+                    scope.cancel()
+            elif isinstance(frame, Close):
+                return
+
+    def _later(self, frame: Any) -> Callable[[], None]:
+        """A callback that sends ``frame`` from a task of its own (callbacks are sync)."""
+
+        def later() -> None:
+            self._group.start_soon(self._send_quietly, frame)
+
+        return later
+
+    async def _session(self, run: Run | Resume) -> None:
+        key = run.key
+        pause = PauseRequest()
+        if self._paused is not None:
+            pause.request(self._paused[0])
+        ended: Ended | None = None
+        with anyio.CancelScope() as scope:
+            self._sessions[key] = (scope, pause)
+            try:
+                ended = await self._play(run, pause)
+            except StoreError as exc:
+                ended = Ended(key, crash=str(exc), store_error=True)
+            except ConfigurationError as exc:  # a factory that failed, say: the user's to fix
+                ended = Ended(key, crash=str(exc), configuration=True)
+            except Exception as exc:  # noqa: BLE001 - a bug, reported to the driver, raised there
+                ended = Ended(key, crash=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+            finally:
+                del self._sessions[key]
+        with anyio.CancelScope(shield=True):
+            await self._send_quietly(ended or Ended(key))
+
+    async def _play(self, run: Run | Resume, pause: PauseRequest) -> Ended:
+        key = run.key
+        scenario = self._scenarios[run.scenario]
+        plan = self._plan_session(scenario, run.trial, run.seed, session_id=run.session_id)
+        resumption: Resumption | None = None
+        if isinstance(run, Resume):
+            point: ResumePoint = pickle.loads(run.point)
+            state = restore_state(run.state, plan.environment.spec.state_type)
+            resumption = point.resumption(state, tuple(run.changes))
+        await self.send(Named(key, plan.session_id))
+        plan = dataclasses.replace(
+            plan,
+            pause=pause,
+            settling=self._later(Settling(key)),
+            shared_budget=self._budget,
+        )
+        progress = None
+        if self._progress:
+
+            def progress(session_id: str, turns: int, planned: int) -> None:
+                self._group.start_soon(
+                    self._send_quietly, Progress(key, session_id, turns, planned)
+                )
+
+        store = cast(Store, _Evidence(self, key))
+        result = await self._runner_class(store, plan, progress, resumption).run()
+        return Ended(
+            key,
+            status=result.status,
+            turns_completed=result.turns_completed,
+            reason=result.reason,
+            error=result.error,
+            ended_by=result.ended_by,
+        )

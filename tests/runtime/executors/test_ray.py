@@ -1,0 +1,582 @@
+"""The Ray executor on a real local Ray cluster (``tests/_engines.py``), never mocked.
+
+Every Ray test of the suite lives in this module: each module that asks for Ray starts a
+cluster of its own (~10 s), so they share this one. What it pins down: Ray's behaviour the
+executor stands on (a task's result reaches a driver on either backend; one async actor runs
+several anyio task groups at once), the carrier (frames both ways in order and batched, the end
+of a worker told apart from its death), an experiment's evidence identical to in-process, a
+worker killed with SIGKILL mid-experiment, a local cluster of an experiment's own (in a process
+of its own, ~10 s: the one test here that starts a second cluster), and the bad inputs.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import sys
+import types
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+
+from envharness import AsyncEnvironmentHarness, ConfigurationError, Scenario
+from envharness.fixtures import (
+    SyntheticAgent,
+    SyntheticEnvironment,
+    SyntheticObservation,
+    SyntheticScenarioInput,
+)
+from envharness.records import Outcome, RunnerRef, SegmentStarted, SessionStatus
+from envharness.runtime.executors import WorkerError
+from envharness.runtime.executors import ray_cluster as joining
+from envharness.runtime.executors.channel import Channel
+from envharness.runtime.executors.ray import RayExecutor, RaySpawner
+from envharness.runtime.executors.ray_channel import RayChannel
+from envharness.runtime.experiment import ExperimentResult
+from envharness.store import read_store
+from tests import _engines
+
+pytestmark = pytest.mark.anyio
+
+RAY_WAIT_S = 120
+"""How long a Ray call may take before the test fails instead of hanging (not a speed check)."""
+IN_A_RAY_WORKER = "default_worker" in sys.argv[0]
+"""True where Ray imports this module to run a session (its worker's entry point)."""
+SCENARIOS = [
+    Scenario(id="down", input=SyntheticScenarioInput(starting_total=3)),
+    Scenario(id="up", input=SyntheticScenarioInput(starting_total=-2)),
+    Scenario(id="early", input=SyntheticScenarioInput(starting_total=0, target=2)),
+]
+VARYING = {"runner", "seconds"}
+"""Payload fields that differ between any two runs (the process that ran the session, and
+measured durations); ids differ too and are replaced by their place in the experiment."""
+
+
+# -- Ray itself, as the executor relies on it -------------------------------------------------
+
+
+def _remote_functions() -> tuple[Any, Any]:
+    """Ray's remote task and actor, defined here so that they travel by value: a Ray worker
+    does not import the tests package unless told where it is."""
+    import ray
+
+    @ray.remote
+    def digest(payload: bytes) -> tuple[int, str]:
+        import hashlib
+
+        return os.getpid(), hashlib.sha256(payload).hexdigest()
+
+    @ray.remote
+    class SessionRunner:
+        """Many sessions per actor: each call is an anyio task group on Ray's asyncio loop."""
+
+        def __init__(self, sessions: int) -> None:
+            self.sessions = sessions
+            self.started = 0
+            self.all_started: anyio.Event | None = None
+
+        async def run(self, name: str, turns: int) -> list[str]:
+            if self.all_started is None:
+                self.all_started = anyio.Event()
+            self.started += 1
+            if self.started == self.sessions:
+                self.all_started.set()
+            await self.all_started.wait()  # every session is in flight at once
+            send, receive = anyio.create_memory_object_stream[str](1)
+            records: list[str] = []
+
+            async def turns_loop() -> None:
+                async with send:
+                    for turn in range(turns):
+                        await send.send(f"{name}:{turn}")
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(turns_loop)
+                async with receive:
+                    records.extend([record async for record in receive])
+            return records
+
+    return digest, SessionRunner
+
+
+async def test_a_ray_task_round_trips_to_a_driver_on_either_backend(
+    ray_cluster: _engines.RayCluster,
+) -> None:
+    import hashlib
+
+    import ray
+
+    digest, _ = _remote_functions()
+    pid, hexdigest = await anyio.to_thread.run_sync(
+        lambda: ray.get(digest.remote(b"evidence"), timeout=RAY_WAIT_S)
+    )
+    assert hexdigest == hashlib.sha256(b"evidence").hexdigest()
+    assert pid != os.getpid()  # it ran in a Ray worker process
+    assert ray_cluster.address
+
+
+def test_one_async_actor_runs_several_anyio_sessions_at_once(
+    ray_cluster: _engines.RayCluster,
+) -> None:
+    import ray
+
+    _, session_runner = _remote_functions()
+    runner = session_runner.remote(3)
+    calls = [runner.run.remote(f"s{n}", 4) for n in range(3)]
+    results = ray.get(calls, timeout=RAY_WAIT_S)  # a serial actor would never finish
+    assert results == [[f"s{n}:{turn}" for turn in range(4)] for n in range(3)]
+    ray.kill(runner)
+
+
+def test_without_ray_installed_the_engine_fixture_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # an import of it now fails
+    with (
+        pytest.raises(_engines.EngineUnavailable, match=r"pip install -e '\.\[ray\]'"),
+        _engines.running_ray(),
+    ):
+        pass
+
+
+# -- the carrier: frames over actor calls ------------------------------------------------------
+
+
+def _serves() -> dict[str, Any]:
+    """Worker sides for the carrier's tests, made here so that Ray sends them by value."""
+
+    async def echo(channel: Channel) -> None:
+        """Sends each frame back doubled, and ends when told ``stop``."""
+        while (frame := await channel.receive()) != b"stop":
+            await channel.send(frame * 2)
+
+    async def burst_then_crash(channel: Channel) -> None:
+        """Sends ``count`` frames as fast as it can, then raises."""
+        count = int(await channel.receive())
+        for n in range(count):
+            await channel.send(str(n).encode())
+        raise LookupError("the worker's own bug")
+
+    async def hold(channel: Channel) -> None:
+        await channel.send(str(os.getpid()).encode())
+        await anyio.sleep_forever()
+
+    return {"echo": echo, "burst_then_crash": burst_then_crash, "hold": hold}
+
+
+@pytest.fixture
+async def spawners(ray_cluster: _engines.RayCluster) -> AsyncIterator[dict[str, RaySpawner]]:
+    made = {name: RaySpawner(serve) for name, serve in _serves().items()}
+    try:
+        yield made
+    finally:
+        for spawner in made.values():
+            await spawner.aclose()
+
+
+async def _receive(channel: Channel) -> bytes:
+    with anyio.fail_after(RAY_WAIT_S):
+        return await channel.receive()
+
+
+async def test_frames_cross_both_ways_in_order_and_a_cancelled_receive_loses_none(
+    spawners: dict[str, RaySpawner],
+) -> None:
+    channel = await spawners["echo"].start(0)
+    with anyio.move_on_after(0):  # cancelled while its pull is out: the next receive takes it
+        await channel.receive()
+    frames = [f"frame {n}".encode() for n in range(40)]
+    async with anyio.create_task_group() as group:
+        for part in range(4):  # four tasks send at once: each one's frames stay in its order
+            group.start_soon(_send_all, channel, frames[part::4])
+    echoed = [await _receive(channel) for _ in frames]
+    assert sorted(echoed) == sorted(frame * 2 for frame in frames)
+    for part in range(4):
+        mine = [frame * 2 for frame in frames[part::4]]
+        assert [frame for frame in echoed if frame in mine] == mine
+    await channel.send(b"stop")  # the worker's serve returns: its end closes
+    with pytest.raises(anyio.EndOfStream):
+        await _receive(channel)
+    with pytest.raises(anyio.EndOfStream):  # and stays ended
+        await _receive(channel)
+    await channel.aclose()
+    with pytest.raises(anyio.ClosedResourceError):
+        await channel.send(b"after close")
+    with pytest.raises(anyio.ClosedResourceError):
+        await channel.receive()
+
+
+async def _send_all(channel: Channel, frames: list[bytes]) -> None:
+    for frame in frames:
+        await channel.send(frame)
+
+
+# The driver's end waits in worker threads the same way on either backend, so the tests below
+# run on asyncio only; the test above and the experiments run on both.
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_worker_that_raises_breaks_the_channel_after_its_last_frames(
+    spawners: dict[str, RaySpawner],
+) -> None:
+    channel = await spawners["burst_then_crash"].start(3)
+    await channel.send(b"300")  # far more than the worker may queue: it waits for the pulls
+    received = [await _receive(channel) for _ in range(300)]
+    assert received == [str(n).encode() for n in range(300)]  # all of them, in order
+    with pytest.raises(anyio.BrokenResourceError) as broken:
+        await _receive(channel)
+    message = str(broken.value)
+    assert "Ray worker 3 (envharness-worker-" in message
+    assert "LookupError: the worker's own bug" in message
+    await channel.aclose()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_worker_killed_with_sigkill_breaks_both_directions(
+    spawners: dict[str, RaySpawner],
+) -> None:
+    channel = await spawners["hold"].start(1)
+    assert isinstance(channel, RayChannel)
+    pid = int(await _receive(channel))
+    assert pid != os.getpid()
+    async with anyio.create_task_group() as group:
+        receiving = anyio.Event()
+
+        async def receive_then_break() -> None:
+            receiving.set()
+            with pytest.raises(anyio.BrokenResourceError, match=r"Ray worker 1 .* died"):
+                await _receive(channel)
+
+        group.start_soon(receive_then_break)
+        await receiving.wait()
+        os.kill(pid, signal.SIGKILL)
+    with pytest.raises(anyio.BrokenResourceError, match=r"Ray worker 1 .* died"):
+        await channel.send(b"to the dead")
+    await channel.aclose()
+
+
+# -- experiments on Ray ------------------------------------------------------------------------
+
+
+def harness(store: Path, agent: Any = SyntheticAgent) -> AsyncEnvironmentHarness:
+    return AsyncEnvironmentHarness(
+        store, environment=SyntheticEnvironment, agents={"agent": agent}, max_concurrency=4
+    )
+
+
+def _held_still(value: Any, ids: dict[str, str]) -> Any:
+    if isinstance(value, dict):
+        return {k: _held_still(v, ids) for k, v in value.items() if k not in VARYING}
+    if isinstance(value, list):
+        return [_held_still(v, ids) for v in value]
+    if isinstance(value, str):
+        return ids.get(value, value)
+    return value
+
+
+async def evidence(store_dir: Path, result: ExperimentResult) -> list[list[Any]]:
+    """Every session's records in experiment order, with what varies between runs held still."""
+    store = await read_store(store_dir)
+    ids = {result.id: "experiment"}
+    ids.update({s.result.id: f"session {i}" for i, s in enumerate(result.sessions)})
+    chains = []
+    for session in result.sessions:
+        chain = []
+        async for record in store.records(session.result.id):
+            payload = msgspec.json.decode(msgspec.json.encode(record.payload))
+            place = (record.seq, record.kind, record.turn, record.participant)
+            chain.append((*place, _held_still(payload, ids)))
+        chains.append(chain)
+    return chains
+
+
+async def test_ray_records_the_same_evidence_as_in_process(
+    ray_cluster: _engines.RayCluster, tmp_path: Path
+) -> None:
+    results = {}
+    for name, executor in (("here", None), ("ray", RayExecutor(workers=2))):
+        run = harness(tmp_path / name).experiment(
+            "sweep", SCENARIOS, turns=5, seed=7, executor=executor
+        )
+        with anyio.fail_after(RAY_WAIT_S):
+            result = await run.run()
+        assert (result.status, result.completed, result.total) == ("completed", 3, 3)
+        results[name] = await evidence(tmp_path / name, result)
+        report = await (await read_store(tmp_path / name)).verify()
+        assert report.ok
+        assert report.sessions == 4  # three sessions and the experiment's chain
+    assert results["ray"] == results["here"]
+    assert sum(len(chain) for chain in results["ray"]) > 3 * 10
+
+
+class PacedAgent:
+    """Steps toward zero; on a Ray worker it takes a little while per turn, so that a worker
+    killed after a few turns still has sessions in it."""
+
+    implementation = "paced-agent@1"
+
+    async def act(self, observation: SyntheticObservation) -> dict[str, int]:
+        if IN_A_RAY_WORKER:
+            await anyio.sleep(0.005)
+        return {"value": (observation.total < 0) - (observation.total > 0)}
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_worker_killed_mid_experiment_loses_nothing_and_duplicates_nothing(
+    ray_cluster: _engines.RayCluster, tmp_path: Path
+) -> None:
+    store_path = tmp_path / "s"
+    scenarios = [
+        Scenario(id=f"start-{total}", input=SyntheticScenarioInput(starting_total=total))
+        for total in (-3, 0, 3, 5)
+    ]
+    run = harness(store_path, PacedAgent).experiment(
+        "sweep", scenarios, turns=120, executor=RayExecutor(workers=2)
+    )
+    killed: list[int] = []
+    reached = anyio.Event()
+
+    def progress(session_id: str, turn: int, planned: int) -> None:
+        if turn >= 5:
+            reached.set()
+
+    async def kill_a_worker() -> None:
+        await reached.wait()
+        store = await read_store(store_path)
+        for info in await store.sessions():
+            if info.status == "running":
+                records = [record async for record in store.records(info.id)]
+                runner = next(
+                    r.payload.runner for r in records if isinstance(r.payload, SegmentStarted)
+                )
+                assert isinstance(runner, RunnerRef)
+                killed.append(runner.pid)
+                os.kill(runner.pid, signal.SIGKILL)  # the actor's process, as its record says
+                return
+
+    with anyio.fail_after(RAY_WAIT_S):
+        async with anyio.create_task_group() as group:
+            group.start_soon(kill_a_worker)
+            result = await run.run(progress=progress)
+    assert killed
+    assert killed[0] != os.getpid()
+    assert (result.status, result.completed) == ("completed", len(scenarios))
+    store = await read_store(store_path)
+    assert (await store.verify()).ok
+    retried = 0
+    for session in result.sessions:
+        records = [record async for record in store.records(session.result.id)]
+        segments = [r.payload for r in records if isinstance(r.payload, SegmentStarted)]
+        turns = collections.Counter(r.turn for r in records if isinstance(r.payload, Outcome))
+        # every turn once: nothing acknowledged was lost, nothing written twice
+        assert sorted(turns) == list(range(1, session.result.turns_completed + 1))
+        assert set(turns.values()) == {1}
+        if segments[0].runner.pid not in killed:
+            assert len(segments) == 1
+            continue
+        retried += 1
+        statuses = [r.payload for r in records if isinstance(r.payload, SessionStatus)]
+        assert [s.status for s in statuses] == ["running", "interrupted", "running", "completed"]
+        assert statuses[1].reason is not None
+        assert "Ray worker" in statuses[1].reason
+        second = segments[1]
+        assert (second.segment, second.cause, second.previous) == (1, "resume", 0)
+        assert second.runner.pid not in killed
+    assert retried >= 1
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_recipe_a_ray_worker_cannot_import_is_refused_with_nothing_recorded(
+    ray_cluster: _engines.RayCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ghost = types.ModuleType("envharness_ghost_module")  # importable here, not on the worker
+    ghost_agent = type("GhostAgent", (SyntheticAgent,), {"__module__": ghost.__name__})
+    ghost.GhostAgent = ghost_agent  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, ghost.__name__, ghost)
+    run = harness(tmp_path / "s", agent=ghost_agent).experiment(
+        "x", SCENARIOS, turns=1, executor=RayExecutor(workers=1)
+    )
+    with pytest.raises(WorkerError, match=r"Ray worker 0 refused the experiment: the recipe did"):
+        await run.run()
+    assert await (await read_store(tmp_path / "s")).sessions() == []  # no session began
+
+
+# -- bad input ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("workers", [0, -1, True, 1.5, "2"])
+def test_workers_must_be_a_positive_integer(workers: Any) -> None:
+    with pytest.raises(ConfigurationError, match="workers must be a positive integer"):
+        RayExecutor(workers=workers)
+
+
+@pytest.mark.parametrize(
+    ("address", "said"),
+    [
+        ("", "non-empty"),
+        ("ray://127.0.0.1:10001", "Ray Client"),
+        ("head-node", "not HOST:PORT"),
+        ("head-node:port", "not HOST:PORT"),
+        ("head-node:70000", "not HOST:PORT"),
+    ],
+)
+def test_a_malformed_address_is_refused_with_the_forms_it_may_take(address: str, said: str) -> None:
+    with pytest.raises(ConfigurationError, match=said) as refused:
+        RayExecutor(address=address)
+    assert "'auto'" in str(refused.value)
+
+
+def test_without_the_ray_extra_the_executor_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(ConfigurationError, match=r"pip install 'envharness\[ray\]'"):
+        RayExecutor()
+
+
+async def test_an_address_that_does_not_answer_is_named_with_how_to_start_a_cluster(
+    tmp_path: Path,
+) -> None:
+    address = f"127.0.0.1:{_engines.free_port()}"  # nothing listens there
+    run = harness(tmp_path / "s").experiment(
+        "x", SCENARIOS, turns=1, executor=RayExecutor(address=address)
+    )
+    with pytest.raises(ConfigurationError) as refused:
+        await run.run()
+    message = str(refused.value)
+    assert f"no Ray cluster answers at {address}" in message
+    assert "ray start --head" in message
+    assert "no address" in message
+    assert "(Connection refused)" in message
+
+
+async def test_a_second_cluster_for_one_process_is_refused(
+    ray_cluster: _engines.RayCluster, tmp_path: Path
+) -> None:
+    with anyio.fail_after(RAY_WAIT_S):
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    async with listener:
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        with pytest.raises(ConfigurationError, match="already connected to the Ray cluster at"):
+            async with joining.connected(f"127.0.0.1:{port}", 1):
+                pass
+    async with joining.connected(ray_cluster.address, 1):  # its own: used as it is
+        pass
+    async with joining.connected("auto", 1):
+        pass
+
+
+async def test_more_workers_than_the_cluster_has_cpus_are_refused(
+    ray_cluster: _engines.RayCluster,
+) -> None:
+    with pytest.raises(ConfigurationError, match=r"3 workers need 3 CPUs, and the Ray cluster"):
+        async with joining.connected(None, 3):  # the test cluster has two
+            pass
+
+
+def test_no_address_means_this_process_s_ray_then_ray_address_then_a_local_cluster(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.5:6379")
+    assert joining.chosen_address(None, connected=True) == "local"
+    assert joining.chosen_address(None, connected=False) == "10.0.0.5:6379"
+    assert joining.chosen_address("auto", connected=False) == "auto"
+    monkeypatch.setenv("RAY_ADDRESS", "head-node")
+    with pytest.raises(ConfigurationError, match=r"RAY_ADDRESS: the Ray address 'head-node'"):
+        joining.chosen_address(None, connected=False)
+    monkeypatch.delenv("RAY_ADDRESS")
+    assert joining.chosen_address(None, connected=False) == "local"
+
+
+async def test_a_second_experiment_is_refused_while_a_local_cluster_of_this_process_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A local cluster lives as long as the experiment that started it (checked end to end
+    by hand: starting one costs a cluster start); meanwhile another experiment is refused."""
+    monkeypatch.setattr(joining._LocalCluster, "running", True)
+    with pytest.raises(ConfigurationError, match=r"ray start --head.*'auto'"):
+        async with joining.connected("local", 1):
+            pass
+
+
+LOCAL_CLUSTER_SCRIPT = """
+import sys
+from pathlib import Path
+
+import anyio
+
+from envharness import AsyncEnvironmentHarness, ConfigurationError, Scenario
+from envharness.fixtures import SyntheticAgent, SyntheticEnvironment, SyntheticScenarioInput
+from envharness.runtime.executors.ray import RayExecutor
+
+SCENARIOS = [Scenario(id=str(n), input=SyntheticScenarioInput(starting_total=n)) for n in range(4)]
+
+
+async def one(name: str) -> None:
+    harness = AsyncEnvironmentHarness(
+        Path(sys.argv[1]) / name, environment=SyntheticEnvironment, agents={"a": SyntheticAgent}
+    )
+    executor = RayExecutor(address="local", workers=1)
+    try:
+        result = await harness.experiment("x", SCENARIOS, turns=20, executor=executor).run()
+    except ConfigurationError as exc:
+        print("refused:", exc, flush=True)
+    else:
+        print("ran:", result.status, result.completed, flush=True)
+
+
+async def main() -> None:
+    import ray
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(one, "first")
+        group.start_soon(one, "second")
+    print("connected after:", ray.is_initialized(), flush=True)
+
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_local_cluster_lives_as_long_as_its_experiment_and_is_its_own(tmp_path: Path) -> None:
+    """No address in a process without Ray: the experiment starts a local cluster (held by a
+    worker thread: Ray's processes die with the thread that started them) and stops it after;
+    a second experiment at the same time is refused. In a process of its own, on asyncio."""
+    import secrets
+    import shutil
+    import subprocess
+    import tempfile
+
+    script = tmp_path / "local_cluster.py"
+    script.write_text(LOCAL_CLUSTER_SCRIPT)
+    ray_files = tempfile.mkdtemp(prefix="envh-ray-")  # Ray's socket paths must stay short
+    env = {
+        **os.environ,
+        "RAY_AUTH_TOKEN": secrets.token_hex(32),  # not ~/.ray/auth_token
+        "RAY_TMPDIR": ray_files,
+        "PYTHONPATH": str(Path(__file__).resolve().parents[3]),
+    }
+    for name in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH"):
+        env.pop(name, None)
+    try:
+        done = subprocess.run(
+            [sys.executable, str(script), str(tmp_path)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=RAY_WAIT_S,
+            check=False,
+        )
+    finally:
+        shutil.rmtree(ray_files, ignore_errors=True)
+    said = done.stdout.splitlines()
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(line.split(":")[0] for line in said) == ["connected after", "ran", "refused"]
+    assert "ran: completed 4" in said
+    assert any("`ray start --head`" in line for line in said if line.startswith("refused"))
+    assert "connected after: False" in said

@@ -1,0 +1,232 @@
+"""Scale-out: sessions/s of a CPU-bound experiment in this process and in 1 and 2 workers.
+
+What it measures, for ``--sessions`` sessions of ``--turns`` turns (one participant, the
+synthetic agent, and :mod:`_cpu_bound`'s environment, whose every turn holds the GIL for
+about 1.5 ms of pure-Python work), each run into a fresh store with ``max_concurrency`` =
+``--concurrency``:
+
+- here: the default executor, every session on this process's event loop (one core);
+- pool N: ``ProcessPoolExecutor(workers=N)`` for N = 1 and 2; with ``--ray``, also
+  ``RayExecutor(workers=N)`` on a local Ray started for the run (``ray.init`` is not timed).
+
+For each it prints the wall time of ``experiment.run()`` and two rates: *overall* (the whole
+run, worker start included) and *steady* (from the first session's start to the end, which is
+what a long experiment sees), then this process's CPU time per session — the driver's share:
+committing every worker's records through the one writer — and the rate that share alone would
+allow (the single writer's ceiling on this machine). The ratio of 2 workers to 1 (steady rates,
+same run) is the figure issue 14 sets a target for: at least 1.6x on a 2-core machine.
+
+Run it from the repository root::
+
+    .venv/bin/python tools/bench/scale.py                    # 200 sessions of 5 turns
+    .venv/bin/python tools/bench/scale.py --sessions 400 --ray
+    .venv/bin/python tools/bench/scale.py --work 100000      # a heavier environment
+
+With ``--optimizer`` it measures the optimizer instead: one iteration of K = 8 distinct
+candidates over 32 support-desk tickets (``tools/bench/optimizer.py``'s capacity run, local
+sandbox) at capacity 1 and 2, with the reruns in this process, in a process pool of one worker
+per rerun (each rerun starts its own), and in an open pool (``async with``) that keeps the next
+reruns' workers started ahead, and prints the iteration's wall time, the sum of the reruns' own
+times, parallel efficiency (that sum / (wall x capacity)) and the speed-up of capacity 2 over
+capacity 1.
+
+On a machine shared with other work the absolute rates swing with the load; the ratios, taken
+in one run, are the steadier figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+from _cpu_bound import WORK, CpuBoundEnvironment  # tools/bench/ is sys.path[0] as a script
+
+from envharness import AsyncEnvironmentHarness, Scenario
+from envharness.fixtures import SyntheticAgent, SyntheticScenarioInput
+from envharness.runtime.executors import Executor, ProcessPoolExecutor
+
+Make = Callable[[], Executor | None]
+
+
+class Timing:
+    """One run: its wall time, when its first session started, and this process's CPU."""
+
+    def __init__(self, name: str, sessions: int) -> None:
+        self.name = name
+        self.sessions = sessions
+        self.started = 0.0
+        self.first: float | None = None
+        self.ended = 0.0
+        self.cpu = 0.0
+
+    def saw(self, session_id: str, turn: int, planned: int) -> None:
+        if self.first is None:
+            self.first = time.perf_counter()
+
+    @property
+    def overall(self) -> float:
+        return self.sessions / (self.ended - self.started)
+
+    @property
+    def steady(self) -> float:
+        first = self.first if self.first is not None else self.started
+        return self.sessions / (self.ended - first)
+
+    @property
+    def driver_cpu_per_session(self) -> float:
+        return self.cpu / self.sessions
+
+
+async def measure(
+    name: str,
+    make: Make,
+    directory: Path,
+    sessions: int,
+    turns: int,
+    concurrency: int,
+    work: int = WORK,
+) -> Timing:
+    store = directory / f"{name.replace(' ', '-')}-{time.monotonic_ns()}"
+    harness = AsyncEnvironmentHarness(
+        store,
+        environment=functools.partial(CpuBoundEnvironment, work),
+        agents={"agent": SyntheticAgent},
+        max_concurrency=concurrency,
+    )
+    scenarios = [
+        Scenario(id=f"s{i}", input=SyntheticScenarioInput(starting_total=i % 7 - 3))
+        for i in range(sessions)
+    ]
+    timing = Timing(name, sessions)
+    experiment = harness.experiment(name, scenarios, turns=turns, executor=make())
+    cpu = time.process_time()
+    timing.started = time.perf_counter()
+    result = await experiment.run(progress=timing.saw)
+    timing.ended = time.perf_counter()
+    timing.cpu = time.process_time() - cpu
+    if result.completed != sessions:
+        raise SystemExit(f"{name}: only {result.completed} of {sessions} sessions completed")
+    return timing
+
+
+async def optimizer_iteration(
+    directory: Path, capacity: int, executor: Executor | None
+) -> tuple[float, float]:
+    """One optimizer iteration's wall time and the sum of its candidates' rerun times."""
+    from optimizer import distinct_answers  # tools/bench/optimizer.py: its candidates
+
+    from envharness.demos.support_desk import RefundFirstPolicy, SupportDesk, tickets
+    from envharness.optimizer import HarnessOptimizer, OptimizationConfig, ScriptedEngineer
+    from envharness.records import OptimizerMeasured
+    from envharness.store import read_store
+
+    store = directory / f"optimizer-{capacity}-{executor!r}-{time.monotonic_ns()}"
+    harness = AsyncEnvironmentHarness(
+        store, environment=SupportDesk, agents={"alice": RefundFirstPolicy}, max_concurrency=4
+    )
+    config = OptimizationConfig(
+        candidates=8, iterations=1, turns=8, capacity=capacity, sandbox="local", executor=executor
+    )
+    engineer = ScriptedEngineer(distinct_answers(8))
+    result = await HarnessOptimizer(harness, engineer, config=config).optimize_async(tickets(32))
+    if result.accepted_version != "harness-v1":
+        raise SystemExit(f"the optimizer accepted {result.accepted_version}, not harness-v1")
+    reader = await read_store(store)
+    reruns = [
+        record.payload.seconds
+        async for record in reader.records(result.run_id)
+        if isinstance(record.payload, OptimizerMeasured) and record.payload.role == "candidate"
+    ]
+    return result.iterations[0].seconds, sum(reruns)
+
+
+async def optimizer_main(args: argparse.Namespace) -> None:
+    directory = Path(tempfile.mkdtemp(prefix="envharness-scale-", dir=args.directory))
+    print("one optimizer iteration: K=8 candidates x 32 tickets, local sandbox")
+    print(f"{'reruns in':<10} {'capacity':>8} {'wall s':>7} {'reruns s':>9} {'efficiency':>10}")
+    try:
+        for name in ("process", "pool 1", "open pool"):
+            walls = {}
+            for capacity in (1, 2):
+                if name == "open pool":  # workers started ahead, one rerun's while another runs
+                    async with ProcessPoolExecutor(workers=1, spares=capacity) as pool:
+                        wall, reruns = await optimizer_iteration(directory, capacity, pool)
+                else:
+                    executor = ProcessPoolExecutor(workers=1) if name == "pool 1" else None
+                    wall, reruns = await optimizer_iteration(directory, capacity, executor)
+                walls[capacity] = wall
+                print(
+                    f"{name:<10} {capacity:>8} {wall:>7.2f} {reruns:>9.2f} "
+                    f"{reruns / (wall * capacity):>10.2f}"
+                )
+            print(f"{name}: capacity 2 / capacity 1 = {walls[1] / walls[2]:.2f}x speed-up")
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def ray_executor(workers: int) -> Executor:
+    from envharness.runtime.executors.ray import RayExecutor  # only with --ray
+
+    return RayExecutor(workers=workers)
+
+
+async def main(args: argparse.Namespace) -> None:
+    runs: list[tuple[str, Make]] = [
+        ("here", lambda: None),
+        ("pool 1", lambda: ProcessPoolExecutor(workers=1)),
+        ("pool 2", lambda: ProcessPoolExecutor(workers=2)),
+    ]
+    if args.ray:
+        runs += [("ray 1", lambda: ray_executor(1)), ("ray 2", lambda: ray_executor(2))]
+    directory = Path(tempfile.mkdtemp(prefix="envharness-scale-", dir=args.directory))
+    print(
+        f"{args.sessions} sessions x {args.turns} turns, CPU-bound environment "
+        f"({args.work:,} loop iterations a turn), max_concurrency {args.concurrency}, "
+        f"{os.cpu_count()} cores"
+    )
+    print(
+        f"{'executor':<8} {'wall s':>7} {'overall/s':>10} {'steady/s':>9} "
+        f"{'driver CPU ms/session':>22} {'writer ceiling/s':>17}"
+    )
+    timings: dict[str, Timing] = {}
+    try:
+        for name, make in runs:
+            timing = await measure(
+                name, make, directory, args.sessions, args.turns, args.concurrency, args.work
+            )
+            timings[name] = timing
+            per = timing.driver_cpu_per_session
+            print(
+                f"{name:<8} {timing.ended - timing.started:>7.2f} {timing.overall:>10.1f} "
+                f"{timing.steady:>9.1f} {per * 1e3:>22.2f} {1 / per:>17.0f}"
+            )
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    for kind in ("pool", "ray"):
+        one, two = timings.get(f"{kind} 1"), timings.get(f"{kind} 2")
+        if one is not None and two is not None:
+            print(
+                f"{kind}: 2 workers / 1 worker = {two.steady / one.steady:.2f}x steady, "
+                f"{two.overall / one.overall:.2f}x overall (target >= 1.6x); "
+                f"1 worker / here = {one.steady / timings['here'].steady:.2f}x"
+            )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--turns", type=int, default=5)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--work", type=int, default=WORK, help="loop iterations a turn")
+    parser.add_argument("--ray", action="store_true", help="also measure RayExecutor")
+    parser.add_argument("--directory", default=None, help="where the stores are written")
+    parser.add_argument("--optimizer", action="store_true", help="measure optimizer reruns")
+    options = parser.parse_args()
+    anyio.run(optimizer_main if options.optimizer else main, options)
