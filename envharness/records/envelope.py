@@ -8,11 +8,11 @@ decoded values (which would change when a payload type gains a field).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import time
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import msgspec
 
@@ -100,15 +100,20 @@ def utc_now_text() -> str:
     """The current time as RFC 3339 UTC text with microseconds, the form stored in ``at``.
 
     Same text as ``datetime.now(UTC).isoformat(timespec="microseconds")`` with ``Z`` for
-    ``+00:00``, at a third of the cost: every sealed record pays for it.
+    ``+00:00``, at a third of the cost: every sealed record pays for it, and the records sealed
+    within one second share the formatting of that second (kept in one tuple, so that a thread
+    never reads one second's number with another's text).
     """
+    global _last_second
     second, microsecond = divmod(time.time_ns() // 1000, 1_000_000)
-    return f"{_utc_second_text(second)}.{microsecond:06d}Z"
+    last = _last_second  # one read: another thread may replace it meanwhile, never tear it
+    if last[0] != second:
+        last = _last_second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return f"{last[1]}.{microsecond:06d}Z"
 
 
-@functools.lru_cache(maxsize=8)
-def _utc_second_text(second: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+_last_second: tuple[int, str] = (-1, "")
+"""The second :func:`utc_now_text` formatted last, and its text."""
 
 
 def decode_payload(data: bytes) -> Payload:
@@ -180,8 +185,18 @@ class SessionChain:
         kind: str = payload.__struct_config__.tag  # type: ignore[assignment]
         at = utc_now_text()
         seq = self._next_seq
-        digest = digest_of(self.session_id, seq, kind, turn, participant, at, data, self._prev)
-        row = RecordRow(self.session_id, seq, kind, turn, participant, at, data, self._prev, digest)
+        prev = self._prev
+        session_id = self.session_id
+        # digest_of, inline: every record of every session is sealed here.
+        body = _Body(session_id, seq, kind, turn, participant, at, msgspec.Raw(data), prev)
+        digest = _sha256(_canonical_encoder.encode(body)).hexdigest()
         self._next_seq = seq + 1
         self._prev = digest
-        return row
+        # The NamedTuple's own __new__ is a Python function; the tuple's is not.
+        return _new_row(
+            RecordRow, (session_id, seq, kind, turn, participant, at, data, prev, digest)
+        )
+
+
+_sha256 = hashlib.sha256
+_new_row = cast("Callable[[type[RecordRow], tuple[Any, ...]], RecordRow]", tuple.__new__)

@@ -9,10 +9,11 @@ never raised to the caller.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import traceback
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
 
 import anyio
@@ -24,6 +25,7 @@ from envharness.records import ErrorInfo, Payload, Status
 __all__ = [
     "SessionFailure",
     "as_evidence",
+    "awaited",
     "call_environment",
     "checked",
     "checked_resolution",
@@ -31,6 +33,8 @@ __all__ = [
     "encodable",
     "error_info",
     "interruption",
+    "invoke",
+    "is_pending",
     "leaves",
     "private_copy",
     "sha256",
@@ -73,16 +77,41 @@ async def call_environment(environment: Environment[Any, Any], method: str, *arg
     """``environment.method(*args)``, awaited when the method is ``async`` (an environment in
     another process answers over a pipe); whatever it raises fails the session, naming the
     method."""
+    result = invoke(environment, method, *args)
+    if is_pending(result):
+        result = await awaited(result, method)
+    return result
+
+
+def invoke(environment: Environment[Any, Any], method: str, *args: Any) -> Any:
+    """:func:`call_environment` without its coroutine, for the calls every turn makes: the
+    method's value, or the awaitable an ``async`` method returned (then :func:`is_pending`,
+    and :func:`awaited` gives the value)."""
     try:
-        result = getattr(environment, method)(*args)
-        if _maybe_awaitable(result) and inspect.isawaitable(result):
-            result = await result
-        return result
+        return getattr(environment, method)(*args)
     except Exception as exc:
         raise SessionFailure(
             f"environment {method}() raised {type(exc).__name__}: {exc}", exc
         ) from exc
 
+
+def is_pending(result: Any) -> bool:
+    """Whether :func:`invoke` gave an awaitable rather than a value."""
+    return _maybe_awaitable(result) and inspect.isawaitable(result)
+
+
+async def awaited(result: Awaitable[Any], method: str) -> Any:
+    """The value of an ``async`` environment method; what it raises fails the session."""
+    try:
+        return await result
+    except Exception as exc:
+        raise SessionFailure(
+            f"environment {method}() raised {type(exc).__name__}: {exc}", exc
+        ) from exc
+
+
+_json_encode = msgspec.json.Encoder().encode
+_json_decode = msgspec.json.Decoder().decode
 
 _PLAIN = frozenset({dict, list, tuple, str, int, float, bool, type(None), Resolution})
 
@@ -90,10 +119,17 @@ _PLAIN = frozenset({dict, list, tuple, str, int, float, bool, type(None), Resolu
 def _maybe_awaitable(value: Any) -> bool:
     """``False`` for the plain values a sync method returns (asked for every call: the full
     test, :func:`inspect.isawaitable`, is an abstract-class check)."""
-    kind = type(value)
+    kind: type = type(value)
     if kind in _PLAIN:
         return False
-    return not isinstance(value, msgspec.Struct) or hasattr(kind, "__await__")
+    return not isinstance(value, msgspec.Struct) or _has_await(kind)
+
+
+@functools.lru_cache(maxsize=256)
+def _has_await(kind: type) -> bool:
+    """Whether a Struct type is awaitable, asked once per type: a missing attribute of a class
+    costs an exception, and each turn asks this of its observation."""
+    return hasattr(kind, "__await__")
 
 
 def encodable(value: Any, what: str, participant: str | None = None) -> Any:
@@ -113,7 +149,7 @@ def encodable(value: Any, what: str, participant: str | None = None) -> Any:
 def as_evidence(value: Any) -> Any:
     """A JSON form of whatever an agent returned, so even garbage is recorded, not lost."""
     try:
-        return msgspec.json.decode(msgspec.json.encode(value))
+        return _json_decode(_json_encode(value))
     except (TypeError, ValueError, msgspec.MsgspecError, RecursionError):
         return {"unencodable": repr(value)[:2000]}
 
@@ -199,7 +235,7 @@ def _plainly_valid(resolution: Resolution, roster: Mapping[str, Any]) -> bool:
     to check — which is what nearly every turn returns: then the full check, which names each
     problem, need not run. ``False`` only means the full check decides."""
     outcomes, rewards = resolution.outcomes, resolution.rewards
-    return (
+    if not (
         type(resolution.done) is bool
         and type(resolution.truncated) is bool
         and type(outcomes) is dict
@@ -207,12 +243,15 @@ def _plainly_valid(resolution: Resolution, roster: Mapping[str, Any]) -> bool:
         and type(resolution.artifacts) is dict
         and type(rewards) is dict
         and not resolution.artifacts
-        and all(name in roster for name in outcomes)
-        and all(
-            name in roster and (value is None or type(value) in _NUMBERS)
-            for name, value in rewards.items()
-        )
-    )
+    ):
+        return False
+    for name in outcomes:  # loops, not all(): no generator to build every turn
+        if name not in roster:
+            return False
+    for name, value in rewards.items():
+        if name not in roster or (value is not None and type(value) not in _NUMBERS):
+            return False
+    return True
 
 
 _NUMBERS = (int, float)
@@ -220,12 +259,18 @@ _NUMBERS = (int, float)
 
 def private_copy(original: Any, shown: Any) -> Any:
     """A fresh object equal to ``original`` (rebuilt from its recorded JSON form)."""
-    if original is None or isinstance(original, str | int | float | bool | dict | list | tuple):
+    kind = type(original)
+    if kind in _SHOWN_AS_IS or isinstance(original, _JSON_KINDS):  # a tuple: faster than a union
         return shown
     try:
-        return msgspec.convert(shown, type(original))
+        return msgspec.convert(shown, kind)
     except (msgspec.ValidationError, TypeError):
         return shown
+
+
+_JSON_KINDS = (str, int, float, bool, dict, list, tuple)
+"""What an observation's JSON form already is (so the JSON form itself is the copy)."""
+_SHOWN_AS_IS = frozenset({*_JSON_KINDS, type(None)})
 
 
 def error_info(exc: BaseException) -> ErrorInfo:

@@ -14,7 +14,7 @@ import inspect
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import anyio
 
@@ -83,6 +83,11 @@ class Reply(NamedTuple):
     transcript: tuple[dict[str, Any], ...] = ()
 
 
+_new_reply = cast(
+    "Callable[[type[Reply], tuple[Any, float, None, tuple[()]]], Reply]", tuple.__new__
+)
+
+
 class Caller:
     """Asks one participant's agent for actions; how to call it is decided once, not per turn.
 
@@ -92,7 +97,7 @@ class Caller:
     be called on the event loop instead (no timeout can interrupt it there).
     """
 
-    __slots__ = ("_inline", "_is_async", "_threads", "_timeout", "agent", "participant")
+    __slots__ = ("_is_async", "_threads", "_timeout", "agent", "inline", "participant")
 
     def __init__(
         self,
@@ -107,40 +112,54 @@ class Caller:
         self._timeout = action_timeout
         self._threads = threads
         self._is_async = capabilities.is_async
-        self._inline = capabilities.runs_inline
+        self.inline = capabilities.runs_inline
+        """Whether the agent is called on the event loop: then :meth:`answer` asks it."""
 
     async def ask(self, observation: Any) -> Reply:
         """One action, within ``action_timeout`` seconds (configuration)."""
+        if self.inline:
+            return self.answer(observation)
         participant = self.participant
         started = time.perf_counter()
         reply: Any = None
         try:
-            if self._inline:  # pure computation: no thread hop, and no timeout could interrupt it
-                reply = self.agent.act(observation)
-            else:
-                with anyio.move_on_after(self._timeout) as deadline:
-                    if self._is_async:
-                        reply = await self.agent.act(observation)  # type: ignore[misc]
-                    else:
-                        reply = await anyio.to_thread.run_sync(
-                            self.agent.act,
-                            observation,
-                            abandon_on_cancel=True,
-                            limiter=self._threads,
-                        )
+            with anyio.move_on_after(self._timeout) as deadline:
+                if self._is_async:
+                    reply = await self.agent.act(observation)  # type: ignore[misc]
+                else:
+                    reply = await anyio.to_thread.run_sync(
+                        self.agent.act,
+                        observation,
+                        abandon_on_cancel=True,
+                        limiter=self._threads,
+                    )
         except BudgetExhausted as exc:
-            reason = f"{exc} (agent {participant!r})" if str(exc) else f"agent {participant!r}"
-            raise OutOfBudget(participant, reason, exc) from exc
+            raise _out_of_budget(participant, exc) from exc
         except Exception as exc:  # including the agent's own TimeoutError: that is its failure
             raise _failure(participant, "acting", exc) from exc
-        if not self._inline and deadline.cancelled_caught:
+        if deadline.cancelled_caught:
             raise AgentFailure(
                 participant,
                 f"agent {participant!r} did not answer within {self._timeout}s (action_timeout)",
                 TimeoutError(f"no action within {self._timeout}s"),
             )
-        seconds = time.perf_counter() - started
+        return self._reply(reply, time.perf_counter() - started)
+
+    def answer(self, observation: Any) -> Reply:
+        """One action from an agent that runs inline: pure computation, called right here (no
+        thread hop, no coroutine, and no timeout could interrupt it)."""
+        started = time.perf_counter()
+        try:
+            reply = self.agent.act(observation)
+        except BudgetExhausted as exc:
+            raise _out_of_budget(self.participant, exc) from exc
+        except Exception as exc:
+            raise _failure(self.participant, "acting", exc) from exc
+        return self._reply(reply, time.perf_counter() - started)
+
+    def _reply(self, reply: Any, seconds: float) -> Reply:
         if isinstance(reply, AgentReply):
+            participant = self.participant
             if reply.cost is not None and not isinstance(reply.cost, Cost):
                 raise AgentFailure(
                     participant,
@@ -152,7 +171,7 @@ class Caller:
             if reply.transcript:
                 return Reply(reply.action, seconds, reply.cost, _said(participant, reply))
             return Reply(reply.action, seconds, reply.cost)
-        return Reply(reply, seconds)
+        return _new_reply(Reply, (reply, seconds, None, ()))  # every turn: no Python __new__
 
 
 async def ask_all(
@@ -268,6 +287,11 @@ def _said(participant: str, reply: AgentReply) -> tuple[dict[str, Any], ...]:
             f"agent {participant!r} returned a transcript that is not chat messages: {exc}",
             exc,
         ) from exc
+
+
+def _out_of_budget(participant: str, exc: BudgetExhausted) -> OutOfBudget:
+    reason = f"{exc} (agent {participant!r})" if str(exc) else f"agent {participant!r}"
+    return OutOfBudget(participant, reason, exc)
 
 
 def _failure(participant: str, doing: str, exc: Exception) -> AgentFailure:

@@ -17,8 +17,8 @@ import msgspec
 
 from envharness.records import Payload, RecordRow, SessionChain, canonical
 from envharness.runtime.checks import SessionFailure, sha256
-from envharness.store import Store
 from envharness.store.journal import Pending
+from envharness.store.locate import AnyStore
 
 __all__ = ["HOLD_ROWS", "HOLD_SECONDS", "IN_FLIGHT", "SessionRecorder"]
 
@@ -40,13 +40,15 @@ class SessionRecorder:
         "_flush_due",
         "_in_flight",
         "_pending",
+        "_seal",
         "_store",
         "chain",
     )
 
-    def __init__(self, store: Store, chain: SessionChain) -> None:
+    def __init__(self, store: AnyStore, chain: SessionChain) -> None:
         self._store = store
         self.chain = chain
+        self._seal = chain.seal
         self._pending: list[RecordRow] = []
         self._blobs: dict[str, bytes] = {}
         self._in_flight: collections.deque[Pending] = collections.deque()
@@ -55,7 +57,7 @@ class SessionRecorder:
     def record(
         self, payload: Payload, *, turn: int | None = None, participant: str | None = None
     ) -> RecordRow:
-        row = self.chain.seal(payload, turn=turn, participant=participant)
+        row = self._seal(payload, turn=turn, participant=participant)
         self._pending.append(row)
         return row
 
@@ -109,6 +111,11 @@ class SessionRecorder:
             await self.settle()
         elif len(self._in_flight) > IN_FLIGHT:
             await self._in_flight.popleft().committed()
+
+    def holding(self) -> bool:
+        """Whether a flush that is not durable would hold the records now (their time to go
+        to the journal has not come)."""
+        return time.monotonic() < self._flush_due and len(self._pending) < HOLD_ROWS
 
     async def settle(self) -> None:
         """Wait until everything recorded so far is committed."""

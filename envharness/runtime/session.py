@@ -77,7 +77,7 @@ from envharness.runtime.plan import (
 )
 from envharness.runtime.recorder import SessionRecorder
 from envharness.runtime.turn import TurnPlayer, action_check
-from envharness.store import Store
+from envharness.store.locate import AnyStore
 from envharness.store.owners import this_process
 
 __all__ = [
@@ -95,7 +95,7 @@ class SessionRunner:
 
     def __init__(
         self,
-        store: Store,
+        store: AnyStore,
         plan: SessionPlan,
         progress: ProgressCallback | None = None,
         resumption: Resumption | None = None,
@@ -123,6 +123,7 @@ class SessionRunner:
         self._keep_state = evidence.keep_state
         self._keep_blob = evidence.keep_blob
         self._flush = evidence.flush
+        self._holding = evidence.holding
         self._capabilities = {
             name: AgentCapabilities.of(agent) for name, agent in plan.agents.items()
         }
@@ -178,6 +179,15 @@ class SessionRunner:
         # Bound once: these run every turn.
         self._play = self._player.play
         self._send_feedback = self._player.send_feedback
+        runner = type(self)
+        self._before_turn = (
+            None if runner.before_turn is SessionRunner.before_turn else self.before_turn
+        )
+        self._after_turn = (
+            None if runner.after_turn is SessionRunner.after_turn else self.after_turn
+        )
+        """The subclass's ``before_turn`` and ``after_turn``; ``None`` where it keeps ours, which
+        change nothing (then no turn awaits them)."""
 
     async def run(self) -> SessionResult:
         plan = self._plan
@@ -248,9 +258,13 @@ class SessionRunner:
             await self._hooking.on_init(state, lambda p: self._observe(state, p))
         # A caller told the session's id (progress), or an agent process about to start,
         # may act on the session existing: commit the start first. Otherwise it goes out
-        # with the first turns, in one commit.
+        # with the first turns, in one commit (without a yield here: the first turn's
+        # boundary yields).
         external = any(found.lifespan is not None for found in self._capabilities.values())
-        await self._flush(durable=self._progress is not None or external)
+        if self._progress is not None or external:
+            await self._flush()
+        elif not self._holding():
+            await self._flush(durable=False)
         if self._progress is not None:
             self._progress(plan.session_id, self._turns_completed, plan.turns)
         # Only an agent with a lifespan is given a context (before its first turn).
@@ -288,15 +302,18 @@ class SessionRunner:
                 self._over_budget = spent
                 return state, spent
             self._current_turn = turn
-            state = await self.before_turn(turn, state)
+            if self._before_turn is not None:
+                state = await self._before_turn(turn, state)
             state, done = await self._play(turn, state)
-            resolved = state
-            state = await self.after_turn(turn, state)
-            if state is not resolved:
-                self._record_state_change(turn, state)
+            if self._after_turn is not None:
+                resolved = state
+                state = await self._after_turn(turn, state)
+                if state is not resolved:
+                    self._record_state_change(turn, state)
             await self._flush(durable=False)
             self._turns_completed = turn
-            await self._send_feedback(turn)
+            if self._player.listens:
+                await self._send_feedback(turn)
             every = plan.checkpoint_every
             if every and turn % every == 0 and not done:
                 await self._checkpoint(turn, state)
@@ -457,13 +474,13 @@ class SessionRunner:
         report = await call_environment(environment, "score", state, self._plan.scenario)
         if report is None:
             return
-        if isinstance(report, Mapping):
+        if not isinstance(report, ScoreReport):  # asked first: Mapping's is an ABC check
+            if not isinstance(report, Mapping):
+                raise SessionFailure(
+                    f"environment score() returned {type(report).__name__}; return a "
+                    "ScoreReport or a mapping of metric names to numbers"
+                )
             report = ScoreReport(metrics=dict(report))
-        if not isinstance(report, ScoreReport):
-            raise SessionFailure(
-                f"environment score() returned {type(report).__name__}; return a ScoreReport "
-                "or a mapping of metric names to numbers"
-            )
         version = report.version or environment.spec.scoring_version or "1"
         per_participant: dict[str, dict[str, float | None]] = {
             participant: dict(metrics) for participant, metrics in report.per_participant.items()

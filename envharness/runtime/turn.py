@@ -16,7 +16,7 @@ This is the hot path: what every turn needs is bound once per session, not looke
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any, Literal
 
 import anyio
@@ -49,11 +49,14 @@ from envharness.runtime.budgets import RecordFunction
 from envharness.runtime.checks import (
     SessionFailure,
     as_evidence,
+    awaited,
     call_environment,
     checked,
     checked_resolution,
     checked_signals,
     encodable,
+    invoke,
+    is_pending,
     private_copy,
 )
 from envharness.runtime.hooking import HookRunner, Validate, with_hints
@@ -68,7 +71,7 @@ from envharness.runtime.participants import (
 )
 from envharness.runtime.plan import SessionPlan
 from envharness.runtime.recorder import SessionRecorder
-from envharness.store import Store
+from envharness.store.locate import AnyStore
 
 __all__ = ["TurnPlayer", "action_check"]
 
@@ -103,8 +106,8 @@ def _bystanders(
 ) -> list[str]:
     """The participants who did not act but were addressed an outcome or a reward, in roster
     order."""
-    if not resolution.outcomes and not resolution.rewards:
-        return []
+    if len(actions) == len(roster) or (not resolution.outcomes and not resolution.rewards):
+        return []  # everyone acted, or no one else was addressed
     return [
         name
         for name in roster
@@ -129,18 +132,20 @@ class TurnPlayer:
         "_plan",
         "_record",
         "_render",
+        "_roster",
         "_run_last",
         "_sequential",
         "_settle",
         "_store",
         "_validate",
         "last_state",
+        "listens",
         "truncated",
     )
 
     def __init__(
         self,
-        store: Store,
+        store: AnyStore,
         plan: SessionPlan,
         evidence: SessionRecorder,
         capabilities: Mapping[str, AgentCapabilities],
@@ -191,22 +196,33 @@ class TurnPlayer:
         self._listening = {
             name for name, found in capabilities.items() if found.feedback is not None
         }
-        """The participants whose agents want ``feedback``."""
+        """The participants whose agents want ``feedback`` (what is kept for it, only for
+        them)."""
+        self.listens = bool(self._listening)
+        """Whether any agent wants ``feedback``: if none does, the runner need not ask to
+        send it."""
+        self._roster = list(plan.agents)
+        """The participants, in roster order."""
         self.truncated = False
         """Whether the last step's resolution cut the episode short (rather than ending it)."""
         self.last_state: str | None = None
         """The digest of the state the evidence last named (an outcome or a receipt); the
         runner names the states its operations and ``after_turn`` leave here too."""
 
-    async def play(self, turn: int, state: Any) -> tuple[Any, bool]:
-        """Play ``turn`` on ``state``; returns the resolved state and whether it is done."""
-        roster = list(self._plan.agents)
+    def play(self, turn: int, state: Any) -> Awaitable[tuple[Any, bool]]:
+        """Play ``turn`` on ``state``; the awaitable gives the resolved state and whether it is
+        done. (Not itself a coroutine: when everyone acts at once, the turn is one step, and
+        awaiting that step directly saves a coroutine per turn.)"""
+        if self._acting is None and not self._sequential:
+            return self._step(turn, state, self._roster)
+        return self._play_steps(turn, state)
+
+    async def _play_steps(self, turn: int, state: Any) -> tuple[Any, bool]:
+        """A turn of several steps (one per participant), or of the environment's choosing."""
         if self._acting is not None:
             return await self._step(turn, state, await self._who_acts(state))
-        if not self._sequential:
-            return await self._step(turn, state, roster)
         done = False
-        for participant in roster:
+        for participant in self._roster:
             state, done = await self._step(turn, state, [participant])
             if done:
                 break
@@ -216,7 +232,7 @@ class TurnPlayer:
         """After the turn is committed — an agent learns nothing the evidence lacks."""
         feedback, self._feedback = self._feedback, []
         listening = self._listening
-        if not listening or not any(entry[0] in listening for entry in feedback):
+        if not any(entry[0] in listening for entry in feedback):
             return
         await self._settle()  # feedback is an effect outside the store: commit first
         for participant, outcome, blocked, action in feedback:
@@ -232,7 +248,9 @@ class TurnPlayer:
         seen: dict[str, tuple[Any, bytes]] = {}
         """With hooks: each observation as produced, and its JSON (for contexts and re-asks)."""
         for participant in acting:
-            observation = await call_environment(self._environment, "observe", state, participant)
+            observation = invoke(self._environment, "observe", state, participant)
+            if is_pending(observation):
+                observation = await awaited(observation, "observe")
             observations[participant] = observation
             shown = encodable(observation, "observation", participant)
             text = None if self._render is None else await self._text_view(state, participant)
@@ -250,7 +268,12 @@ class TurnPlayer:
         try:
             if len(observations) == 1:  # one participant acts: no task group to gather answers
                 [(participant, observation)] = observations.items()
-                replies = {participant: await self._callers[participant].ask(observation)}
+                caller = self._callers[participant]
+                replies = {
+                    participant: caller.answer(observation)
+                    if caller.inline
+                    else await caller.ask(observation)
+                }
             else:
                 replies = await ask_all(self._callers, observations)
         except OutOfBudget as stop:  # the session stops; what the others answered was paid for
@@ -291,14 +314,16 @@ class TurnPlayer:
                     ActionBlocked(action=shown_raw, reason=problem, by=judge),
                     turn=turn, participant=participant,
                 )  # fmt: skip
-                self._feedback.append((participant, None, problem, None))
+                if participant in self._listening:
+                    self._feedback.append((participant, None, problem, None))
                 if hooking is not None:
                     hooking.blocked(turn, participant, shown_raw, problem, prompt=False)
             else:
                 raise SessionFailure(f"agent {participant!r} returned an invalid action: {problem}")
-        resolution = checked_resolution(
-            await call_environment(self._environment, "resolve", state, actions), self._plan.agents
-        )
+        resolved = invoke(self._environment, "resolve", state, actions)
+        if is_pending(resolved):
+            resolved = await awaited(resolved, "resolve")
+        resolution = checked_resolution(resolved, self._plan.agents)
         digest = self.last_state = self._keep_state(resolution.state)
         rewards = resolution.rewards
         executed: dict[str, Any] = {}
@@ -311,7 +336,8 @@ class TurnPlayer:
                 ),
                 turn=turn, participant=participant,
             )  # fmt: skip
-            self._feedback.append((participant, outcome, None, shown_action))
+            if participant in self._listening:
+                self._feedback.append((participant, outcome, None, shown_action))
             if hooking is not None:
                 hooking.executed(turn, participant, shown_action, outcome)
                 executed[participant] = shown_action
@@ -321,7 +347,8 @@ class TurnPlayer:
                 ParticipantOutcome(outcome=outcome, reward=rewards.get(participant, UNSET)),
                 turn=turn, participant=participant,
             )  # fmt: skip
-            self._feedback.append((participant, outcome, None, None))
+            if participant in self._listening:
+                self._feedback.append((participant, outcome, None, None))
         for name, data in resolution.artifacts.items():
             sha256 = await self._store.put_artifact(data)
             self._record(Artifact(name=name, sha256=sha256, size=len(data)), turn=turn)
@@ -463,7 +490,8 @@ class TurnPlayer:
             )  # fmt: skip
             hooking.blocked(turn, participant, attempted, reason, prompt=not final)
             if final:
-                self._feedback.append((participant, None, reason, None))
+                if participant in self._listening:
+                    self._feedback.append((participant, None, reason, None))
                 return None, None
             await send_veto(
                 participant, self._capabilities[participant], turn, attempted, effect.message

@@ -29,6 +29,9 @@ most 1.5x the recorder at concurrency 1, 8 and 64. The process's CPU time per tu
 threads) is printed beside the wall time, with its ratio to the recorder's CPU time: on a
 machine shared with other work, wall times swing with the load and the CPU ratio is the
 steadier one (wall time well above CPU time means waiting on fsync, or on other processes).
+Beside it, the CPU time of the event loop's thread alone (``loop cpu``, µs/turn): the sessions,
+the experiment and the journal's own task; the rest of the CPU time is the journal's thread
+(SQLite) and worker threads.
 Last come the journal's commits (transactions) and records per session.
 
 Run it from the repository root::
@@ -272,13 +275,14 @@ def main() -> None:
     )
     print(
         f"{'concurrency':>11} {'seconds':>8} {'sessions/s':>11} {'µs/turn':>9} {'x bare':>8}"
-        f" {'x recorded':>11} {'cpu µs/turn':>12} {'cpu x rec.':>11} {'commits/session':>16}"
+        f" {'x recorded':>11} {'cpu µs/turn':>12} {'cpu x rec.':>11} {'loop cpu':>9}"
+        f" {'commits/session':>16}"
         f" {'records/session':>16}"
     )
     try:
         for concurrency in options.concurrency:
             store = base / f"c{concurrency}"
-            cpu_started = time.process_time()
+            cpu_started, loop_started = time.process_time(), time.thread_time()
             with CommitCounter() as counter:
                 seconds = anyio.run(
                     run_experiment,
@@ -290,11 +294,12 @@ def main() -> None:
                     backend=options.backend,
                 )
             cpu_us = (time.process_time() - cpu_started) / turns * 1e6
+            loop_us = (time.thread_time() - loop_started) / turns * 1e6
             us = seconds / turns * 1e6
             print(
                 f"{concurrency:>11} {seconds:>8.2f} {sessions / seconds:>11,.1f} {us:>9,.0f}"
                 f" {us / bare_us:>8,.0f} {us / recorded_us:>11,.1f} {cpu_us:>12,.0f}"
-                f" {cpu_us / recorded_cpu_us:>11,.1f}"
+                f" {cpu_us / recorded_cpu_us:>11,.1f} {loop_us:>9,.0f}"
                 f" {counter.commits / sessions:>16.2f}"
                 f" {records_in(store) / sessions:>16.1f}"
             )
