@@ -123,7 +123,8 @@ class EnvironmentHarness:
         self._portal = Portal()
 
     @property
-    def store(self) -> Path:
+    def store(self) -> Path | str:
+        """The store: its directory, or a PostgreSQL URL without its password."""
         return self.aio.store
 
     def __enter__(self) -> Self:

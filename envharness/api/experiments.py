@@ -38,7 +38,7 @@ from envharness.runtime.experiment import (
 from envharness.runtime.plan import PauseRequest, ProgressCallback
 from envharness.runtime.resume import read_experiment
 from envharness.runtime.template import SessionTemplate
-from envharness.store import Store
+from envharness.store.locate import AnyStore
 
 __all__ = ["AsyncExperiment", "Experiment", "ended_experiment"]
 
@@ -182,7 +182,7 @@ class AsyncExperiment:
             self._scope.cancel()
 
 
-async def ended_experiment(store: Store, experiment_id: str) -> ExperimentResult:
+async def ended_experiment(store: AnyStore, experiment_id: str) -> ExperimentResult:
     """How an experiment whose run was stopped ended, as its evidence records it."""
     recorded = await read_experiment(store, experiment_id)
     config = recorded.config

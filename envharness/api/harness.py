@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, aclosing, asynccontextmanager
 from os import PathLike
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, cast
 
 import anyio
 
@@ -72,9 +72,9 @@ from envharness.store import (
     SessionInfo,
     Store,
     VerifyReport,
-    open_store,
     read_store,
 )
+from envharness.store.locate import AnyStore, describe, opening_store, postgres_url, reading_store
 from envharness.trajectories import (
     Dataset,
     DatasetRow,
@@ -133,7 +133,13 @@ class AsyncEnvironmentHarness:
         budget: Budget | None = None,
         on_block_limit: OnBlockLimit = DEFAULT_ON_BLOCK_LIMIT,
     ) -> None:
-        self.store = Path(store).expanduser()
+        url = postgres_url(store)
+        self._location: Path | str = Path(store).expanduser() if url is None else url
+        """Where the store is: a SQLite store's directory, or the PostgreSQL URL as given
+        (it may hold a password, so only this private attribute keeps it)."""
+        self.store: Path | str = self._location if url is None else describe(url)
+        """The store as results and messages name it: the directory, or the URL without its
+        password."""
         self._template = checked_template(
             environment=environment,
             agents=agents,
@@ -150,10 +156,10 @@ class AsyncEnvironmentHarness:
             on_block_limit=on_block_limit,
         )
         self._max_concurrency = max_concurrency
-        self._open: Store | None = None
+        self._open: AnyStore | None = None
         self._exit_stack: AsyncExitStack | None = None
         self._pauses = SessionPauses()
-        self._remote = RemoteControl(self.store)
+        self._remote = RemoteControl(self._location)
         """The runs ``envharness stop`` / ``pause`` in another process can reach."""
 
     async def __aenter__(self) -> Self:
@@ -162,7 +168,7 @@ class AsyncEnvironmentHarness:
         if self._exit_stack is not None:
             raise ConfigurationError("this harness is already open; enter it only once")
         async with AsyncExitStack() as stack:
-            self._open = await stack.enter_async_context(open_store(self.store))
+            self._open = await stack.enter_async_context(opening_store(self._location))
             self._exit_stack = stack.pop_all()
         return self
 
@@ -187,11 +193,16 @@ class AsyncEnvironmentHarness:
         limit)."""
         return self._template.budget
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(store={str(self.store)!r})"
+
     def writable_store(self) -> AbstractAsyncContextManager[Store]:
         """The store this harness writes to: the open one (``async with harness``), or opened
         for the block. Whatever records beside the harness's runs (the optimizer's own chain)
-        shares its one writer this way."""
-        return self._writable_store()
+        shares its one writer this way; the optimizer runs on a SQLite store only so far."""
+        self._directory("the optimizer")
+        # A SQLite location opens a Store (locate.opening_store), never a PostgresStore.
+        return cast(AbstractAsyncContextManager[Store], self._writable_store())
 
     def new_environment(self) -> Environment[Any, Any]:
         """A fresh environment, made and checked as each session's is (the optimizer reads an
@@ -199,12 +210,27 @@ class AsyncEnvironmentHarness:
         return self._template.new_environment()
 
     @asynccontextmanager
-    async def _writable_store(self) -> AsyncIterator[Store]:
+    async def _writable_store(self) -> AsyncIterator[AnyStore]:
         if self._open is not None:
             yield self._open
             return
-        async with open_store(self.store) as store:
+        async with opening_store(self._location) as store:
             yield store
+
+    def _reading(self) -> AbstractAsyncContextManager[AnyStore]:
+        """The store to read from, for the block (never creates one)."""
+        return reading_store(self._location)
+
+    def _directory(self, feature: str) -> Path:
+        """The SQLite store's directory, for ``feature``, which needs one so far: on a
+        PostgreSQL store it is refused by name before anything is read or recorded."""
+        if isinstance(self._location, Path):
+            return self._location
+        raise ConfigurationError(
+            f"{feature} is not available on a PostgreSQL store yet (the store is "
+            f"{self.store}); docs/postgresql.md lists what is. Use a SQLite store directory "
+            "for it, or `envharness copy-store` the sessions into one"
+        )
 
     # -- running ---------------------------------------------------------------------------------
 
@@ -415,12 +441,13 @@ class AsyncEnvironmentHarness:
 
     async def checkpoint(self, session_id: str, label: str | None = None) -> CheckpointRef:
         """Record a checkpoint at the session's last complete turn (it must not be running)."""
+        self._directory("checkpoint()")
         async with self._writable_store() as store:
-            return await take_checkpoint(store, session_id, label)
+            return await take_checkpoint(cast(Store, store), session_id, label)
 
     async def checkpoints(self, session_id: str) -> list[CheckpointRef]:
         """The session's checkpoints (by hand, or every ``checkpoint_every`` turns)."""
-        store = await read_store(self.store)
+        store = await read_store(self._directory("checkpoints()"))
         return await list_checkpoints(store, session_id)
 
     async def branch(
@@ -428,32 +455,35 @@ class AsyncEnvironmentHarness:
     ) -> Session:
         """A new session from ``checkpoint`` with ``intervention`` applied, ``paused`` until
         continued. Its lineage is evidence; the parent's history is referenced, not copied."""
+        self._directory("branch()")
         async with self._writable_store() as store:
-            child = await branch(store, checkpoint, self.new_environment(), intervention, reason)
+            child = await branch(
+                cast(Store, store), checkpoint, self.new_environment(), intervention, reason
+            )
             info = await store.session(child)
         return Session(info.id, "paused", info.turns_completed, self.store, info.reason)
 
     async def lineage(self, session_id: str) -> Lineage:
         """Where a session came from (parent and checkpoint) and the branches made from it."""
-        store = await read_store(self.store)
-        info = await store.session(session_id)
-        return await store.lineage(info.id)
+        async with self._reading() as store:
+            info = await store.session(session_id)
+            return await store.lineage(info.id)
 
     async def compare(self, left: str, right: str) -> Comparison:
         """Aligned per-turn differences of two sessions, and of their scores."""
-        store = await read_store(self.store)
-        return await compare_sessions(store, left, right)
+        async with self._reading() as store:
+            return await compare_sessions(store, left, right)
 
     async def sessions(self, *, status: str | None = None) -> list[SessionInfo]:
-        store = await read_store(self.store)
-        return await store.sessions(status=status)
+        async with self._reading() as store:
+            return await store.sessions(status=status)
 
     # -- trajectories, snapshots, datasets (docs/trajectories.md) --------------------------------
 
     async def trajectory(self, session_id: str) -> Trajectory:
         """The session's trajectory (``session_id`` may be a unique prefix, or an imported
         ``SOURCE:EPISODE``), up to its head now."""
-        return await read_trajectory(self.store, session_id)
+        return await read_trajectory(self._directory("trajectory()"), session_id)
 
     async def snapshot(
         self,
@@ -465,10 +495,12 @@ class AsyncEnvironmentHarness:
         """Freeze these sessions' trajectories as one content-addressed snapshot (the same
         selection again gets the same id). ``entitlement`` (or its basis as text) declares the
         snapshot's trajectories may train models; datasets require it."""
-        return await freeze_sessions(self.store, session_ids, label=label, entitlement=entitlement)
+        return await freeze_sessions(
+            self._directory("snapshot()"), session_ids, label=label, entitlement=entitlement
+        )
 
     async def snapshots(self) -> list[SnapshotMetadata]:
-        return await list_snapshots(await read_store(self.store))
+        return await list_snapshots(await read_store(self._directory("snapshots()")))
 
     async def create_dataset(
         self,
@@ -484,7 +516,7 @@ class AsyncEnvironmentHarness:
         ``participants`` keeps only their rows; ``shared_reward`` declares one shared reward
         everybody's (a cooperative game; see docs/trajectories.md, 'The reward')."""
         return await create_dataset(
-            await read_store(self.store),
+            await read_store(self._directory("create_dataset()")),
             name,
             snapshot_ids,
             reward=reward,
@@ -493,14 +525,14 @@ class AsyncEnvironmentHarness:
         )
 
     async def dataset(self, name: str) -> Dataset:
-        return await load_dataset(await read_store(self.store), name)
+        return await load_dataset(await read_store(self._directory("dataset()")), name)
 
     async def datasets(self) -> list[Dataset]:
-        return await list_datasets(await read_store(self.store))
+        return await list_datasets(await read_store(self._directory("datasets()")))
 
     async def dataset_rows(self, name: str) -> AsyncIterator[DatasetRow]:
         """The dataset's rows (TRL's conversational format), checked against their digests."""
-        store = await read_store(self.store)
+        store = await read_store(self._directory("dataset_rows()"))
         async with aclosing(dataset_rows(store, name)) as rows:
             async for row in rows:
                 yield row
@@ -518,16 +550,17 @@ class AsyncEnvironmentHarness:
 
     def sources(self) -> AsyncSources:
         """Evidence in and out of this store: ``export_snapshot`` (and imports)."""
-        return AsyncSources(self.store)
+        return AsyncSources(self._directory("sources()"))
 
     async def records(
         self, session_id: str, selection: RecordFilter | None = None
     ) -> AsyncIterator[Record]:
         """The session's records in order (``session_id`` may be a unique prefix), paged."""
-        store = await read_store(self.store)
-        info = await store.session(session_id)
-        async for record in store.records(info.id, selection):
-            yield record
+        async with self._reading() as store:
+            info = await store.session(session_id)
+            async with aclosing(store.records(info.id, selection)) as records:
+                async for record in records:
+                    yield record
 
     async def verify(self, *, full: bool = False) -> VerifyReport:
         """Re-check the store: its database file (SQLite's ``quick_check``, or with ``full``
@@ -536,8 +569,8 @@ class AsyncEnvironmentHarness:
         A store whose write-ahead log lost acknowledged commits is checked as SQLite recovers
         it, the loss reported among the breaks; one too damaged to open at all raises
         :class:`~envharness.errors.DamagedStoreError`."""
-        store = await read_store(self.store, damaged=True)
-        return await store.verify(full=full)
+        async with reading_store(self._location, damaged=True) as store:
+            return await store.verify(full=full)
 
     async def report(
         self,
@@ -549,10 +582,10 @@ class AsyncEnvironmentHarness:
         """An experiment's scores per scenario and overall, per score version, with bootstrap
         intervals seeded from its seed (``experiment_id`` may be a unique prefix): e.g.
         ``harness.report(result.id)``. See docs/scoring.md."""
-        store = await read_store(self.store)
-        return await experiment_report(
-            store, experiment_id, confidence=confidence, resamples=resamples
-        )
+        async with self._reading() as store:
+            return await experiment_report(
+                store, experiment_id, confidence=confidence, resamples=resamples
+            )
 
 
 if TYPE_CHECKING:  # mypy checks that the optimizer's typed seam accepts this harness

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from os import PathLike
 from pathlib import Path
 
 import anyio
@@ -28,7 +29,9 @@ from envharness.errors import StoreError, collapsing
 from envharness.records import utc_now_text
 from envharness.runtime.plan import PauseRequest
 from envharness.store.control import ControlRequest, ControlRequests
+from envharness.store.locate import postgres_url
 from envharness.store.owners import this_process
+from envharness.store.postgres.backend import PostgresBackend
 
 __all__ = ["POLL_INTERVAL_S", "Reach", "RemoteControl"]
 
@@ -72,8 +75,11 @@ class Reach:
 class RemoteControl:
     """The runs of one harness that ``envharness stop`` / ``pause`` can reach."""
 
-    def __init__(self, store: Path, *, interval: float | None = None) -> None:
-        self._requests = ControlRequests(store)
+    def __init__(self, store: str | PathLike[str], *, interval: float | None = None) -> None:
+        url = postgres_url(store)
+        self._requests = ControlRequests(
+            Path(store) if url is None else PostgresBackend(url, keep=True)
+        )
         self._interval = POLL_INTERVAL_S if interval is None else interval
         self._reaches: dict[str, Reach] = {}
         self._lead: object | None = None
@@ -106,6 +112,8 @@ class RemoteControl:
                     del self._reaches[target]
                 else:
                     self._reaches[target] = before
+            if not self._reaches:  # nothing left to watch for: no connection kept idle
+                await self._requests.aclose()
 
     async def _watch(self, reach: Reach, *, task_status: TaskStatus[None]) -> None:
         me = object()

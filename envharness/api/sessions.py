@@ -23,12 +23,13 @@ from envharness.records import ErrorInfo, Status
 from envharness.runtime import ProgressCallback, SessionPlan, SessionResult
 from envharness.runtime.plan import EpisodeEnd
 from envharness.runtime.template import SessionPauses, SessionTemplate
-from envharness.store import Store, read_store
+from envharness.store import read_store
+from envharness.store.locate import AnyStore, postgres_url
 from envharness.trajectories import Entitlement, Snapshot, Trajectory, freeze, project
 
 __all__ = ["PreparedSession", "Session", "ended_session", "snapshot", "trajectory"]
 
-OpenStore = Callable[[], AbstractAsyncContextManager[Store]]
+OpenStore = Callable[[], AbstractAsyncContextManager[AnyStore]]
 """Opens the store a harness writes to (its open one, or one for the block)."""
 
 
@@ -39,7 +40,9 @@ class Session:
     id: str
     status: Status
     turns_completed: int
-    store: Path
+    store: Path | str
+    """The store it is in: a SQLite store's directory, or a PostgreSQL URL without its
+    password."""
     reason: str | None = None
     error: ErrorInfo | None = field(default=None, repr=False)
     ended_by: EpisodeEnd | None = None
@@ -52,7 +55,7 @@ class Session:
         return self.ended_by in ("truncated", "turn_limit")
 
     @classmethod
-    def of(cls, result: SessionResult, store: Path) -> Session:
+    def of(cls, result: SessionResult, store: Path | str) -> Session:
         return cls(
             result.id,
             result.status,
@@ -66,15 +69,16 @@ class Session:
     def trajectory(self) -> Trajectory:
         """The session's trajectory now: a digest-bound projection of its journal (blocking;
         in async code, ``await harness.trajectory(session.id)``)."""
-        return call_blocking(lambda: trajectory(self.store, self.id))
+        return call_blocking(lambda: trajectory(_directory(self.store, "trajectory()"), self.id))
 
     def snapshot(
         self, *, label: str = "", entitlement: Entitlement | str | None = None
     ) -> Snapshot:
         """Freeze this session's trajectory as a content-addressed snapshot (blocking; in
         async code, ``await harness.snapshot([session.id])``)."""
+        directory = _directory(self.store, "snapshot()")
         return call_blocking(
-            lambda: snapshot(self.store, [self.id], label=label, entitlement=entitlement)
+            lambda: snapshot(directory, [self.id], label=label, entitlement=entitlement)
         )
 
 
@@ -96,7 +100,7 @@ class PreparedSession:
         plan: SessionPlan,
         template: SessionTemplate,
         open_store: OpenStore,
-        store_path: Path,
+        store_path: Path | str,
         pauses: SessionPauses,
         progress: ProgressCallback | None,
         remote: RemoteControl | None = None,
@@ -139,10 +143,21 @@ class PreparedSession:
             return await ended_session(store, self.id, self._store_path)
 
 
-async def ended_session(store: Store, session_id: str, path: Path) -> Session:
+async def ended_session(store: AnyStore, session_id: str, path: Path | str) -> Session:
     """How a session that was stopped (its run cancelled) ended, as its index records it."""
     info = await store.session(session_id)
     return Session(info.id, cast(Status, info.status), info.turns_completed, path, info.reason)
+
+
+def _directory(store: Path | str, feature: str) -> Path:
+    """A SQLite store's directory; ``feature`` refused by name on a PostgreSQL store, which
+    it does not reach yet."""
+    if postgres_url(store) is None:
+        return Path(store)
+    raise ConfigurationError(
+        f"{feature} is not available on a PostgreSQL store yet (the store is {store}); "
+        "docs/postgresql.md lists what is"
+    )
 
 
 async def trajectory(path: Path, trajectory_id: str) -> Trajectory:

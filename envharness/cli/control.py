@@ -28,9 +28,10 @@ from envharness.cli.edge import EXIT_NO, CliError
 from envharness.cli.render import printable
 from envharness.cli.state import CliState
 from envharness.records import RunnerRef
-from envharness.store import Store, read_store
 from envharness.store.control import ControlRequest, ControlRequests, runner_of_key
+from envharness.store.locate import AnyStore, describe, postgres_url, reading_store
 from envharness.store.owners import ENDED, is_gone
+from envharness.store.postgres.backend import PostgresBackend
 
 __all__ = ["DEFAULT_TIMEOUT_S", "WAIT_STEP_S", "app", "pause_command", "stop_command"]
 
@@ -74,7 +75,7 @@ def stop_command(
 ) -> None:
     """Stop a running session or experiment from any process: it records stopped, with
     every committed turn kept, and resumes later. Exit status 0 once stopped."""
-    _control(CliState.of(ctx).store, target, "stop", wait=wait, timeout=timeout)
+    _control(CliState.of(ctx, postgres=True).location, target, "stop", wait=wait, timeout=timeout)
 
 
 @app.command("pause")
@@ -83,7 +84,7 @@ def pause_command(
 ) -> None:
     """Pause a running session or experiment from any process, at its next turn boundary;
     `resume` goes on from there. Exit status 0 once paused."""
-    _control(CliState.of(ctx).store, target, "pause", wait=wait, timeout=timeout)
+    _control(CliState.of(ctx, postgres=True).location, target, "pause", wait=wait, timeout=timeout)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,13 +100,17 @@ class _Found:
     turns: int | None = None
 
 
-def _control(store: Path, target: str, verb: str, *, wait: bool, timeout: float) -> None:
+def _control(store: Path | str, target: str, verb: str, *, wait: bool, timeout: float) -> None:
     done = {"stop": "stopped", "pause": "paused"}[verb]
 
     async def controlled() -> tuple[_Found, ControlRequest, _Found | None]:
-        reader = await read_store(store)  # never creates a store
+        async with reading_store(store) as reader:  # never creates a store
+            return await asking(reader)
+
+    async def asking(reader: AnyStore) -> tuple[_Found, ControlRequest, _Found | None]:
         found = await _look(reader, target)
-        requests = ControlRequests(store)
+        url = postgres_url(store)
+        requests = ControlRequests(Path(store) if url is None else PostgresBackend(url))
         runner = _refuse_unless_running(found, verb, await requests.runner(found.id), store)
         asked = await requests.ask(found.id, verb, runner, _asker(verb))
         if not wait:
@@ -158,7 +163,7 @@ def _control(store: Path, target: str, verb: str, *, wait: bool, timeout: float)
     typer.echo(_resume_words(store, found.id))
 
 
-async def _look(reader: Store, target: str) -> _Found:
+async def _look(reader: AnyStore, target: str) -> _Found:
     """The session or experiment ``target`` names (an ``exp_`` id is an experiment's)."""
     if target.startswith("exp_"):
         experiment = await reader.experiment(target)
@@ -175,7 +180,7 @@ async def _look(reader: Store, target: str) -> _Found:
 
 
 def _refuse_unless_running(
-    found: _Found, verb: str, runner: RunnerRef | None, store: Path
+    found: _Found, verb: str, runner: RunnerRef | None, store: Path | str
 ) -> RunnerRef:
     """The process to ask; a clear refusal when nothing runs the target, or when it is a
     session that only its experiment stops and pauses."""
@@ -223,6 +228,6 @@ def _show(found: _Found) -> str:
     return f"{'experiments' if found.kind == 'experiment' else 'sessions'} show {found.id}"
 
 
-def _resume_words(store: Path, target: str) -> str:
-    words = shlex.join(["envharness", "--store", str(store), "resume", target])
+def _resume_words(store: Path | str, target: str) -> str:
+    words = shlex.join(["envharness", "--store", describe(store), "resume", target])
     return f"Go on with `{printable(words)} ...` and the code that ran it."

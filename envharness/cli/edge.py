@@ -30,6 +30,7 @@ from anyio.abc import TaskStatus
 
 from envharness.cli.render import printable
 from envharness.errors import EnvharnessError, distinct_leaves
+from envharness.store.locate import describe
 
 __all__ = [
     "EXIT_BROKEN_PIPE",
@@ -102,11 +103,11 @@ def _silence_stdout() -> None:
         os.close(null)
 
 
-def resume_hint(store: Path, target: str, code: Sequence[str]) -> str:
+def resume_hint(store: Path | str, target: str, code: Sequence[str]) -> str:
     """The command that goes on after an interruption: ``resume`` with the same store and
     the same code (``code``: the environment and agent arguments as given, or the manifest),
-    ready to paste."""
-    words = ["envharness", "--store", str(store), "resume", target, *code]
+    ready to paste; a PostgreSQL URL without its password."""
+    words = ["envharness", "--store", describe(store), "resume", target, *code]
     return f"go on from there: {printable(shlex.join(words))}"
 
 

@@ -206,7 +206,7 @@ def continue_command(
 
     The budgets count what the session spent before: after a budget stopped it, give a larger
     one."""
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
     if environment is not None and environment_option is not None:
         raise CliError("the environment is given twice, as ENVIRONMENT and --environment")
     if not agent or (environment or environment_option or environment_command) is None:

@@ -198,7 +198,7 @@ def parse_pair(text: str, *, option: str, example: str) -> tuple[str, str]:
 
 
 def command_line_harness(
-    store: Path,
+    store: Path | str,
     environment: str | None,
     agent: Sequence[str],
     role: Sequence[str] | None,

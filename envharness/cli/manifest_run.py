@@ -29,6 +29,7 @@ from envharness.runtime import ProgressCallback
 from envharness.runtime.executors import Executor
 from envharness.runtime.experiment import ExperimentResult
 from envharness.runtime.plan import turn_limit_note
+from envharness.store.locate import describe
 
 __all__ = ["experiment_lines", "is_manifest", "run_manifest"]
 
@@ -40,7 +41,7 @@ def is_manifest(argument: str) -> bool:
 
 
 def run_manifest(
-    ctx: typer.Context, argument: str, store: Path, executor: Executor | None = None
+    ctx: typer.Context, argument: str, store: Path | str, executor: Executor | None = None
 ) -> None:
     """Load, run and report; exit 0 when every session completed, 1 otherwise, 130 on Ctrl-C.
 
@@ -65,7 +66,7 @@ def run_manifest(
         typer.echo(f"interrupted: experiment {experiment.id} was stopped before it began", err=True)
         raise typer.Exit(EXIT_INTERRUPTED)
     report = anyio.run(experiment_results, store, result.id)
-    shown = shlex.quote(printable(str(store)))
+    shown = shlex.quote(printable(describe(store)))
     for text in [
         *experiment_lines(result, store),
         *result_lines(report),
@@ -85,7 +86,7 @@ def run_manifest(
         raise typer.Exit(EXIT_NO)
 
 
-def experiment_lines(result: ExperimentResult, store: Path) -> list[str]:
+def experiment_lines(result: ExperimentResult, store: Path | str) -> list[str]:
     """The experiment, one line per session (scenario, trial, seed, status), and the counts."""
     lines = [f"experiment {result.id}  {printable(result.name)}"]
     width = max((len(s.scenario_id) for s in result.sessions), default=0)
@@ -104,7 +105,9 @@ def experiment_lines(result: ExperimentResult, store: Path) -> list[str]:
     if held:
         summary += f" ({', '.join(held)})"
     lines.append(summary)
-    lines.append(f"view it: envharness --store {shlex.quote(printable(str(store)))} serve --open")
+    lines.append(
+        f"view it: envharness --store {shlex.quote(printable(describe(store)))} serve --open"
+    )
     return lines
 
 

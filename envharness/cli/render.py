@@ -45,6 +45,7 @@ from envharness.records import (
 )
 from envharness.store import SessionInfo, VerifyReport
 from envharness.store.damage import RECOVERY_ADVICE
+from envharness.store.locate import describe
 from envharness.store.verify import STORE
 
 __all__ = [
@@ -424,8 +425,9 @@ def _status(status: str) -> str:
     return typer.style(status, fg=colour) if colour else status
 
 
-def _shell(path: Path) -> str:
-    return shlex.quote(printable(str(path)))
+def _shell(path: Path | str) -> str:
+    """A store as a shell word; a PostgreSQL URL without its password."""
+    return shlex.quote(printable(describe(path)))
 
 
 def _when(timestamp: str) -> str:

@@ -149,7 +149,7 @@ def run(
     Given a manifest (experiment.toml) instead, run the experiment it describes: in this
     process, or with --workers N in N processes (--ray ADDRESS: on a Ray cluster).
     """
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
     if environment is not None and is_manifest(environment):
         run_manifest(ctx, environment, store, executor_from(workers, ray))
         return
@@ -201,7 +201,7 @@ def run(
             code = code_words(environment, environment_option, environment_command, agent, role)
             typer.echo(resume_hint(store, seen[0], code), err=True)
         raise typer.Exit(EXIT_INTERRUPTED)
-    scores = anyio.run(session_scores, result.store, result.id)
+    scores = anyio.run(session_scores, store, result.id)
     for text in run_lines(result, scores):
         typer.echo(text)
     cut = turn_limit_note([result.ended_by], turns)
@@ -265,7 +265,7 @@ def resume(
 
     A session stopped by its budget goes on with the budget given now (a larger one); an
     experiment's sessions go on in N worker processes with --workers N (--ray: on Ray)."""
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
     if (workers is not None or ray is not None) and not target.startswith("exp_"):
         raise CliError(
             "--workers and --ray run an experiment's sessions elsewhere; a single session "
@@ -329,7 +329,7 @@ def resume(
 
 
 def _harness(
-    store: Path,
+    store: Path | str,
     environment: tuple[str | None, str | None, str | None],
     agent: Sequence[str],
     role: Sequence[str] | None,

@@ -28,6 +28,11 @@ __all__ = ["DEFAULT_STORE", "ON_POSTGRES", "STORE_ENV", "CliState"]
 DEFAULT_STORE = Path("environment-sessions")
 STORE_ENV = "ENVHARNESS_STORE"
 ON_POSTGRES = (
+    "run",
+    "resume",
+    "continue",
+    "stop",
+    "pause",
     "sessions list",
     "sessions show",
     "verify",

@@ -40,7 +40,7 @@ from envharness.optimizer.patches.sandbox import LocalSandbox
 from envharness.optimizer.versions import harness_version
 from envharness.runtime.executors import Executor
 from envharness.runtime.hooking import check_hooks
-from envharness.store import read_store
+from envharness.store.locate import reading_store
 
 PYTHON = "{python}"
 """In an agent's ``command``, a word that stands for the Python running envharness
@@ -193,7 +193,8 @@ class Manifest:
         if self.harness_version is None:
             return self._imported_hooks()
         try:
-            version = await harness_version(await read_store(store), self.harness_version)
+            async with reading_store(store) as reader:
+                version = await harness_version(reader, self.harness_version)
             patch = version.harness_patch()
             hooks = ExecutableHarness.from_patch(
                 patch, sandbox=LocalSandbox(), version=version.version

@@ -58,7 +58,7 @@ class HarnessHost(Protocol):
     it: ``async with`` keeps its store open across the reruns."""
 
     @property
-    def store(self) -> Path:
+    def store(self) -> Path | str:
         """The store directory (a run's directory defaults to ``<store>/optimizer/<run id>``)."""
         ...
 

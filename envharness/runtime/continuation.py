@@ -42,13 +42,13 @@ from envharness.runtime.resume import (
     scenario_input,
 )
 from envharness.runtime.template import SessionPauses, SessionTemplate, keeping_block_limit
-from envharness.store import Store
+from envharness.store.locate import AnyStore
 
 __all__ = ["resume_experiment", "resume_session"]
 
 
 async def resume_session(
-    store: Store,
+    store: AnyStore,
     template: SessionTemplate,
     session_id: str,
     *,
@@ -121,7 +121,7 @@ async def resume_session(
 
 
 async def resume_experiment(
-    store: Store,
+    store: AnyStore,
     template: SessionTemplate,
     experiment_id: str,
     *,

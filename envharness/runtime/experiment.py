@@ -50,7 +50,7 @@ from envharness.runtime.session import (
     SessionResult,
     SessionRunner,
 )
-from envharness.store import Store
+from envharness.store.locate import AnyStore
 from envharness.store.owners import this_process
 
 __all__ = [
@@ -136,7 +136,7 @@ class ExperimentRunner:
 
     def __init__(
         self,
-        store: Store,
+        store: AnyStore,
         experiment_id: str,
         config: ExperimentConfig,
         scenarios: Sequence[Scenario[Any]],

@@ -14,18 +14,26 @@ when there is one to take, so watching costs the journal's writer nothing.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal, TypeVar, get_args
+from typing import Any, Literal, Protocol, TypeVar, get_args
 
 import msgspec
 
 from envharness.errors import ConfigurationError, NotFoundError
 from envharness.records import RunnerRef, utc_now_text
 from envharness.store.backend import SqliteBackend, backend_of
+from envharness.store.postgres.backend import PostgresBackend
 
-__all__ = ["VERBS", "ControlRequest", "ControlRequests", "Verb", "runner_key", "runner_of_key"]
+__all__ = [
+    "VERBS",
+    "ControlBackend",
+    "ControlRequest",
+    "ControlRequests",
+    "Verb",
+    "runner_key",
+    "runner_of_key",
+]
 
 Verb = Literal["stop", "pause"]
 VERBS: tuple[Verb, ...] = get_args(Verb)
@@ -68,16 +76,39 @@ def runner_of_key(key: str) -> RunnerRef | None:
         return None
 
 
+class ControlBackend(Protocol):
+    """What requests need of a database: SQLite's (:class:`SqliteBackend`) or PostgreSQL's
+    (:class:`PostgresBackend`), whose callbacks both take SQLite-style ``?`` statements. The
+    statements here are the ones both engines run unchanged."""
+
+    @property
+    def location(self) -> str: ...
+
+    async def read(self, work: Callable[[Any], _T]) -> _T: ...
+
+    async def write(self, work: Callable[[Any], _T]) -> _T: ...
+
+
 class ControlRequests:
     """The control_requests table of one store; each call is one short transaction in a
     worker thread. ``clock`` gives the current time as stored text."""
 
     def __init__(
-        self, database: SqliteBackend | Path, *, clock: Callable[[], str] = utc_now_text
+        self,
+        database: SqliteBackend | PostgresBackend | Path,
+        *,
+        clock: Callable[[], str] = utc_now_text,
     ) -> None:
-        self.backend = backend_of(database)
-        self.directory = self.backend.directory
+        self.backend: ControlBackend = (
+            database if isinstance(database, PostgresBackend) else backend_of(database)
+        )
         self._clock = clock
+
+    async def aclose(self) -> None:
+        """Let go of the connection a PostgreSQL backend keeps between reads (SQLite's
+        keeps none of its own); a later call connects again."""
+        if isinstance(self.backend, PostgresBackend):
+            await self.backend.aclose()
 
     async def ask(self, target: str, verb: str, runner: RunnerRef, asked_by: str) -> ControlRequest:
         """Leave a request for ``runner`` to ``verb`` ``target``."""
@@ -87,13 +118,13 @@ class ControlRequests:
         key = runner_key(runner)
         at = self._clock()
 
-        def insert(connection: sqlite3.Connection) -> int:
-            cursor = connection.execute(
+        def insert(connection: Any) -> int:
+            rows = connection.execute(
                 "INSERT INTO control_requests (target, verb, runner, asked_by, asked_at)"
-                " VALUES (?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?) RETURNING id",
                 (target, checked, key, asked_by, at),
-            )
-            return int(cursor.lastrowid or 0)
+            ).fetchall()
+            return int(rows[0][0])
 
         request_id = await self.backend.write(insert)
         return ControlRequest(
@@ -118,15 +149,16 @@ class ControlRequests:
         if not request_ids:
             return []
         at = self._clock()
-        ids = msgspec.json.encode(list(request_ids)).decode()
+        ids = [int(request_id) for request_id in request_ids]
+        marks = ", ".join("?" * len(ids))
 
-        def update(connection: sqlite3.Connection) -> list[tuple[object, ...]]:
-            return connection.execute(
-                f"UPDATE control_requests SET taken_at = ? WHERE id IN (SELECT value FROM"
-                f" json_each(?)) AND taken_at IS NULL AND withdrawn_at IS NULL"
-                f" RETURNING {_COLUMNS}",
-                (at, ids),
+        def update(connection: Any) -> list[tuple[object, ...]]:
+            rows: list[tuple[object, ...]] = connection.execute(
+                f"UPDATE control_requests SET taken_at = ? WHERE id IN ({marks})"
+                f" AND taken_at IS NULL AND withdrawn_at IS NULL RETURNING {_COLUMNS}",
+                (at, *ids),
             ).fetchall()
+            return rows
 
         rows = await self.backend.write(update)
         return sorted((_request(row) for row in rows), key=lambda request: request.id)
@@ -136,15 +168,16 @@ class ControlRequests:
         stays taken: check ``taken_at``)."""
         at = self._clock()
 
-        def update(connection: sqlite3.Connection) -> list[tuple[object, ...]]:
+        def update(connection: Any) -> list[tuple[object, ...]]:
             connection.execute(
                 "UPDATE control_requests SET withdrawn_at = ?"
                 " WHERE id = ? AND taken_at IS NULL AND withdrawn_at IS NULL",
                 (at, request_id),
             )
-            return connection.execute(
+            rows: list[tuple[object, ...]] = connection.execute(
                 f"SELECT {_COLUMNS} FROM control_requests WHERE id = ?", (request_id,)
             ).fetchall()
+            return rows
 
         return _found(await self.backend.write(update), request_id)
 
@@ -152,7 +185,7 @@ class ControlRequests:
         """The process the index names as running session or experiment ``target`` (a full
         id) now; ``None`` when nothing runs it."""
 
-        def owner(connection: sqlite3.Connection) -> object:
+        def owner(connection: Any) -> object:
             for table in ("sessions", "experiments"):
                 rows = connection.execute(
                     f"SELECT owner FROM {table} WHERE id = ?", (target,)

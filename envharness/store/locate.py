@@ -30,7 +30,10 @@ URL_SCHEMES = ("postgresql://", "postgres://")
 """The schemes libpq accepts for a connection URL."""
 
 AnyStore = Store | PostgresStore
-"""An open store of either engine: the methods the runtime's readers call are on both."""
+"""An open store of either engine, as the runtime, the API and the executors hold it. A union
+rather than a Protocol: mypy then checks every call they make against both classes as they
+are, so a method one engine lacks, or types differently, is an error where it is called,
+without a third list of signatures to keep in step with the two."""
 
 
 def postgres_url(location: str | PathLike[str]) -> str | None:

@@ -139,9 +139,8 @@ def test_the_store_can_be_named_by_the_environment(
     [
         (["serve", "--port", "0"], "serve"),
         (["token", "list"], "token list"),
-        (["resume", "ses_x"], "resume"),
+        (["checkpoint", "ses_x"], "checkpoint"),
         (["snapshot", "list"], "snapshot list"),
-        (["run", "tests.cli.agents:nothing"], "run"),
     ],
     ids=lambda value: value if isinstance(value, str) else " ".join(value),
 )

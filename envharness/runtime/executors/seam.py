@@ -19,7 +19,7 @@ from envharness.contracts.scenario import Scenario
 from envharness.runtime.budgets import BudgetWatch
 from envharness.runtime.plan import PauseRequest, ProgressCallback, SessionPlan, SessionResult
 from envharness.runtime.session import SessionRunner
-from envharness.store import Store
+from envharness.store.locate import AnyStore
 
 __all__ = [
     "Executor",
@@ -49,7 +49,7 @@ session's ``settling`` (see :class:`~envharness.runtime.plan.SessionPlan`)."""
 class ExperimentWork:
     """What every session of one experiment shares, given to the executor once."""
 
-    store: Store
+    store: AnyStore
     experiment_id: str
     scenarios: Sequence[Scenario[Any]]
     plan_session: PlanSession
