@@ -3,6 +3,8 @@
 The names here are the public API; ``tests/test_exports.py`` keeps this list honest.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from envharness._version import __version__
 from envharness.api.blocking import EnvironmentHarness
 from envharness.api.experiments import AsyncExperiment, Experiment
@@ -46,6 +48,7 @@ from envharness.hooks import (
 from envharness.records import Record
 from envharness.runtime.branching import CheckpointRef
 from envharness.runtime.compare import Comparison, TurnDifference
+from envharness.runtime.executors import InProcessExecutor, ProcessPoolExecutor
 from envharness.runtime.experiment import ExperimentProgress, ExperimentResult, ExperimentSession
 from envharness.store import ChainBreak, Lineage, RecordFilter, SessionInfo, VerifyReport
 from envharness.trajectories import (
@@ -97,8 +100,11 @@ __all__ = [
     "HookFailure",
     "HookView",
     "Hooks",
+    "InProcessExecutor",
     "Lineage",
     "NotFoundError",
+    "ProcessPoolExecutor",
+    "RayExecutor",
     "Record",
     "RecordFilter",
     "Resolution",
@@ -121,3 +127,16 @@ __all__ = [
     "VerifyReport",
     "__version__",
 ]
+
+if TYPE_CHECKING:
+    from envharness.runtime.executors.ray import RayExecutor
+
+
+def __getattr__(name: str) -> Any:
+    """``RayExecutor`` is imported when first asked for: its modules are needed only by those
+    who run on Ray."""
+    if name == "RayExecutor":
+        from envharness.runtime.executors.ray import RayExecutor
+
+        return RayExecutor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 import envharness
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "python-api.md"
@@ -43,6 +45,10 @@ DOCUMENTED = {
     "ExperimentResult",
     "ExperimentSession",
     "FindingSpec",
+    # where sessions run (docs/scale-out.md); RayExecutor is imported when first asked for
+    "InProcessExecutor",
+    "ProcessPoolExecutor",
+    "RayExecutor",
     "Lineage",
     "NotFoundError",
     "Record",
@@ -96,3 +102,13 @@ def test_the_page_names_every_exported_name() -> None:
     page = PAGE.read_text(encoding="utf-8")
     unnamed = [name for name in envharness.__all__ if not re.search(rf"\b{name}\b", page)]
     assert unnamed == [], f"{PAGE.name} does not name {unnamed}"
+
+
+def test_ray_executor_is_imported_only_when_asked_for() -> None:
+    """A plain install (no Ray) imports envharness without the Ray executor's modules."""
+    assert "RayExecutor" not in vars(envharness)  # served by the module's __getattr__
+    from envharness.runtime.executors.ray import RayExecutor
+
+    assert envharness.RayExecutor is RayExecutor
+    with pytest.raises(AttributeError, match="has no attribute 'NoSuchExecutor'"):
+        _ = envharness.NoSuchExecutor  # type: ignore[attr-defined]

@@ -438,8 +438,8 @@ def _run(
 
 
 async def _opened(executor: object, work: Callable[[], Awaitable[Any]]) -> Any:
-    """``work()`` with the reruns' executor open around it when it can be (a process pool then
-    keeps its next workers started while a rerun runs)."""
+    """``work()`` with the reruns' executor open around it when it can be (a process pool or
+    Ray then keeps its workers from one rerun to the next)."""
     if isinstance(executor, AbstractAsyncContextManager):
         async with executor:
             return await work()

@@ -29,13 +29,15 @@ from envharness.records import (
     Intervention,
     OperationReceipt,
     Outcome,
+    RunnerRef,
     SegmentStarted,
     SessionConfig,
     SessionCreated,
 )
 from envharness.runtime.hook_memory import MEMORY_KINDS, HookMemory, MemoryReader
 from envharness.runtime.plan import Resumption, SessionResult
-from envharness.store import RecordFilter, Store
+from envharness.store import RecordFilter
+from envharness.store.locate import AnyStore
 from envharness.store.owners import is_gone
 
 __all__ = [
@@ -99,9 +101,16 @@ class ResumePoint:
 
 
 async def find_resume_point(
-    store: Store, session_id: str, allowed: frozenset[str] = RESUMABLE
+    store: AnyStore,
+    session_id: str,
+    allowed: frozenset[str] = RESUMABLE,
+    *,
+    gone: RunnerRef | None = None,
 ) -> ResumePoint:
-    """Read the session's chain; refuse (naming why) a session whose status is not ``allowed``."""
+    """Read the session's chain; refuse (naming why) a session whose status is not ``allowed``,
+    or whose runner may still run. ``gone`` is a runner the caller knows has ended (a driver
+    whose worker's channel broke), though this machine cannot tell: on another host, say. It
+    counts only when it is exactly the session's runner (host, pid and start)."""
     info = await store.session(session_id)
     if info.status not in allowed:
         hint = {
@@ -112,7 +121,7 @@ async def find_resume_point(
         }.get(info.status, "")
         raise ConfigurationError(f"session {info.id} cannot be resumed: {hint or info.status}")
     owner = await store.session_owner(info.id)
-    if owner is not None and not is_gone(owner):
+    if owner is not None and owner != gone and not is_gone(owner):
         raise ConfigurationError(
             f"session {info.id} is being run by pid {owner.pid} on {owner.host}; "
             "a live runner is never taken over"
@@ -225,7 +234,7 @@ async def find_resume_point(
     )
 
 
-async def _checkpoint_of(store: Store, branched: Branch) -> Checkpoint:
+async def _checkpoint_of(store: AnyStore, branched: Branch) -> Checkpoint:
     """The checkpoint a branch started from (in its parent's chain, bound by its digest)."""
     found = [
         record
@@ -256,7 +265,7 @@ class RecordedExperiment:
 
 
 async def read_experiment(
-    store: Store, experiment_id: str, *, spending: bool = False
+    store: AnyStore, experiment_id: str, *, spending: bool = False
 ) -> RecordedExperiment:
     """The experiment's configuration, status and sessions; with ``spending``, also what it
     spent (which reads every session's ``cost`` records)."""
@@ -342,7 +351,7 @@ def scenario_input(config: SessionConfig, input_type: type[Any]) -> Any:
     return msgspec.convert(config.scenario.input, input_type)
 
 
-async def _feed_lineage(store: Store, reader: MemoryReader, branch: Branch) -> None:
+async def _feed_lineage(store: AnyStore, reader: MemoryReader, branch: Branch) -> None:
     """What the hooks knew at the checkpoint a branch was taken from, read from the parent's
     history (which the branch references instead of copying): recent steps and hints still to
     show, so the branch's hooks go on from where the parent's were, not from nothing."""

@@ -25,8 +25,8 @@ Run it from the repository root::
 With ``--optimizer`` it measures the optimizer instead: one iteration of K = 8 distinct
 candidates over 32 support-desk tickets (``tools/bench/optimizer.py``'s capacity run, local
 sandbox) at capacity 1 and 2, with the reruns in this process, in a process pool of one worker
-per rerun (each rerun starts its own), and in an open pool (``async with``) that keeps the next
-reruns' workers started ahead, and prints the iteration's wall time, the sum of the reruns' own
+per rerun (each rerun starts its own), and in an open pool (``async with``) that keeps its
+workers from one rerun to the next, and prints the iteration's wall time, the sum of the reruns' own
 times, parallel efficiency (that sum / (wall x capacity)) and the speed-up of capacity 2 over
 capacity 1.
 
@@ -155,8 +155,8 @@ async def optimizer_main(args: argparse.Namespace) -> None:
         for name in ("process", "pool 1", "open pool"):
             walls = {}
             for capacity in (1, 2):
-                if name == "open pool":  # workers started ahead, one rerun's while another runs
-                    async with ProcessPoolExecutor(workers=1, spares=capacity) as pool:
+                if name == "open pool":  # workers started once, kept from rerun to rerun
+                    async with ProcessPoolExecutor(workers=1) as pool:
                         wall, reruns = await optimizer_iteration(directory, capacity, pool)
                 else:
                     executor = ProcessPoolExecutor(workers=1) if name == "pool 1" else None

@@ -13,6 +13,7 @@ which records ``stopped`` through the driver before the stop returns.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -22,7 +23,7 @@ from typing import final
 import anyio
 
 from envharness.errors import ConfigurationError, collapse
-from envharness.runtime.executors.channel import WorkerSpawner
+from envharness.runtime.executors.channel import Channel, WorkerSpawner
 from envharness.runtime.executors.frames import (
     PROTOCOL,
     Cancel,
@@ -60,7 +61,8 @@ record ``stopped``, before the carrier's workers are stopped for good."""
 
 @final
 class RemoteExecutor:
-    """Runs sessions in ``workers`` workers started by a fresh spawner per experiment."""
+    """Runs sessions in ``workers`` workers: started for each experiment and stopped after it,
+    or, while :meth:`opened`, started once and kept from one experiment to the next."""
 
     def __init__(self, new_spawner: Callable[[], WorkerSpawner], workers: int, kind: str) -> None:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -68,6 +70,34 @@ class RemoteExecutor:
         self._new_spawner = new_spawner
         self.workers = workers
         self.kind = kind
+        self._kept: _Kept | None = None
+
+    @asynccontextmanager
+    async def opened(self) -> AsyncIterator[None]:
+        """Keep workers for one experiment after another (a worker's start, a fresh Python
+        importing envharness, costs about a second: many short experiments in a row, as the
+        optimizer's reruns are, would pay it each time). They start here; one that breaks is
+        replaced; experiments at the same time each take workers of their own."""
+        if self._kept is not None:
+            raise ConfigurationError(f"this {self.kind} executor is already open")
+        kept = self._kept = _Kept(self._new_spawner())
+        try:
+            try:
+                async with anyio.create_task_group() as starting:
+                    for index in range(self.workers):
+                        starting.start_soon(kept.start, index)
+            except BaseExceptionGroup as failed:
+                raise collapse(failed) from None
+            yield
+        finally:
+            self._kept = None
+            with anyio.CancelScope(shield=True):
+                await kept.aclose()
+
+    @property
+    def kept(self) -> int:
+        """How many started workers wait for the next experiment (0 unless opened)."""
+        return len(self._kept.idle) if self._kept is not None else 0
 
     def check(self, plan_session: PlanSession, parts: Sequence[tuple[str, object]]) -> None:
         pickled_recipe(plan_session, parts, self.kind)
@@ -84,14 +114,18 @@ class RemoteExecutor:
         opening = Open(
             PROTOCOL, recipe.recipe, recipe.reopened, list(sys.path), work.progress is not None
         )
-        spawner = self._new_spawner()
+        kept = self._kept
+        spawner = kept.spawner if kept is not None else self._new_spawner()
         links: list[Link] = []
         runs: _RemoteRuns | None = None
         try:
             async with anyio.create_task_group() as group:
 
                 async def spawn(index: int) -> Link:
-                    link = Link(index, spawner, work)
+                    if kept is not None:
+                        link = Link(index, spawner, work, kept.take(), kept.idle.append)
+                    else:
+                        link = Link(index, spawner, work)
                     links.append(link)
                     await group.start(link.serve, opening)
                     return link
@@ -118,11 +152,36 @@ class RemoteExecutor:
                         for link in links:  # a worker that did not close its end in time
                             link.reading.cancel()
         finally:
-            with anyio.CancelScope(shield=True):
-                await spawner.aclose()
+            if kept is None:
+                with anyio.CancelScope(shield=True):
+                    await spawner.aclose()
 
     def __repr__(self) -> str:
         return f"RemoteExecutor({self.kind!r}, workers={self.workers})"
+
+
+@final
+class _Kept:
+    """An open executor's spawner, and its workers waiting for the next experiment."""
+
+    def __init__(self, spawner: WorkerSpawner) -> None:
+        self.spawner = spawner
+        self.idle: list[Channel] = []
+
+    async def start(self, index: int) -> None:
+        # One that does not start is started again by the first experiment, which names why.
+        with contextlib.suppress(anyio.BrokenResourceError, OSError):
+            self.idle.append(await self.spawner.start(index))
+
+    def take(self) -> Channel | None:
+        return self.idle.pop(0) if self.idle else None
+
+    async def aclose(self) -> None:
+        """Close the waiting workers' channels (each exits), then stop every worker started."""
+        idle, self.idle = self.idle, []
+        for channel in idle:
+            await channel.aclose()
+        await self.spawner.aclose()
 
 
 @final
@@ -184,7 +243,12 @@ class _RemoteRuns:
             with anyio.CancelScope(shield=True):
                 await remote.committed()
                 after = await after_loss(
-                    self._work.store, session, session_id, reasons, self._work.changes
+                    self._work.store,
+                    session,
+                    session_id,
+                    reasons,
+                    self._work.changes,
+                    lost=remote.lost_runner,
                 )
             if isinstance(after, SessionResult):
                 return after

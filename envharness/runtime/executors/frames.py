@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import msgspec
 
-from envharness.records import ErrorInfo, RecordRow
+from envharness.records import ErrorInfo, RecordRow, RunnerRef
 
 __all__ = [
     "PROTOCOL",
@@ -19,6 +19,7 @@ __all__ = [
     "Batch",
     "Cancel",
     "Close",
+    "Closed",
     "DriverFrame",
     "Ended",
     "Named",
@@ -38,7 +39,7 @@ __all__ = [
     "encode",
 ]
 
-PROTOCOL = 1
+PROTOCOL = 2
 """Bumped when a frame changes incompatibly (a worker of another envharness is refused)."""
 
 
@@ -119,7 +120,8 @@ class Cancel(_Frame, frozen=True, tag="cancel"):
 
 
 class Close(_Frame, frozen=True, tag="close"):
-    pass
+    """The experiment is over: the worker ends its sessions, answers :class:`Closed` and waits
+    for the next experiment's :class:`Open` (or the end of its channel, and exits)."""
 
 
 DriverFrame = Open | Run | Resume | Ack | Stored | Pause | Spent | Cancel | Close
@@ -129,6 +131,9 @@ DriverFrame = Open | Run | Resume | Ack | Stored | Pause | Spent | Cancel | Clos
 
 class Ready(_Frame, frozen=True, tag="ready"):
     pid: int
+    runner: RunnerRef | None = None
+    """The worker's process as its segments record it: the driver that loses the worker
+    declares this exact runner gone (on another host, nothing else can tell)."""
 
 
 class Refused(_Frame, frozen=True, tag="refused"):
@@ -183,7 +188,12 @@ class Ended(_Frame, frozen=True, tag="ended"):
     """The crash was a :class:`~envharness.errors.ConfigurationError`: raised as one."""
 
 
-WorkerFrame = Ready | Refused | Named | Batch | Artifact | Settling | Progress | Ended
+class Closed(_Frame, frozen=True, tag="closed"):
+    """The worker is done with the experiment and ready for another (an open executor keeps
+    it for the next one)."""
+
+
+WorkerFrame = Ready | Refused | Named | Batch | Artifact | Settling | Progress | Ended | Closed
 
 encode = msgspec.msgpack.Encoder().encode
 decode_driver_frame = msgspec.msgpack.Decoder(DriverFrame).decode

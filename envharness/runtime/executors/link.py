@@ -14,13 +14,14 @@ from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from envharness.errors import ConfigurationError, StoreError
-from envharness.records import Cost, RecordRow, Status, decode_payload
+from envharness.records import Cost, RecordRow, RunnerRef, Status, decode_payload
 from envharness.runtime.executors.channel import Channel, WorkerSpawner
 from envharness.runtime.executors.frames import (
     Ack,
     Artifact,
     Batch,
     Close,
+    Closed,
     Ended,
     Named,
     Open,
@@ -35,8 +36,8 @@ from envharness.runtime.executors.frames import (
 from envharness.runtime.executors.retries import WorkerError
 from envharness.runtime.executors.seam import ExperimentWork
 from envharness.runtime.plan import EpisodeEnd, SessionResult
-from envharness.store import Store
 from envharness.store.journal import Pending
+from envharness.store.locate import AnyStore
 
 __all__ = ["ACKS_BUFFER", "Link", "Remote"]
 
@@ -58,6 +59,8 @@ class Remote:
     session_id: str | None = None
     last: Pending | None = None
     """The last batch of it handed to the journal."""
+    lost_runner: RunnerRef | None = None
+    """The worker it was lost with, as the worker said it was when it started."""
 
     async def committed(self) -> None:
         """Wait until everything of it that reached the driver is committed."""
@@ -88,12 +91,28 @@ class Remote:
 class Link:
     """The driver's end of one worker: reads its frames, commits its batches in order."""
 
-    def __init__(self, index: int, spawner: WorkerSpawner, work: ExperimentWork) -> None:
+    def __init__(
+        self,
+        index: int,
+        spawner: WorkerSpawner,
+        work: ExperimentWork,
+        reused: Channel | None = None,
+        keep: Callable[[Channel], None] | None = None,
+    ) -> None:
         self.index = index
         self._spawner = spawner
         self._work = work
-        self._store: Store = work.store
+        self._store: AnyStore = work.store
+        self._reused = reused
+        """A worker an open executor kept from an earlier experiment (replaced by a fresh one
+        if it broke meanwhile)."""
+        self._keep = keep
+        """Where a worker that closed the experiment cleanly goes, when its executor keeps it
+        for the next one (else its channel is closed and it exits)."""
+        self._finished = False
         self.channel: Channel | None = None
+        self.runner: RunnerRef | None = None
+        """The worker's process, as it said when it took the experiment."""
         self.sessions: dict[int, Remote] = {}
         self.gone = anyio.Event()
         self.lost: str | None = None
@@ -122,23 +141,44 @@ class Link:
         finally:
             self.gone.set()
             if self.channel is not None:
-                with anyio.CancelScope(shield=True):
-                    await self.channel.aclose()
+                if self._finished and self.lost is None and self._keep is not None:
+                    self._keep(self.channel)
+                else:
+                    with anyio.CancelScope(shield=True):
+                        await self.channel.aclose()
 
-    async def _serve(self, opening: Open, task_status: TaskStatus[None]) -> None:
+    async def _open(self, opening: Open) -> Any:
+        """The worker's answer to the experiment's recipe: a kept worker's if it still answers,
+        else a fresh one's."""
+        if (reused := self._reused) is not None:
+            self._reused = None
+            try:
+                await reused.send(encode(opening))
+                return decode_worker_frame(await reused.receive())
+            except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                self.channel = None
+                with anyio.CancelScope(shield=True):
+                    await reused.aclose()  # it broke while it waited: start another
         try:
             channel = self.channel = await self._spawner.start(self.index)
             await channel.send(encode(opening))
-            first = decode_worker_frame(await channel.receive())
+            return decode_worker_frame(await channel.receive())
         except (anyio.EndOfStream, anyio.BrokenResourceError, OSError) as exc:
             raise WorkerError(
                 f"{self.name} did not start: {exc or type(exc).__name__}; check that "
                 "envharness imports in a fresh Python with the same environment"
             ) from exc
+
+    async def _serve(self, opening: Open, task_status: TaskStatus[None]) -> None:
+        self.channel = self._reused
+        first = await self._open(opening)
+        channel = self.channel
+        assert channel is not None
         if isinstance(first, Refused):
             raise WorkerError(f"{self.name} refused the experiment: {first.message}")
         if not isinstance(first, Ready):
             raise WorkerError(f"{self.name} answered {type(first).__name__} instead of ready")
+        self.runner = first.runner
         task_status.started()
         committing, committed = anyio.create_memory_object_stream[tuple[int, Pending]](ACKS_BUFFER)
         with self.reading:
@@ -187,6 +227,11 @@ class Link:
                     remote.ended.set()
             elif isinstance(frame, Artifact):
                 group.start_soon(self._keep_artifact, frame)
+            elif isinstance(frame, Closed):
+                self._finished = True
+                if self.sessions:
+                    self._lose(f"{self.name} closed the experiment with sessions in it")
+                return
 
     async def _acknowledge(self, committed: MemoryObjectReceiveStream[tuple[int, Pending]]) -> None:
         """Acknowledge each batch once committed, in the order they came (the journal's)."""
@@ -213,6 +258,7 @@ class Link:
         self.lost = why
         for remote in self.sessions.values():
             remote.lost = why
+            remote.lost_runner = self.runner
             remote.ended.set()
 
     async def close(self) -> None:

@@ -41,28 +41,20 @@ class ProcessPoolExecutor:
     choice), each running many sessions at once; evidence is committed by this process.
 
     Each experiment gets workers of its own, started for it. Opened with ``async with``, the
-    pool also keeps ``spares`` workers (default: ``workers``) started ahead, so that the next
-    experiment finds them ready — what many short experiments in a row want (the optimizer's
-    reruns): a worker's start, a fresh Python importing envharness, is then paid while the
-    previous experiment runs.
+    pool starts its workers once and keeps them for one experiment after another — what many
+    short experiments in a row want (the optimizer's reruns): a worker's start, a fresh Python
+    importing envharness, is then paid once, not per experiment.
     """
 
-    def __init__(self, workers: int = 2, *, spares: int | None = None) -> None:
+    def __init__(self, workers: int = 2) -> None:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ConfigurationError(
                 f"workers must be a positive integer (processes to run sessions in), not "
                 f"{workers!r}; this machine has {os.cpu_count() or 1} cores"
             )
-        if spares is not None and (
-            isinstance(spares, bool) or not isinstance(spares, int) or spares < 0
-        ):
-            raise ConfigurationError(
-                f"spares must be a number of workers to keep started (0 or more), not {spares!r}"
-            )
         self.workers = workers
-        self.spares = workers if spares is None else spares
-        self._open: tuple[AsyncExitStack, _Spares] | None = None
-        self._remote = RemoteExecutor(self._spawner, workers, "process pool")
+        self._open: AsyncExitStack | None = None
+        self._remote = RemoteExecutor(_PoolSpawner, workers, "process pool")
 
     def check(self, plan_session: PlanSession, parts: Sequence[tuple[str, object]]) -> None:
         self._remote.check(plan_session, parts)
@@ -70,38 +62,24 @@ class ProcessPoolExecutor:
     def serving(self, work: ExperimentWork) -> AbstractAsyncContextManager[SessionRuns]:
         return self._remote.serving(work)
 
-    def _spawner(self) -> _PoolSpawner:
-        return _PoolSpawner(self._open[1] if self._open is not None else None)
-
     async def __aenter__(self) -> ProcessPoolExecutor:
         if self._open is not None:
             raise ConfigurationError("this ProcessPoolExecutor is already open")
         stack = AsyncExitStack()
-        try:
-            folder = await anyio.to_thread.run_sync(
-                lambda: tempfile.TemporaryDirectory(prefix="envharness-spares-")
-            )
-            stack.push_async_callback(anyio.to_thread.run_sync, folder.cleanup)
-            spares = _Spares(self.spares, Path(folder.name))
-            stack.push_async_callback(spares.aclose)
-            await spares.fill()
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await stack.aclose()
-            raise
-        self._open = (stack, spares)
+        await stack.enter_async_context(self._remote.opened())
+        self._open = stack
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         opened, self._open = self._open, None
         if opened is not None:
             with anyio.CancelScope(shield=True):
-                await opened[0].aclose()
+                await opened.aclose()
 
     @property
-    def spare_pids(self) -> tuple[int, ...]:
-        """The process ids of the workers started ahead and not yet taken (for diagnosis)."""
-        return self._open[1].pids if self._open is not None else ()
+    def kept(self) -> int:
+        """How many started workers wait for the next experiment (0 unless opened)."""
+        return self._remote.kept
 
     def __repr__(self) -> str:
         return f"ProcessPoolExecutor(workers={self.workers})"
@@ -132,52 +110,14 @@ async def _launch(index: int, stderr_path: Path) -> tuple[_Worker, socket.socket
 
 
 @final
-class _Spares:
-    """Workers started ahead of the experiments that will take them (an open pool's): each
-    one taken is replaced at once, so the next experiment finds its workers already importing.
-    """
-
-    def __init__(self, count: int, folder: Path) -> None:
-        self._count = count
-        self._folder = folder
-        self._ready: list[tuple[_Worker, socket.socket]] = []
-        self._numbers = itertools.count()
-        self._filling = anyio.Lock()
-
-    @property
-    def pids(self) -> tuple[int, ...]:
-        return tuple(worker.process.pid for worker, _ in self._ready)
-
-    async def fill(self) -> None:
-        async with self._filling:
-            while len(self._ready) < self._count:
-                number = next(self._numbers)
-                path = self._folder / f"spare-{number}.stderr"
-                self._ready.append(await _launch(number, path))
-
-    async def take(self) -> tuple[_Worker, socket.socket] | None:
-        """A worker started ahead (``None`` when none is kept), replaced before it returns."""
-        taken = self._ready.pop(0) if self._ready else None
-        if taken is not None:
-            await self.fill()
-        return taken
-
-    async def aclose(self) -> None:
-        with anyio.CancelScope(shield=True):
-            for worker, ours in self._ready:
-                ours.close()  # the spare reads the end of its channel and exits
-                await worker.stop()
-            self._ready.clear()
-
-
-@final
 class _PoolSpawner:
-    """Starts one experiment's pool workers: spares when an open pool has them, else fresh
-    ones, each one's stderr in a file of its own in a temporary folder."""
+    """Starts pool workers, each one's stderr in a file of its own in a temporary folder."""
 
-    def __init__(self, spares: _Spares | None) -> None:
-        self._spares = spares
+    def __init__(self) -> None:
         self._started: list[_Worker] = []
+        self._numbers = itertools.count()
+        """Names the stderr files: an open pool's spawner starts workers for many experiments,
+        whose indexes repeat."""
         self._folder: tempfile.TemporaryDirectory[str] | None = None
         self._making_folder = anyio.Lock()
 
@@ -186,16 +126,13 @@ class _PoolSpawner:
         return "process pool"
 
     async def start(self, index: int) -> _ProcessChannel:
-        taken = await self._spares.take() if self._spares is not None else None
-        if taken is None:
-            async with self._making_folder:  # workers start side by side: make it once
-                if self._folder is None:
-                    self._folder = await anyio.to_thread.run_sync(
-                        lambda: tempfile.TemporaryDirectory(prefix="envharness-pool-")
-                    )
-            taken = await _launch(index, Path(self._folder.name) / f"worker-{index}.stderr")
-        worker, ours = taken
-        worker.index = index
+        async with self._making_folder:  # workers start side by side: make it once
+            if self._folder is None:
+                self._folder = await anyio.to_thread.run_sync(
+                    lambda: tempfile.TemporaryDirectory(prefix="envharness-pool-")
+                )
+        path = Path(self._folder.name) / f"worker-{next(self._numbers)}.stderr"
+        worker, ours = await _launch(index, path)
         self._started.append(worker)
         return _ProcessChannel(await socket_channel(ours), worker)
 

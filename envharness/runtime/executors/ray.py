@@ -15,8 +15,9 @@ from __future__ import annotations
 import importlib.util
 import secrets
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from functools import cache
+from itertools import count
 from typing import TYPE_CHECKING, Any, final
 
 import anyio
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["ACTOR_PREFIX", "RayExecutor", "RaySpawner"]
 
 ACTOR_PREFIX = "envharness-worker"
-"""Worker actors are named ``envharness-worker-<token>-<index>`` (``ray.util.list_named_actors``
+"""Worker actors are named ``envharness-worker-<token>-<number>`` (``ray.util.list_named_actors``
 shows them)."""
 
 
@@ -53,6 +54,9 @@ class RayExecutor:
     dashboard) and stops it after; ``"local"`` is the same without looking at ``RAY_ADDRESS``;
     ``"auto"`` joins the cluster running on this machine (``ray start --head``);
     ``"host:port"`` joins the cluster whose head (GCS) listens there.
+
+    Opened with ``async with``, it joins (or starts) the cluster once and keeps its actors for
+    one experiment after another, as the optimizer's reruns want.
     """
 
     def __init__(self, address: str | None = None, workers: int = 2) -> None:
@@ -70,6 +74,7 @@ class RayExecutor:
         self.address = address
         self.workers = workers
         self._remote = RemoteExecutor(RaySpawner, workers, "Ray")
+        self._open: AsyncExitStack | None = None
 
     def check(self, plan_session: PlanSession, parts: Sequence[tuple[str, object]]) -> None:
         self._remote.check(plan_session, parts)
@@ -79,8 +84,32 @@ class RayExecutor:
 
     @asynccontextmanager
     async def _serving(self, work: ExperimentWork) -> AsyncIterator[SessionRuns]:
+        if self._open is not None:  # joined already, with actors kept
+            async with self._remote.serving(work) as runs:
+                yield runs
+            return
         async with connected(self.address, self.workers), self._remote.serving(work) as runs:
             yield runs
+
+    async def __aenter__(self) -> RayExecutor:
+        if self._open is not None:
+            raise ConfigurationError("this RayExecutor is already open")
+        async with AsyncExitStack() as stack:
+            await stack.enter_async_context(connected(self.address, self.workers))
+            await stack.enter_async_context(self._remote.opened())
+            self._open = stack.pop_all()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        opened, self._open = self._open, None
+        if opened is not None:
+            with anyio.CancelScope(shield=True):
+                await opened.aclose()
+
+    @property
+    def kept(self) -> int:
+        """How many started actors wait for the next experiment (0 unless opened)."""
+        return self._remote.kept
 
     def __repr__(self) -> str:
         return f"RayExecutor(address={self.address!r}, workers={self.workers})"
@@ -98,18 +127,17 @@ class RaySpawner:
             serve = serve_driver
         self._serve = serve
         self._token = secrets.token_hex(4)
+        self._numbers = count()
+        """Names the actors: a kept spawner starts workers for many experiments, whose indexes
+        repeat, and Ray's names must not."""
         self._actors: list[ActorHandle[Any]] = []
 
     @property
     def kind(self) -> str:
         return "Ray"
 
-    def name(self, index: int) -> str:
-        """The Ray name of worker ``index``'s actor."""
-        return f"{ACTOR_PREFIX}-{self._token}-{index}"
-
     async def start(self, index: int) -> RayChannel:
-        name = self.name(index)
+        name = f"{ACTOR_PREFIX}-{self._token}-{next(self._numbers)}"
         actor, (host, pid) = await anyio.to_thread.run_sync(self._start, name)
         return RayChannel(actor, f"Ray worker {index} ({name}, pid {pid} on {host})", host, pid)
 

@@ -18,12 +18,12 @@ from collections.abc import Callable, Sequence
 from typing import cast
 
 from envharness.errors import EnvharnessError, NotFoundError
-from envharness.records import SegmentEnded, SessionChain, SessionStatus, Status
+from envharness.records import RunnerRef, SegmentEnded, SessionChain, SessionStatus, Status
 from envharness.runtime.executors.frames import Resume, Run
 from envharness.runtime.executors.seam import SessionWork
 from envharness.runtime.plan import SessionResult
 from envharness.runtime.resume import ResumePoint, find_resume_point
-from envharness.store import Store
+from envharness.store.locate import AnyStore
 
 __all__ = [
     "MAX_ATTEMPTS",
@@ -59,14 +59,18 @@ def from_the_start(work: SessionWork, session_id: str | None = None) -> NextAtte
 
 
 async def after_loss(
-    store: Store,
+    store: AnyStore,
     work: SessionWork,
     session_id: str | None,
     reasons: Sequence[str],
     changes: Sequence[str] = (),
+    *,
+    lost: RunnerRef | None = None,
 ) -> SessionResult | NextAttempt:
     """The session's result when the lost attempt was its last (or its end was committed
-    already), else how to start the next attempt. ``reasons`` says why each attempt was lost."""
+    already), else how to start the next attempt. ``reasons`` says why each attempt was lost;
+    ``lost`` is the worker the driver lost it with, which the driver knows is gone even where
+    nothing on this machine can tell (a worker on another host)."""
     final = len(reasons) >= MAX_ATTEMPTS
     why = f"its worker was lost {len(reasons)} times: {'; '.join(reasons)}"
     info = None
@@ -86,7 +90,7 @@ async def after_loss(
             turns_completed=info.turns_completed,
             reason=info.reason,
         )
-    point = await find_resume_point(store, info.id, _UNENDED)
+    point = await find_resume_point(store, info.id, _UNENDED, gone=lost)
     chain = SessionChain(info.id, next_seq=point.head_seq + 1, prev=point.head_digest)
     status: Status = "failed" if final else "interrupted"
     reason = why if final else reasons[-1]
@@ -102,7 +106,7 @@ async def after_loss(
 
 
 async def resumed(
-    store: Store,
+    store: AnyStore,
     work: SessionWork,
     session_id: str,
     point: ResumePoint,

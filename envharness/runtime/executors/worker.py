@@ -1,11 +1,12 @@
 """The worker side of a remote executor: runs many sessions at once on one event loop.
 
 A worker is told the experiment's recipe once (:class:`~.frames.Open`), then one
-:class:`~.frames.Run` per session. Each session is the ordinary turn loop
-(:class:`~envharness.runtime.session.SessionRunner`); only where its recorder hands sealed
-records over changes: to :class:`_Evidence`, which sends each commit window as one
-:class:`~.frames.Batch` to the driver and resolves when the driver acknowledges its commit. A
-session's end is reported only after the commit of its last status.
+:class:`~.frames.Run` per session; once told :class:`~.frames.Close` it waits for the next
+experiment's recipe (an open executor keeps its workers), until its channel ends. Each
+session is the ordinary turn loop (:class:`~envharness.runtime.session.SessionRunner`); only
+where its recorder hands sealed records over changes: to :class:`_Evidence`, which sends each
+commit window as one :class:`~.frames.Batch` to the driver and resolves when the driver
+acknowledges its commit. A session's end is reported only after the commit of its last status.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from envharness.runtime.executors.frames import (
     Batch,
     Cancel,
     Close,
+    Closed,
     Ended,
     Named,
     Open,
@@ -59,28 +61,51 @@ from envharness.runtime.resume import ResumePoint, restore_state
 from envharness.runtime.session import SessionRunner
 from envharness.store import Store
 from envharness.store.journal import Pending
+from envharness.store.owners import this_process
 
 __all__ = ["Recipe", "serve"]
 
 _DRIVER_GONE = "the driver went away: this worker can commit nothing more"
+_CLOSED = "the driver closed the experiment before this batch was acknowledged"
 
 Recipe = tuple[Sequence[Scenario[Any]], PlanSession, type[SessionRunner], Budget | None]
 """What :class:`~.frames.Open` carries, pickled: scenarios, the planner, the runner class and
 the experiment's budget."""
 
 
+_LATE = Ack | Stored | Pause | Spent | Cancel
+"""Frames of an experiment that may reach the worker after it closed (an acknowledgement of a
+batch of a session cancelled by the close): there is nothing left to tell."""
+
+
 async def serve(channel: Channel) -> None:
-    """Serve one driver until it says :class:`~.frames.Close` (or goes away)."""
-    try:
-        opened = decode_driver_frame(await channel.receive())
-    except (anyio.EndOfStream, anyio.BrokenResourceError):
-        return
-    if not isinstance(opened, Open) or opened.protocol != PROTOCOL:
-        found = opened.protocol if isinstance(opened, Open) else type(opened).__name__
-        await channel.send(
-            encode(Refused(f"this worker speaks protocol {PROTOCOL}, the driver {found}"))
-        )
-        return
+    """Serve one driver, one experiment after another, until it closes its end (or goes
+    away). A worker is reused by an open executor: each :class:`~.frames.Open` brings the next
+    experiment's recipe, and each :class:`~.frames.Close` ends one with :class:`~.frames.Closed`.
+    """
+    while True:
+        try:
+            opened = decode_driver_frame(await channel.receive())
+        except (anyio.EndOfStream, anyio.BrokenResourceError):
+            return
+        if isinstance(opened, _LATE):
+            continue
+        if not isinstance(opened, Open) or opened.protocol != PROTOCOL:
+            found = opened.protocol if isinstance(opened, Open) else type(opened).__name__
+            await channel.send(
+                encode(Refused(f"this worker speaks protocol {PROTOCOL}, the driver {found}"))
+            )
+            return
+        if not await _experiment(channel, opened):
+            return
+        try:
+            await channel.send(encode(Closed()))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            return
+
+
+async def _experiment(channel: Channel, opened: Open) -> bool:
+    """Serve one experiment; ``False`` when the worker is done (refused, or the driver left)."""
     for entry in opened.sys_path:
         if entry not in sys.path:
             sys.path.append(entry)
@@ -91,12 +116,13 @@ async def serve(channel: Channel) -> None:
         except Exception as exc:  # noqa: BLE001 - whatever the user's modules raise on import
             why = f"{type(exc).__name__}: {exc}"
             await channel.send(encode(Refused(f"the recipe did not load in the worker: {why}")))
-            return
-        await channel.send(encode(Ready(os.getpid())))
+            return False
+        await channel.send(encode(Ready(os.getpid(), this_process())))
         async with anyio.create_task_group() as group:
             worker = _Worker(channel, group, recipe, opened.progress)
-            await worker.listen()
+            closed = await worker.listen()
             group.cancel_scope.cancel()
+    return closed
 
 
 class _ForcedBudget(BudgetWatch):
@@ -205,25 +231,31 @@ class _Worker:
         """The driver is gone: every batch still waiting for its acknowledgement never gets
         one, and its session learns so instead of waiting for ever."""
         self._gone = True
+        self._resolve_all(_DRIVER_GONE)
+
+    def _resolve_all(self, why: str) -> None:
         for waiting in self.acks.values():
-            waiting.resolve(_DRIVER_GONE)
+            waiting.resolve(why)
         self.acks.clear()
 
-    async def listen(self) -> None:
+    async def listen(self) -> bool:
+        """Follow the driver's frames until it closes the experiment (``True``) or goes away."""
         while True:
             try:
                 frame = decode_driver_frame(await self._channel.receive())
             except (anyio.EndOfStream, anyio.BrokenResourceError):
                 self._lose_driver()
-                return
+                return False
             if isinstance(frame, Ack):
-                self.acks.pop(frame.batch).resolve(frame.error)
+                if (waiting := self.acks.pop(frame.batch, None)) is not None:
+                    waiting.resolve(frame.error)
             elif isinstance(frame, Run | Resume):
                 self._group.start_soon(self._session, frame)
             elif isinstance(frame, Stored):
                 if frame.sha256 is not None:
                     self.stored[frame.request] = frame.sha256
-                self.acks.pop(frame.request).resolve(frame.error)
+                if (waiting := self.acks.pop(frame.request, None)) is not None:
+                    waiting.resolve(frame.error)
             elif isinstance(frame, Pause):
                 self._paused = (frame.reason,)
                 for _, pause in self._sessions.values():
@@ -237,7 +269,8 @@ class _Worker:
                     pause.stop_reason = frame.reason
                     scope.cancel()
             elif isinstance(frame, Close):
-                return
+                self._resolve_all(_CLOSED)  # a session still waiting is cancelled next
+                return True
 
     def _later(self, frame: Any) -> Callable[[], None]:
         """A callback that sends ``frame`` from a task of its own (callbacks are sync)."""

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import types
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,35 @@ from tests.runtime.executors._evidence import evidence
 
 pytestmark = pytest.mark.anyio
 
+
+@pytest.fixture(scope="module", params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """Module-scoped, so that one open pool per backend serves every experiment here (a
+    worker's start, a fresh Python importing envharness, is the cost these tests would pay)."""
+    return str(request.param)
+
+
+ON_ASYNCIO, ON_TRIO = (
+    pytest.mark.parametrize("anyio_backend", [name], indirect=True, scope="module")
+    for name in ("asyncio", "trio")
+)
+"""For the tests whose worth is in the workers more than in the driver's event loop: one
+backend each, the two taken in turn (the pools of both are started anyway)."""
+
+
+@pytest.fixture(scope="module")
+async def pool(anyio_backend: str) -> AsyncIterator[ProcessPoolExecutor]:
+    async with ProcessPoolExecutor(workers=2) as opened:
+        yield opened
+
+
+@pytest.fixture(scope="module")
+async def lone_pool(anyio_backend: str) -> AsyncIterator[ProcessPoolExecutor]:
+    """One worker: every session of an experiment in the same process."""
+    async with ProcessPoolExecutor(workers=1) as opened:
+        yield opened
+
+
 SCENARIOS = [
     Scenario(id="down", input=SyntheticScenarioInput(starting_total=3)),
     Scenario(id="up", input=SyntheticScenarioInput(starting_total=-2)),
@@ -42,13 +73,19 @@ SLOW_TURNS = 60
 
 
 class SlowAgent:
-    """Takes a while per turn in a pool worker for its first turns, so that a pause or a stop
-    asked at turn 2 lands mid-session however loaded the machine; then it is quick."""
+    """Takes a while per turn in a pool worker for a session's first turns, so that a pause or
+    a stop asked at turn 2 lands mid-session however loaded the machine; then it is quick, and
+    so is a resumed segment (its first turn is not the session's)."""
 
     implementation = "slow-agent@1"
 
+    def __init__(self) -> None:
+        self.resumed: bool | None = None
+
     async def act(self, observation: SyntheticObservation) -> dict[str, int]:
-        if IN_A_WORKER and observation.turn < SLOW_TURNS:
+        if self.resumed is None:
+            self.resumed = observation.turn > 0
+        if IN_A_WORKER and not self.resumed and observation.turn < SLOW_TURNS:
             await anyio.sleep(0.01)
         return {"value": 0}
 
@@ -65,9 +102,11 @@ async def nothing_recorded(store: Path) -> bool:
     return await (await read_store(store)).experiments() == []
 
 
-async def test_the_pool_records_the_same_evidence_as_in_process(tmp_path: Path) -> None:
+async def test_the_pool_records_the_same_evidence_as_in_process(
+    tmp_path: Path, pool: ProcessPoolExecutor
+) -> None:
     results = {}
-    for name, executor in (("here", None), ("pool", ProcessPoolExecutor(workers=2))):
+    for name, executor in (("here", None), ("pool", pool)):
         run = harness(tmp_path / name).experiment(
             "sweep", SCENARIOS, turns=5, trials=2, seed=7, executor=executor
         )
@@ -81,12 +120,12 @@ async def test_the_pool_records_the_same_evidence_as_in_process(tmp_path: Path) 
     assert sum(len(chain) for chain in results["pool"]) > 6 * 10
 
 
-@pytest.mark.parametrize("anyio_backend", ["trio"])  # spawns processes: one backend
-async def test_the_pool_reports_each_sessions_progress_and_result(tmp_path: Path) -> None:
+@ON_TRIO
+async def test_the_pool_reports_each_sessions_progress_and_result(
+    tmp_path: Path, pool: ProcessPoolExecutor
+) -> None:
     seen: list[tuple[str, int, int]] = []
-    run = harness(tmp_path / "s").experiment(
-        "sweep", SCENARIOS, turns=3, seed=1, executor=ProcessPoolExecutor(workers=1)
-    )
+    run = harness(tmp_path / "s").experiment("sweep", SCENARIOS, turns=3, seed=1, executor=pool)
     result = await run.run(progress=lambda sid, done, planned: seen.append((sid, done, planned)))
     ids = {s.result.id for s in result.sessions}
     assert {sid for sid, _, _ in seen} == ids
@@ -124,7 +163,7 @@ def test_a_factory_of_the_script_being_run_is_refused(tmp_path: Path) -> None:
         )
 
 
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # spawns processes: one backend
+@ON_ASYNCIO
 async def test_a_recipe_the_worker_cannot_import_is_refused_with_nothing_recorded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -140,7 +179,7 @@ async def test_a_recipe_the_worker_cannot_import_is_refused_with_nothing_recorde
     assert await nothing_recorded(tmp_path / "s")
 
 
-@pytest.mark.parametrize("anyio_backend", ["trio"])  # spawns processes: one backend
+@ON_TRIO
 async def test_a_worker_that_cannot_start_is_named_with_its_stderr(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -157,12 +196,12 @@ async def test_a_worker_that_cannot_start_is_named_with_its_stderr(
     assert await nothing_recorded(tmp_path / "s")
 
 
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # spawns processes: one backend
-async def test_pause_reaches_the_workers_and_the_resume_runs_in_them_too(tmp_path: Path) -> None:
+@ON_ASYNCIO
+async def test_pause_reaches_the_workers_and_the_resume_runs_in_them_too(
+    tmp_path: Path, pool: ProcessPoolExecutor
+) -> None:
     store = tmp_path / "s"
-    run = harness(store, agent=SlowAgent).experiment(
-        "x", SCENARIOS[:2], turns=100, executor=ProcessPoolExecutor(workers=1)
-    )
+    run = harness(store, agent=SlowAgent).experiment("x", SCENARIOS[:2], turns=100, executor=pool)
 
     def pause_once_started(session_id: str, done: int, planned: int) -> None:
         if done >= 2:
@@ -183,12 +222,12 @@ async def test_pause_reaches_the_workers_and_the_resume_runs_in_them_too(tmp_pat
         assert {s.runner.pid for s in segments}.isdisjoint({os.getpid()})  # both in workers
 
 
-@pytest.mark.parametrize("anyio_backend", ["trio"])  # spawns processes: one backend
-async def test_stop_records_stopped_through_the_driver(tmp_path: Path) -> None:
+@ON_TRIO
+async def test_stop_records_stopped_through_the_driver(
+    tmp_path: Path, pool: ProcessPoolExecutor
+) -> None:
     store = tmp_path / "s"
-    run = harness(store, agent=SlowAgent).experiment(
-        "x", SCENARIOS, turns=150, executor=ProcessPoolExecutor(workers=2)
-    )
+    run = harness(store, agent=SlowAgent).experiment("x", SCENARIOS, turns=150, executor=pool)
 
     def stop_once_started(session_id: str, done: int, planned: int) -> None:
         if done >= 2:
@@ -212,12 +251,14 @@ class Spender:
         return AgentReply({"value": 1}, Cost(input_tokens=7, output_tokens=3))
 
 
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # spawns processes: one backend
-async def test_the_experiment_budget_counts_what_the_workers_spend(tmp_path: Path) -> None:
+@ON_ASYNCIO
+async def test_the_experiment_budget_counts_what_the_workers_spend(
+    tmp_path: Path, lone_pool: ProcessPoolExecutor
+) -> None:
     """The driver counts the costs that pass through it; a worker's sessions also watch what
     they spend themselves, so one worker stops where in-process sessions stop."""
     endings = {}
-    for name, executor in (("here", None), ("pool", ProcessPoolExecutor(workers=1))):
+    for name, executor in (("here", None), ("pool", lone_pool)):
         h = AsyncEnvironmentHarness(
             tmp_path / name, environment=SyntheticEnvironment, agents={"agent": Spender},
             max_concurrency=1,
@@ -246,10 +287,12 @@ class WorkerShyAgent(SyntheticAgent):
             raise RuntimeError("no credentials on this machine")
 
 
-@pytest.mark.parametrize("anyio_backend", ["trio"])  # spawns processes: one backend
-async def test_a_factory_that_fails_in_a_worker_is_a_configuration_error(tmp_path: Path) -> None:
+@ON_TRIO
+async def test_a_factory_that_fails_in_a_worker_is_a_configuration_error(
+    tmp_path: Path, pool: ProcessPoolExecutor
+) -> None:
     run = harness(tmp_path / "s", agent=WorkerShyAgent).experiment(
-        "x", SCENARIOS[:1], turns=1, executor=ProcessPoolExecutor(workers=1)
+        "x", SCENARIOS[:1], turns=1, executor=pool
     )
     with pytest.raises(ConfigurationError, match=r"WorkerShyAgent.*no credentials on this machine"):
         await run.run()
@@ -257,33 +300,56 @@ async def test_a_factory_that_fails_in_a_worker_is_a_configuration_error(tmp_pat
     assert recorded.status == "stopped"  # resumable once the worker's machine is fixed
 
 
-@pytest.mark.parametrize("anyio_backend", ["trio"])  # spawns processes: one backend
-async def test_an_open_pool_hands_each_experiment_workers_started_ahead(tmp_path: Path) -> None:
+def ran_in(records: list[Any]) -> set[int]:
+    return {
+        record.payload.runner.pid
+        for record in records
+        if isinstance(record.payload, SegmentStarted) and record.payload.runner
+    }
+
+
+async def test_an_open_pool_keeps_its_workers_for_the_next_experiment(
+    tmp_path: Path, lone_pool: ProcessPoolExecutor
+) -> None:
+    """Workers started once serve one experiment after another, the evidence unchanged, and a
+    kept worker that dies meanwhile is replaced."""
     h = harness(tmp_path / "s")
-    async with ProcessPoolExecutor(workers=1) as pool:
-        runners: list[set[int]] = []
-        for _ in range(2):
-            started_ahead = set(pool.spare_pids)
-            assert len(started_ahead) == 1
-            result = await h.experiment("x", SCENARIOS, turns=2, executor=pool).run()
-            assert result.completed == len(SCENARIOS)
-            store = await read_store(tmp_path / "s")
-            ran_in = set()
-            for session in result.sessions:
-                async for record in store.records(session.result.id):
-                    if isinstance(record.payload, SegmentStarted) and record.payload.runner:
-                        ran_in.add(record.payload.runner.pid)
-            assert ran_in == started_ahead
-            runners.append(ran_in)
-        assert runners[0] != runners[1]  # a worker serves one experiment; the next is new
-        left = pool.spare_pids
-    assert pool.spare_pids == ()
-    for pid in left:  # the spare left at the end was stopped with the pool
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
+    store = tmp_path / "s"
+    runners: list[set[int]] = []
+    chains: list[list[Any]] = []
+    assert lone_pool.kept == 1  # waiting between experiments
+    for _ in range(3):
+        if len(runners) == 2:
+            assert runners[0] == runners[1]  # the same process
+            assert os.getpid() not in runners[0]
+            assert chains[0] == chains[1]  # and the same evidence
+            [doomed] = runners[0]
+            os.kill(doomed, signal.SIGKILL)  # the kept worker dies while it waits
+        result = await h.experiment("x", SCENARIOS, turns=2, seed=3, executor=lone_pool).run()
+        assert (result.status, result.completed) == ("completed", len(SCENARIOS))
+        assert lone_pool.kept == 1
+        chains.append(await evidence(store, result))
+        reader = await read_store(store)
+        runners.append(set())
+        for session in result.sessions:
+            runners[-1] |= ran_in([record async for record in reader.records(session.result.id)])
+    assert doomed not in runners[2]  # replaced, with the same evidence again
+    assert chains[2] == chains[0]
+    assert (await (await read_store(store)).verify()).ok
 
 
-@pytest.mark.parametrize("spares", [-1, True, "1"])
-def test_spares_must_be_a_count(spares: Any) -> None:
-    with pytest.raises(ConfigurationError, match="spares must be a number of workers"):
-        ProcessPoolExecutor(workers=1, spares=spares)
+@ON_TRIO
+async def test_closing_an_open_pool_stops_its_workers(tmp_path: Path) -> None:
+    async with ProcessPoolExecutor(workers=1) as opened:
+        with pytest.raises(ConfigurationError, match="this ProcessPoolExecutor is already open"):
+            await opened.__aenter__()
+        result = (
+            await harness(tmp_path / "s")
+            .experiment("x", SCENARIOS[:1], turns=1, executor=opened)
+            .run()
+        )
+        reader = await read_store(tmp_path / "s")
+        [pid] = ran_in([record async for record in reader.records(result.sessions[0].result.id)])
+    assert opened.kept == 0
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)

@@ -5,18 +5,24 @@ cluster of its own (~10 s), so they share this one. What it pins down: Ray's beh
 executor stands on (a task's result reaches a driver on either backend; one async actor runs
 several anyio task groups at once), the carrier (frames both ways in order and batched, the end
 of a worker told apart from its death), an experiment's evidence identical to in-process, a
-worker killed with SIGKILL mid-experiment, a local cluster of an experiment's own (in a process
-of its own, ~10 s: the one test here that starts a second cluster), and the bad inputs.
+worker killed with SIGKILL mid-experiment, actors kept by an open executor from one experiment
+to the next, a local cluster of an experiment's own (in a process of its own, ~7 s: the one
+test here that starts a second cluster, started with the first Ray test so that it runs while
+the others do), and the bad inputs.
 """
 
 from __future__ import annotations
 
 import collections
 import os
+import secrets
+import shutil
 import signal
+import subprocess
 import sys
+import tempfile
 import types
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -293,13 +299,12 @@ async def evidence(store_dir: Path, result: ExperimentResult) -> list[list[Any]]
     return chains
 
 
-async def test_ray_records_the_same_evidence_as_in_process(
-    ray_cluster: _engines.RayCluster, tmp_path: Path
-) -> None:
+async def _same_evidence_as_in_process(tmp_path: Path, executor: RayExecutor) -> set[int]:
+    """Run the sweep in process and on ``executor``, compare, and say which processes ran it."""
     results = {}
-    for name, executor in (("here", None), ("ray", RayExecutor(workers=2))):
+    for name, chosen in (("here", None), ("ray", executor)):
         run = harness(tmp_path / name).experiment(
-            "sweep", SCENARIOS, turns=5, seed=7, executor=executor
+            "sweep", SCENARIOS, turns=5, seed=7, executor=chosen
         )
         with anyio.fail_after(RAY_WAIT_S):
             result = await run.run()
@@ -310,6 +315,26 @@ async def test_ray_records_the_same_evidence_as_in_process(
         assert report.sessions == 4  # three sessions and the experiment's chain
     assert results["ray"] == results["here"]
     assert sum(len(chain) for chain in results["ray"]) > 3 * 10
+    return await _runners(tmp_path / "ray", [s.result.id for s in result.sessions])
+
+
+async def _runners(store_path: Path, session_ids: list[str]) -> set[int]:
+    """The pids of the processes whose segments began the sessions."""
+    store = await read_store(store_path)
+    pids = set()
+    for session_id in session_ids:
+        async for record in store.records(session_id):
+            if isinstance(record.payload, SegmentStarted) and record.payload.segment == 0:
+                assert record.payload.runner is not None
+                pids.add(record.payload.runner.pid)
+    return pids
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])  # asyncio: the test below
+async def test_ray_records_the_same_evidence_as_in_process(
+    ray_cluster: _engines.RayCluster, tmp_path: Path
+) -> None:
+    assert os.getpid() not in await _same_evidence_as_in_process(tmp_path, RayExecutor(workers=2))
 
 
 class PacedAgent:
@@ -325,16 +350,33 @@ class PacedAgent:
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_a_worker_killed_mid_experiment_loses_nothing_and_duplicates_nothing(
-    ray_cluster: _engines.RayCluster, tmp_path: Path
+async def test_an_open_executor_keeps_its_actors_and_a_killed_one_loses_nothing(
+    ray_cluster: _engines.RayCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store_path = tmp_path / "s"
+    """One open executor, three experiments: the first records what in-process does; the
+    second runs in the same actors, one of which is killed mid-experiment: its sessions go on
+    in another, nothing acknowledged lost, nothing duplicated; the third's recipe does not
+    import in the actors, which refuse it with nothing recorded."""
+    async with RayExecutor(workers=2) as executor:
+        assert executor.kept == 2
+        first = await _same_evidence_as_in_process(tmp_path, executor)
+        assert executor.kept == 2
+        result, killed = await _kill_a_worker_mid_experiment(tmp_path / "s", executor)
+        assert set(killed) <= first  # it ran in the actors the first experiment had
+        await _a_recipe_the_workers_cannot_import_is_refused(tmp_path / "g", executor, monkeypatch)
+    assert executor.kept == 0
+    await _nothing_lost_nothing_duplicated(tmp_path / "s", result, killed)
+
+
+async def _kill_a_worker_mid_experiment(
+    store_path: Path, executor: RayExecutor
+) -> tuple[ExperimentResult, list[int]]:
     scenarios = [
         Scenario(id=f"start-{total}", input=SyntheticScenarioInput(starting_total=total))
         for total in (-3, 0, 3, 5)
     ]
     run = harness(store_path, PacedAgent).experiment(
-        "sweep", scenarios, turns=120, executor=RayExecutor(workers=2)
+        "sweep", scenarios, turns=80, executor=executor
     )
     killed: list[int] = []
     reached = anyio.Event()
@@ -364,6 +406,12 @@ async def test_a_worker_killed_mid_experiment_loses_nothing_and_duplicates_nothi
     assert killed
     assert killed[0] != os.getpid()
     assert (result.status, result.completed) == ("completed", len(scenarios))
+    return result, killed
+
+
+async def _nothing_lost_nothing_duplicated(
+    store_path: Path, result: ExperimentResult, killed: list[int]
+) -> None:
     store = await read_store(store_path)
     assert (await store.verify()).ok
     retried = 0
@@ -388,20 +436,19 @@ async def test_a_worker_killed_mid_experiment_loses_nothing_and_duplicates_nothi
     assert retried >= 1
 
 
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_a_recipe_a_ray_worker_cannot_import_is_refused_with_nothing_recorded(
-    ray_cluster: _engines.RayCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+async def _a_recipe_the_workers_cannot_import_is_refused(
+    store_path: Path, executor: RayExecutor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ghost = types.ModuleType("envharness_ghost_module")  # importable here, not on the worker
     ghost_agent = type("GhostAgent", (SyntheticAgent,), {"__module__": ghost.__name__})
     ghost.GhostAgent = ghost_agent  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, ghost.__name__, ghost)
-    run = harness(tmp_path / "s", agent=ghost_agent).experiment(
-        "x", SCENARIOS, turns=1, executor=RayExecutor(workers=1)
+    run = harness(store_path, agent=ghost_agent).experiment(
+        "x", SCENARIOS, turns=1, executor=executor
     )
-    with pytest.raises(WorkerError, match=r"Ray worker 0 refused the experiment: the recipe did"):
+    with pytest.raises(WorkerError, match=r"Ray worker \d refused the experiment: the recipe did"):
         await run.run()
-    assert await (await read_store(tmp_path / "s")).sessions() == []  # no session began
+    assert await (await read_store(store_path)).sessions() == []  # no session began
 
 
 # -- bad input ---------------------------------------------------------------------------------
@@ -541,18 +588,21 @@ anyio.run(main)
 """
 
 
-@pytest.mark.ray
-@pytest.mark.slow
-def test_a_local_cluster_lives_as_long_as_its_experiment_and_is_its_own(tmp_path: Path) -> None:
-    """No address in a process without Ray: the experiment starts a local cluster (held by a
-    worker thread: Ray's processes die with the thread that started them) and stops it after;
-    a second experiment at the same time is refused. In a process of its own, on asyncio."""
-    import secrets
-    import shutil
-    import subprocess
-    import tempfile
+@pytest.fixture(autouse=True)
+def _local_cluster_starts_early(request: pytest.FixtureRequest) -> None:
+    """Start the script of the local cluster's test with this module's first Ray test (when
+    that test is to run): its cluster starts (~5 s) while the other tests run, not after."""
+    if "ray_cluster" in request.fixturenames and any(
+        item.name == LOCAL_CLUSTER_TEST for item in request.session.items
+    ):
+        request.getfixturevalue("local_cluster_run")
 
-    script = tmp_path / "local_cluster.py"
+
+@pytest.fixture(scope="module")
+def local_cluster_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen[str]]:
+    """The script of the local cluster's test, running."""
+    directory = tmp_path_factory.mktemp("local_cluster")
+    script = directory / "local_cluster.py"
     script.write_text(LOCAL_CLUSTER_SCRIPT)
     ray_files = tempfile.mkdtemp(prefix="envh-ray-")  # Ray's socket paths must stay short
     env = {
@@ -563,19 +613,36 @@ def test_a_local_cluster_lives_as_long_as_its_experiment_and_is_its_own(tmp_path
     }
     for name in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH"):
         env.pop(name, None)
+    running = subprocess.Popen(
+        [sys.executable, str(script), str(directory)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
-        done = subprocess.run(
-            [sys.executable, str(script), str(tmp_path)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=RAY_WAIT_S,
-            check=False,
-        )
+        yield running
     finally:
+        if running.poll() is None:  # the test did not wait for it (deselected, or failed)
+            running.kill()
+        running.communicate()
         shutil.rmtree(ray_files, ignore_errors=True)
-    said = done.stdout.splitlines()
-    assert done.returncode == 0, done.stderr[-3000:]
+
+
+LOCAL_CLUSTER_TEST = "test_a_local_cluster_lives_as_long_as_its_experiment_and_is_its_own"
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_local_cluster_lives_as_long_as_its_experiment_and_is_its_own(
+    local_cluster_run: subprocess.Popen[str],
+) -> None:
+    """No address in a process without Ray: the experiment starts a local cluster (held by a
+    worker thread: Ray's processes die with the thread that started them) and stops it after;
+    a second experiment at the same time is refused. In a process of its own, on asyncio."""
+    stdout, stderr = local_cluster_run.communicate(timeout=RAY_WAIT_S)
+    said = stdout.splitlines()
+    assert local_cluster_run.returncode == 0, stderr[-3000:]
     assert sorted(line.split(":")[0] for line in said) == ["connected after", "ran", "refused"]
     assert "ran: completed 4" in said
     assert any("`ray start --head`" in line for line in said if line.startswith("refused"))
