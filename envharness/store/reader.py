@@ -8,7 +8,8 @@ WAL snapshot while it waits. Writers are never blocked by readers.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncGenerator, Collection, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Sequence
+from contextlib import aclosing
 from pathlib import Path
 
 import anyio
@@ -34,9 +35,9 @@ __all__ = [
     "among_json",
     "experiment_infos",
     "experiment_member",
-    "experiment_rows_query",
     "iterate_rows",
     "open_reader",
+    "pages",
     "selected_rows_query",
 ]
 
@@ -175,18 +176,6 @@ def experiment_member(row: Sequence[object]) -> ExperimentMember:
     return ExperimentMember(session=session_info(row[:-1]), trial=trial, seed=seed)
 
 
-def experiment_rows_query(kinds: int, among: bool) -> str:
-    """Records of some kinds, by ``pos`` range, in an experiment's chain and its sessions."""
-    sessions = "SELECT id FROM sessions WHERE experiment_id = ?"
-    if among:
-        sessions += " AND id IN " + AMONG
-    return (
-        "SELECT pos, session_id, seq, kind, turn, participant, at, payload, prev, digest"
-        f" FROM records WHERE pos > ? AND pos <= ? AND kind IN ({', '.join('?' * kinds)})"
-        f" AND session_id IN (SELECT ? UNION ALL {sessions}) ORDER BY pos LIMIT ?"
-    )
-
-
 class RecordFilter(msgspec.Struct, frozen=True, kw_only=True):
     """Which records of a session to read; every field narrows the selection."""
 
@@ -244,6 +233,27 @@ def selected_rows_query(selection: RecordFilter) -> tuple[str, list[object]]:
     return query, filters
 
 
+async def pages(
+    selection: RecordFilter,
+    fetch: Callable[[int, int], Awaitable[list[RecordRow]]],
+    page_size: int = PAGE_SIZE,
+) -> AsyncGenerator[list[RecordRow], None]:
+    """The pages of the rows ``selection`` picks, each read by ``fetch(after, size)``: every
+    engine's paged reader walks a session the same way (after the last ``seq`` seen, until a
+    short page or the selection's ``limit``)."""
+    after = selection.after
+    remaining = selection.limit
+    while remaining is None or remaining > 0:
+        size = page_size if remaining is None else min(page_size, remaining)
+        page = await fetch(after, size)
+        yield page
+        if len(page) < size:
+            return
+        after = page[-1].seq
+        if remaining is not None:
+            remaining -= len(page)
+
+
 async def iterate_rows(
     directory: Path, session_id: str, selection: RecordFilter, page_size: int = PAGE_SIZE
 ) -> AsyncGenerator[RecordRow, None]:
@@ -251,26 +261,23 @@ async def iterate_rows(
     query, filters = selected_rows_query(selection)
     key, connection = await anyio.to_thread.run_sync(take_reader, directory)
     failed = False
+
+    async def fetch(after: int, size: int) -> list[RecordRow]:
+        nonlocal failed
+        arguments = (session_id, after, *filters, size)
+        try:
+            return await anyio.to_thread.run_sync(_fetch, connection, query, arguments)
+        except BaseException as exc:
+            failed = True
+            if isinstance(exc, sqlite3.Error):
+                raise translate_sqlite_error(exc, directory) from exc
+            raise
+
     try:
-        after = selection.after
-        remaining = selection.limit
-        while remaining is None or remaining > 0:
-            size = page_size if remaining is None else min(page_size, remaining)
-            arguments = (session_id, after, *filters, size)
-            try:
-                page = await anyio.to_thread.run_sync(_fetch, connection, query, arguments)
-            except BaseException as exc:
-                failed = True
-                if isinstance(exc, sqlite3.Error):
-                    raise translate_sqlite_error(exc, directory) from exc
-                raise
-            for row in page:
-                yield row
-            if len(page) < size:
-                return
-            after = page[-1].seq
-            if remaining is not None:
-                remaining -= len(page)
+        async with aclosing(pages(selection, fetch, page_size)) as found:
+            async for page in found:
+                for row in page:
+                    yield row
     finally:
         # Between pages the reader is idle (each page is read whole), so a reader the caller
         # stopped early is handed on at once, without a thread: a generator left unclosed is

@@ -9,6 +9,7 @@ the same session at once are safe: the second append conflicts and is ignored.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -31,7 +32,14 @@ from envharness.records import (
 from envharness.store.owners import interrupted_reason, is_gone
 from envharness.store.reader import open_reader
 
-__all__ = ["Orphan", "find_orphans", "interrupted_reason", "recover"]
+__all__ = [
+    "Orphan",
+    "find_orphans",
+    "interrupted_reason",
+    "interruption_rows",
+    "orphan_of",
+    "recover",
+]
 
 _runner = msgspec.json.Decoder(RunnerRef)
 _segment = msgspec.json.Decoder(SegmentStarted)
@@ -55,7 +63,12 @@ def find_orphans(directory: Path) -> list[Orphan]:
     """Chains whose recorded runner certainly no longer runs (blocking; run in a thread)."""
     connection = open_reader(directory)
     try:
-        return [*_sessions(connection), *_experiments(connection), *_optimizer_runs(connection)]
+        last_payload = functools.partial(_last_payload, connection)
+        return [
+            orphan_of(kind, *owned, last_payload)
+            for kind in ("session", "experiment", "optimizer")
+            for owned in _owned_by_the_dead(connection, _OWNED[kind])
+        ]
     finally:
         connection.close()
 
@@ -68,74 +81,73 @@ async def recover(append: Append, directory: Path) -> int:
     orphans = await anyio.to_thread.run_sync(find_orphans, directory)
     marked = 0
     for orphan in orphans:
-        chain = SessionChain(orphan.chain_id, next_seq=orphan.head_seq + 1, prev=orphan.head_digest)
-        reason = interrupted_reason(orphan.runner)
-        if orphan.kind == "session":
-            rows = [
-                chain.seal(SessionStatus(status="interrupted", reason=reason)),
-                chain.seal(SegmentEnded(segment=orphan.segment, status="interrupted")),
-            ]
-        elif orphan.kind == "optimizer":
-            rows = [chain.seal(OptimizerStatus(status="interrupted", reason=reason))]
-        else:
-            last = orphan.last_status
-            rows = [
-                chain.seal(
-                    ExperimentStatus(
-                        status="interrupted",
-                        total=last.total if last else 0,
-                        completed=last.completed if last else 0,
-                        failed=last.failed if last else 0,
-                        stopped=last.stopped if last else 0,
-                        reason=reason,
-                    )
-                )
-            ]
         try:
-            await append(rows)
+            await append(interruption_rows(orphan))
         except ChainConflictError:
             continue  # another process recovered it first
         marked += 1
     return marked
 
 
-def _sessions(connection: sqlite3.Connection) -> list[Orphan]:
-    found = []
-    for chain_id, head_seq, head_digest, runner in _owned_by_the_dead(
-        connection,
-        "SELECT id, head_seq, head_digest, owner FROM sessions WHERE owner IS NOT NULL"
-        " AND status NOT IN ('completed', 'failed', 'stopped', 'interrupted')",
-    ):
-        last = _last_payload(connection, chain_id, "segment.started")
-        segment = _segment.decode(last).segment if last else 0
-        found.append(Orphan(chain_id, "session", head_seq, head_digest, runner, segment))
-    return found
-
-
-def _experiments(connection: sqlite3.Connection) -> list[Orphan]:
-    found = []
-    for chain_id, head_seq, head_digest, runner in _owned_by_the_dead(
-        connection,
-        "SELECT id, head_seq, head_digest, owner FROM experiments"
-        " WHERE owner IS NOT NULL AND status = 'running'",
-    ):
-        last = _last_payload(connection, chain_id, "experiment.status")
-        status = _experiment_status.decode(last) if last else None
-        found.append(
-            Orphan(chain_id, "experiment", head_seq, head_digest, runner, 0, last_status=status)
-        )
-    return found
-
-
-def _optimizer_runs(connection: sqlite3.Connection) -> list[Orphan]:
+def interruption_rows(orphan: Orphan) -> list[RecordRow]:
+    """The records that end an orphan's chain: one rule for every engine's recovery."""
+    chain = SessionChain(orphan.chain_id, next_seq=orphan.head_seq + 1, prev=orphan.head_digest)
+    reason = interrupted_reason(orphan.runner)
+    if orphan.kind == "session":
+        return [
+            chain.seal(SessionStatus(status="interrupted", reason=reason)),
+            chain.seal(SegmentEnded(segment=orphan.segment, status="interrupted")),
+        ]
+    if orphan.kind == "optimizer":
+        return [chain.seal(OptimizerStatus(status="interrupted", reason=reason))]
+    last = orphan.last_status
     return [
-        Orphan(chain_id, "optimizer", head_seq, head_digest, runner, 0)
-        for chain_id, head_seq, head_digest, runner in _owned_by_the_dead(
-            connection,
-            "SELECT id, head_seq, head_digest, owner FROM optimizer_runs"
-            " WHERE owner IS NOT NULL AND status = 'running'",
+        chain.seal(
+            ExperimentStatus(
+                status="interrupted",
+                total=last.total if last else 0,
+                completed=last.completed if last else 0,
+                failed=last.failed if last else 0,
+                stopped=last.stopped if last else 0,
+                reason=reason,
+            )
         )
     ]
+
+
+LastPayload = Callable[[str, str], bytes | None]
+"""The payload of a chain's newest record of a kind: ``last_payload(chain_id, kind)``."""
+
+
+def orphan_of(
+    kind: str,
+    chain_id: str,
+    head_seq: int,
+    head_digest: str,
+    runner: RunnerRef,
+    last_payload: LastPayload,
+) -> Orphan:
+    """An orphaned chain with what its interruption needs: a session's segment, an
+    experiment's last counts, read from its own records by ``last_payload``."""
+    if kind == "session":
+        last = last_payload(chain_id, "segment.started")
+        segment = _segment.decode(last).segment if last else 0
+        return Orphan(chain_id, kind, head_seq, head_digest, runner, segment)
+    if kind == "experiment":
+        last = last_payload(chain_id, "experiment.status")
+        status = _experiment_status.decode(last) if last else None
+        return Orphan(chain_id, kind, head_seq, head_digest, runner, 0, last_status=status)
+    return Orphan(chain_id, kind, head_seq, head_digest, runner, 0)
+
+
+_OWNED = {
+    "experiment": "SELECT id, head_seq, head_digest, owner FROM experiments"
+    " WHERE owner IS NOT NULL AND status = 'running'",
+    "optimizer": "SELECT id, head_seq, head_digest, owner FROM optimizer_runs"
+    " WHERE owner IS NOT NULL AND status = 'running'",
+    "session": "SELECT id, head_seq, head_digest, owner FROM sessions WHERE owner IS NOT NULL"
+    " AND status NOT IN ('completed', 'failed', 'stopped', 'interrupted')",
+}
 
 
 def _owned_by_the_dead(

@@ -29,6 +29,7 @@ file SQLite cannot read ends the check of that chain with a break, never the who
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -56,13 +57,22 @@ from envharness.store.sources import verify_sources
 from envharness.store.verify_indexes import EntrySum, check_indexes, why
 from envharness.store.wal import wal_breaks
 
-__all__ = ["STORE", "ChainBreak", "VerifyReport", "verify_store"]
+__all__ = [
+    "STATEFUL",
+    "STORE",
+    "ChainBreak",
+    "VerifyReport",
+    "check_record",
+    "digest_holds",
+    "verify_store",
+]
 
 STORE = DATABASE_NAME
 """The ``session_id`` of a store-level break: the database file as a whole, not one chain."""
 
 _FETCH = 2000
-_STATEFUL = (Outcome, Checkpoint, Intervention, SegmentStarted, OperationReceipt)
+STATEFUL = (Outcome, Checkpoint, Intervention, SegmentStarted, OperationReceipt)
+"""The payloads that cite a state blob (their ``state``)."""
 _INDEXES = ("sessions", "experiments", "optimizer_runs")
 """The tables that index chains, each keyed by ``id``."""
 _PER_RECORD = ("records", "source_records")
@@ -302,6 +312,7 @@ def _verify_chain(
     def problem(seq: int | None, text: str) -> None:
         breaks.append(ChainBreak(session_id, seq, text))
 
+    blob_problem = functools.partial(_blob_problem, connection)
     head_seq = chain.head_seq if type(chain.head_seq) is int else None
     if chain.table is not None:
         if head_seq is None:
@@ -363,7 +374,7 @@ def _verify_chain(
                 problem(seq, text)
             prev = raw[8]
             if not wrong:
-                _check_row(connection, artifacts, blobs, RecordRow(*raw[:9]), problem)
+                check_record(RecordRow(*raw[:9]), problem, blobs, blob_problem, artifacts.check)
     if chain.table is not None and head_seq is not None:
         last = expected_seq - 1
         if last < head_seq:
@@ -441,18 +452,26 @@ def _table_text_breaks(connection: sqlite3.Connection, table: str) -> Iterator[C
                     )
 
 
-def _check_row(
-    connection: sqlite3.Connection,
-    artifacts: ArtifactFiles,
-    blobs: dict[str, str | None],
-    row: RecordRow,
-    problem: Callable[[int | None, str], None],
-) -> None:
+def digest_holds(row: RecordRow) -> bool:
+    """Whether the row's digest is the one its fields make: an altered record's is not."""
     recomputed = digest_of(
         row.session_id, row.seq, row.kind, row.turn, row.participant, row.at, row.payload,
         row.prev,
     )  # fmt: skip
-    if recomputed != row.digest:
+    return recomputed == row.digest
+
+
+def check_record(
+    row: RecordRow,
+    problem: Callable[[int | None, str], None],
+    blobs: dict[str, str | None],
+    blob_problem: Callable[[str], str | None],
+    artifact_problem: Callable[[str], str | None],
+) -> None:
+    """One record's own checks, for every engine's verify: its digest, its payload, and the
+    state blob and artifact it cites. ``blobs`` keeps each blob's answer for the run, so each
+    distinct blob is read and hashed once (``blob_problem`` is asked only the first time)."""
+    if not digest_holds(row):
         problem(row.seq, f"digest mismatch: the {row.kind!r} record was altered")
         return
     try:
@@ -463,13 +482,13 @@ def _check_row(
     tag = payload.__struct_config__.tag
     if tag != row.kind:
         problem(row.seq, f"kind column says {row.kind!r} but the payload is {tag!r}")
-    state = payload.state if isinstance(payload, _STATEFUL) else None
+    state = payload.state if isinstance(payload, STATEFUL) else None
     if state:
-        if state not in blobs:  # each distinct blob is read and hashed once per run
-            blobs[state] = _blob_problem(connection, state)
+        if state not in blobs:
+            blobs[state] = blob_problem(state)
         if (trouble := blobs[state]) is not None:
             problem(row.seq, trouble)
-    if isinstance(payload, Artifact) and (trouble := artifacts.check(payload.sha256)):
+    if isinstance(payload, Artifact) and (trouble := artifact_problem(payload.sha256)):
         problem(row.seq, trouble)
 
 

@@ -22,27 +22,16 @@ import anyio
 import msgspec
 
 from envharness.errors import StoreError
-from envharness.records import (
-    Artifact,
-    Checkpoint,
-    Intervention,
-    OperationReceipt,
-    Outcome,
-    RecordRow,
-    SegmentStarted,
-    decode_payload,
-    digest_of,
-)
+from envharness.records import Artifact, RecordRow, decode_payload
 from envharness.store.optimizer_index import OptimizerRunInfo
 from envharness.store.reader import ExperimentInfo, SessionInfo
 from envharness.store.store import Store
+from envharness.store.verify import STATEFUL, digest_holds
 
 __all__ = ["COPY_BATCH_ROWS", "CopyReport", "EvidenceStore", "copy_store"]
 
 COPY_BATCH_ROWS = 1000
 """Rows per append to the destination: one transaction each, a bounded amount in memory."""
-
-_STATEFUL = (Outcome, Checkpoint, Intervention, SegmentStarted, OperationReceipt)
 
 
 class EvidenceStore(Protocol):
@@ -156,11 +145,7 @@ def _check(row: RecordRow, head: tuple[int, str] | None) -> None:
             f"the source chain {row.session_id} breaks at seq {row.seq} (seq {expected} was "
             "expected, linked to the one before); run `envharness verify` on the source"
         )
-    recomputed = digest_of(
-        row.session_id, row.seq, row.kind, row.turn, row.participant, row.at, row.payload,
-        row.prev,
-    )  # fmt: skip
-    if recomputed != row.digest:
+    if not digest_holds(row):
         raise StoreError(
             f"the source record {row.session_id} seq {row.seq} ({row.kind!r}) does not match "
             "its digest: it was altered; run `envharness verify` on the source"
@@ -174,11 +159,11 @@ def _cites(row: RecordRow) -> tuple[str | None, str | None]:
     payload = decode_payload(row.payload)
     if isinstance(payload, Artifact):
         return None, payload.sha256
-    state = payload.state if isinstance(payload, _STATEFUL) else None
+    state = payload.state if isinstance(payload, STATEFUL) else None
     return state or None, None
 
 
-_CITING = frozenset(str(kind.__struct_config__.tag) for kind in (*_STATEFUL, Artifact))
+_CITING = frozenset(str(kind.__struct_config__.tag) for kind in (*STATEFUL, Artifact))
 
 
 async def _artifact(store: EvidenceStore, sha256: str) -> bytes:

@@ -10,53 +10,27 @@ a score's metrics' order is part of what is shown.
 
 from __future__ import annotations
 
-from envharness.store.optimizer_index import HARNESS_VERSIONS_QUERY, OPTIMIZER_RUNS_QUERY
-from envharness.store.owners import ENDED
-from envharness.store.reader import EXPERIMENT_QUERY, SESSION_COLUMNS, RecordFilter
+from collections.abc import Sequence
+
+from envharness.records import RecordRow
+from envharness.store import reader
+from envharness.store.index_reads import ReadDialect
+from envharness.store.postgres.dialect import translate
+from envharness.store.reader import SESSION_COLUMNS, RecordFilter
 
 __all__ = [
     "AMONG",
     "EXPERIMENT_MEMBERS",
-    "HARNESS_VERSIONS",
-    "OPTIMIZER_RUNS",
-    "SESSION_COLUMNS",
-    "experiment_query",
-    "experiment_rows_query",
+    "POSTGRES_READS",
+    "record_row",
     "selected_rows_query",
     "session_facts_query",
-    "sessions_query",
 ]
 
 AMONG = "(SELECT unnest(%s::text[]))"
 """A SQL set of ids, bound to one array argument (a list of ids)."""
 
 _PAYLOAD = "convert_from(payload, 'UTF8')::json"
-
-OPTIMIZER_RUNS = OPTIMIZER_RUNS_QUERY
-HARNESS_VERSIONS = HARNESS_VERSIONS_QUERY
-_BY_ID_OR_PREFIX = " WHERE id = %s OR starts_with(id, %s) LIMIT 2"
-
-
-def experiment_query(where: str) -> str:
-    """:data:`~envharness.store.reader.EXPERIMENT_QUERY` (portable SQL) with its filter."""
-    return EXPERIMENT_QUERY.format(where=where)
-
-
-def by_id_or_prefix(query: str) -> str:
-    """``query`` narrowed to one id or a prefix of ids (two rows at most: ambiguity shows)."""
-    return query + _BY_ID_OR_PREFIX
-
-
-def sessions_query(status: bool, experiment: bool) -> str:
-    clauses = []
-    if status:
-        # Also the unended sessions of a runner that may be gone (shown by shown_status).
-        ended = ", ".join(f"'{name}'" for name in sorted(ENDED))
-        clauses.append(f"(status = %s OR (owner IS NOT NULL AND status NOT IN ({ended})))")
-    if experiment:
-        clauses.append("experiment_id = %s")
-    where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
-    return f"SELECT {SESSION_COLUMNS} FROM sessions{where} ORDER BY created_at, id"
 
 
 EXPERIMENT_MEMBERS = (
@@ -86,37 +60,36 @@ def session_facts_query(among: bool) -> str:
     return _FACTS + (" WHERE id IN " + AMONG if among else "")
 
 
-def experiment_rows_query(kinds: int, among: bool) -> str:
-    """Records of some kinds, by ``pos`` range, in an experiment's chain and its sessions."""
-    sessions = "SELECT id FROM sessions WHERE experiment_id = %s"
-    if among:
-        sessions += " AND id IN " + AMONG
-    return (
-        "SELECT pos, session_id, seq, kind, turn, participant, at, payload, prev, digest"
-        f" FROM records WHERE pos > %s AND pos <= %s AND kind IN ({', '.join(['%s'] * kinds)})"
-        f" AND session_id IN (SELECT %s UNION ALL {sessions}) ORDER BY pos LIMIT %s"
-    )
-
-
 def selected_rows_query(selection: RecordFilter) -> tuple[str, list[object]]:
-    """A page of the rows ``selection`` picks: takes ``(session_id, after, *filters, limit)``,
-    as :func:`envharness.store.reader.selected_rows_query` does for SQLite."""
-    clauses = ["session_id = %s", "seq > %s"]
-    filters: list[object] = []
-    if selection.kinds:
-        clauses.append("kind = ANY(%s)")
-        filters.append(list(selection.kinds))
-    if selection.participant is not None:
-        clauses.append("participant = %s")
-        filters.append(selection.participant)
-    if selection.turn is not None:
-        clauses.append("turn = %s")
-        filters.append(selection.turn)
-    if selection.until is not None:
-        clauses.append("seq <= %s")
-        filters.append(selection.until)
-    query = (
-        "SELECT session_id, seq, kind, turn, participant, at, payload, prev, digest FROM records"
-        f" WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT %s"
+    """A page of the rows ``selection`` picks: the SQLite store's statement
+    (:func:`envharness.store.reader.selected_rows_query`), in psycopg's placeholders."""
+    query, filters = reader.selected_rows_query(selection)
+    return translate(query), filters
+
+
+def record_row(raw: Sequence[object]) -> RecordRow:
+    """A stored row as the SQLite store gives it (``bytea`` comes back as ``bytes``)."""
+    session_id, seq, kind, turn, participant, at, payload, prev, digest = raw
+    return RecordRow(
+        str(session_id),
+        int(str(seq)),
+        str(kind),
+        None if turn is None else int(str(turn)),
+        None if participant is None else str(participant),
+        str(at),
+        bytes(payload),  # type: ignore[call-overload]
+        None if prev is None else str(prev),
+        str(digest),
     )
-    return query, filters
+
+
+POSTGRES_READS = ReadDialect(
+    placeholder="%s",
+    by_id_or_prefix=" WHERE id = %s OR starts_with(id, %s) LIMIT 2",
+    prefix_arguments=2,
+    among=AMONG,
+    among_argument=sorted,
+    experiment_members=EXPERIMENT_MEMBERS,
+    session_facts_query=session_facts_query,
+    record_row=record_row,
+)

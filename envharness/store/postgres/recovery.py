@@ -14,32 +14,20 @@ status ``interrupted``; the reason names the runner as recorded.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
 
 import msgspec
 
 from envharness.errors import ChainConflictError
-from envharness.records import (
-    ExperimentStatus,
-    OptimizerStatus,
-    RecordRow,
-    RunnerRef,
-    SegmentEnded,
-    SegmentStarted,
-    SessionChain,
-    SessionStatus,
-)
+from envharness.records import RunnerRef
 from envharness.store.owners import ENDED
 from envharness.store.postgres.driver import Connection
 from envharness.store.postgres.readers import Readers
 from envharness.store.postgres.writer import PostgresJournal
-from envharness.store.recovery import Orphan, interrupted_reason
+from envharness.store.recovery import Orphan, interruption_rows, orphan_of
 
 __all__ = ["recover"]
 
 _runner = msgspec.json.Decoder(RunnerRef)
-_segment = msgspec.json.Decoder(SegmentStarted)
-_experiment_status = msgspec.json.Decoder(ExperimentStatus)
 
 _ENDED = ", ".join(f"'{name}'" for name in sorted(ENDED))
 _OWNED = (
@@ -68,7 +56,7 @@ async def recover(journal: PostgresJournal, readers: Readers) -> int:
         found = (str(kind), str(chain_id), int(head_seq), str(head_digest), str(owner))
         orphan = await readers.read(functools.partial(_orphan, found=found))
         try:
-            await journal.append(_interruption(orphan))
+            await journal.append(interruption_rows(orphan))
         except ChainConflictError:
             await journal.release({chain_id})
             continue  # its chain moved on meanwhile (another recovery, or its runner's end)
@@ -78,39 +66,9 @@ async def recover(journal: PostgresJournal, readers: Readers) -> int:
 
 def _orphan(connection: Connection, *, found: tuple[str, str, int, str, str]) -> Orphan:
     kind, chain_id, head_seq, head_digest, owner = found
-    runner = _runner.decode(owner)
-    if kind == "session":
-        last = connection.execute(_LAST_PAYLOAD, (chain_id, "segment.started")).fetchone()
-        segment = _segment.decode(bytes(last[0])).segment if last else 0
-        return Orphan(chain_id, kind, head_seq, head_digest, runner, segment)
-    if kind == "experiment":
-        last = connection.execute(_LAST_PAYLOAD, (chain_id, "experiment.status")).fetchone()
-        status = _experiment_status.decode(bytes(last[0])) if last else None
-        return Orphan(chain_id, kind, head_seq, head_digest, runner, 0, last_status=status)
-    return Orphan(chain_id, kind, head_seq, head_digest, runner, 0)
 
+    def last_payload(chain_id: str, kind: str) -> bytes | None:
+        last = connection.execute(_LAST_PAYLOAD, (chain_id, kind)).fetchone()
+        return bytes(last[0]) if last else None
 
-def _interruption(orphan: Orphan) -> Sequence[RecordRow]:
-    """The records that end an orphan's chain, as the SQLite store's recovery seals them."""
-    chain = SessionChain(orphan.chain_id, next_seq=orphan.head_seq + 1, prev=orphan.head_digest)
-    reason = interrupted_reason(orphan.runner)
-    if orphan.kind == "session":
-        return [
-            chain.seal(SessionStatus(status="interrupted", reason=reason)),
-            chain.seal(SegmentEnded(segment=orphan.segment, status="interrupted")),
-        ]
-    if orphan.kind == "optimizer":
-        return [chain.seal(OptimizerStatus(status="interrupted", reason=reason))]
-    last = orphan.last_status
-    return [
-        chain.seal(
-            ExperimentStatus(
-                status="interrupted",
-                total=last.total if last else 0,
-                completed=last.completed if last else 0,
-                failed=last.failed if last else 0,
-                stopped=last.stopped if last else 0,
-                reason=reason,
-            )
-        )
-    ]
+    return orphan_of(kind, chain_id, head_seq, head_digest, _runner.decode(owner), last_payload)

@@ -12,30 +12,17 @@ artifacts it cites present with their sha256.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable
-from typing import Any
 
-import msgspec
-
-from envharness.records import (
-    Artifact,
-    Checkpoint,
-    Intervention,
-    OperationReceipt,
-    Outcome,
-    RecordRow,
-    SegmentStarted,
-    decode_payload,
-    digest_of,
-)
 from envharness.store.postgres.driver import Connection
-from envharness.store.verify import ChainBreak, VerifyReport
+from envharness.store.postgres.queries import record_row
+from envharness.store.verify import ChainBreak, VerifyReport, check_record
 
 __all__ = ["verify_chains"]
 
 _FETCH = 2000
-_STATEFUL = (Outcome, Checkpoint, Intervention, SegmentStarted, OperationReceipt)
 _HEADS = (
     "SELECT id, head_seq, head_digest FROM sessions"
     " UNION ALL SELECT id, head_seq, head_digest FROM experiments"
@@ -96,6 +83,14 @@ def _check_chain(
     def problem(seq: int | None, text: str) -> None:
         breaks.append(ChainBreak(chain_id, seq, text))
 
+    blob_problem = functools.partial(_content_problem, connection, "blobs", "digest", "data")
+
+    def artifact_problem(sha256: str) -> str | None:
+        if sha256 not in artifacts:
+            found = _content_problem(connection, "artifacts", "sha256", "data", sha256)
+            artifacts[sha256] = None if found is None else found.replace("state blob", "artifact")
+        return artifacts[sha256]
+
     # The whole chain: in this snapshot the index and the records were committed together,
     # so a record beyond the index's head is a break, not a commit in progress.
     cursor = connection.cursor()
@@ -107,7 +102,7 @@ def _check_chain(
     while rows := cursor.fetchmany(_FETCH):
         for raw in rows:
             count += 1
-            row = _row(raw)
+            row = record_row(raw)
             if row.seq > expected:
                 missing = f"{expected}" if row.seq == expected + 1 else f"{expected}..{row.seq - 1}"
                 problem(expected, f"record(s) seq {missing} missing before seq {row.seq}")
@@ -117,7 +112,7 @@ def _check_chain(
             prev = row.digest
             if head is not None and row.seq == head[0]:
                 head_digest = row.digest
-            _check_row(connection, row, blobs, artifacts, problem)
+            check_record(row, problem, blobs, blob_problem, artifact_problem)
     if head is not None:
         if expected - 1 < head[0]:
             problem(
@@ -135,47 +130,6 @@ def _check_chain(
                     f" (seq {head[0]}) in the session index",
                 )
     return count
-
-
-def _row(raw: tuple[Any, ...]) -> RecordRow:
-    session_id, seq, kind, turn, participant, at, payload, prev, digest = raw
-    return RecordRow(session_id, seq, kind, turn, participant, at, bytes(payload), prev, digest)
-
-
-def _check_row(
-    connection: Connection,
-    row: RecordRow,
-    blobs: dict[str, str | None],
-    artifacts: dict[str, str | None],
-    problem: Callable[[int | None, str], None],
-) -> None:
-    recomputed = digest_of(
-        row.session_id, row.seq, row.kind, row.turn, row.participant, row.at, row.payload,
-        row.prev,
-    )  # fmt: skip
-    if recomputed != row.digest:
-        problem(row.seq, f"digest mismatch: the {row.kind!r} record was altered")
-        return
-    try:
-        payload = decode_payload(row.payload)
-    except msgspec.DecodeError as exc:
-        problem(row.seq, f"payload does not decode: {exc}")
-        return
-    tag = payload.__struct_config__.tag
-    if tag != row.kind:
-        problem(row.seq, f"kind column says {row.kind!r} but the payload is {tag!r}")
-    state = payload.state if isinstance(payload, _STATEFUL) else None
-    if state:
-        if state not in blobs:  # each distinct blob read and hashed once per run
-            blobs[state] = _content_problem(connection, "blobs", "digest", "data", state)
-        if (trouble := blobs[state]) is not None:
-            problem(row.seq, trouble)
-    if isinstance(payload, Artifact):
-        sha = payload.sha256
-        if sha not in artifacts:
-            artifacts[sha] = _content_problem(connection, "artifacts", "sha256", "data", sha)
-        if (trouble := artifacts[sha]) is not None:
-            problem(row.seq, trouble.replace("state blob", "artifact"))
 
 
 def _content_problem(
