@@ -31,10 +31,12 @@ import functools
 import inspect
 import sys
 import typing
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeGuard, TypeVar, cast, runtime_checkable
+from types import FunctionType
+from typing import Any, Literal, NamedTuple, Protocol, TypeGuard, TypeVar, cast, runtime_checkable
 
 from envharness.errors import ConfigurationError
 from envharness.records import Cost, EnvironmentRef
@@ -289,17 +291,102 @@ class AgentCapabilities:
 
     @classmethod
     def of(cls, agent: Agent) -> AgentCapabilities:
-        is_async = is_async_agent(agent)
-        feedback = agent if provides(agent, TakesFeedback) and callable(agent.feedback) else None
+        key = _class_key(agent)
+        token = abc.get_cache_token()
+        kept = _FOUND_BY_CLASS.get(type(agent)) if key is not None else None
+        if kept is not None and kept.key == key and kept.token == token:
+            if kept.shared is not None and cls is AgentCapabilities:
+                return kept.shared
+            found = kept.found
+        else:
+            found = _found(agent)
+            if key is not None and _cacheable(key):
+                is_async, runs_inline, lifespan, feedback, _, snapshots, vetoes = found
+                # Capabilities that name no agent are the same value for every instance.
+                alone = not (lifespan or feedback or snapshots or vetoes)
+                shared = AgentCapabilities(is_async, runs_inline) if alone else None
+                _FOUND_BY_CLASS[type(agent)] = _Kept(key, token, found, shared)
+        is_async, runs_inline, lifespan, feedback, with_action, snapshots, vetoes = found
         return cls(
             is_async=is_async,
-            runs_inline=not is_async and provides(agent, RunsInline) and bool(agent.runs_inline),
-            lifespan=agent if provides(agent, HasLifespan) and callable(agent.lifespan) else None,
-            feedback=feedback,
-            feedback_with_action=feedback is not None and _takes_action(feedback.feedback),
-            snapshots=agent if provides(agent, Snapshotting) else None,
-            vetoes=agent if provides(agent, TakesVetoes) and callable(agent.vetoed) else None,
+            runs_inline=runs_inline,
+            lifespan=cast(HasLifespan, agent) if lifespan else None,
+            feedback=cast(TakesFeedback, agent) if feedback else None,
+            feedback_with_action=with_action,
+            snapshots=cast(Snapshotting, agent) if snapshots else None,
+            vetoes=cast(TakesVetoes, agent) if vetoes else None,
         )
+
+
+_Found = tuple[bool, bool, bool, bool, bool, bool, bool]
+"""is_async, runs_inline, then whether the agent has a lifespan, feedback, feedback that takes
+``action``, the snapshot methods, vetoes: the fields of :class:`AgentCapabilities`."""
+
+_CAPABILITY_NAME_SET = frozenset(
+    {"act", "runs_inline", "lifespan", "feedback", "vetoed", "can_snapshot", "snapshot", "restore"}
+)
+"""The attributes :func:`_found` reads (those of :class:`Agent` and of each capability)."""
+_LOOKUP_NAMES = frozenset({"__getattr__", "__getattribute__", "__class__"})
+_DECIDING_NAME_SET = _CAPABILITY_NAME_SET | _LOOKUP_NAMES
+_PLAIN_VALUE_TYPES = frozenset({bool, int, str, type(None)})
+
+
+class _Kept(NamedTuple):
+    key: tuple[tuple[str, object], ...]
+    token: object
+    found: _Found
+    shared: AgentCapabilities | None
+
+
+_FOUND_BY_CLASS: weakref.WeakKeyDictionary[type, _Kept] = weakref.WeakKeyDictionary()
+"""What :func:`_found` answered for an agent of each class, kept with the class attributes
+it depended on and the ABC registry's token, which a registration changes. Most of an agent's
+protocol checks fail, and a failing check falls back to the ABC machinery: per session that was
+~35k instructions of ~2,100k. Classes are held weakly: one made per test or per run is not kept
+alive."""
+
+
+def _found(agent: Agent) -> _Found:
+    """The checks themselves, on this very agent."""
+    is_async = is_async_agent(agent)
+    feedback = provides(agent, TakesFeedback) and callable(agent.feedback)
+    return (
+        is_async,
+        not is_async and provides(agent, RunsInline) and bool(agent.runs_inline),
+        provides(agent, HasLifespan) and callable(agent.lifespan),
+        feedback,
+        feedback and _takes_action(cast(TakesFeedback, agent).feedback),
+        provides(agent, Snapshotting),
+        provides(agent, TakesVetoes) and callable(agent.vetoed),
+    )
+
+
+def _class_key(agent: object) -> tuple[tuple[str, object], ...] | None:
+    """The class attributes that decide an agent's capabilities, read from the dictionaries of
+    its class and bases (asking the class itself for a missing name raises inside, which costs
+    more than the checks it would save). ``None`` when something else can decide: a capability
+    set on the instance itself, a custom attribute lookup, a ``__class__`` that is not its type.
+    """
+    kind = type(agent)
+    if agent.__class__ is not kind:
+        return None
+    own = getattr(agent, "__dict__", None)
+    if own and not _CAPABILITY_NAME_SET.isdisjoint(own):
+        return None
+    key: list[tuple[str, object]] = []
+    for owner in kind.__mro__[:-1]:  # the last is ``object``, whose lookups are the default
+        attributes = owner.__dict__
+        for name in _DECIDING_NAME_SET.intersection(attributes):
+            if name in _LOOKUP_NAMES:
+                return None
+            key.append((name, attributes[name]))
+    return tuple(key)
+
+
+def _cacheable(key: tuple[tuple[str, object], ...]) -> bool:
+    """Whether every attribute reads the same from each instance: a plain function or a plain
+    value, never a property, slot or other descriptor whose answer depends on the instance."""
+    return all(type(value) is FunctionType or type(value) in _PLAIN_VALUE_TYPES for _, value in key)
 
 
 def _takes_action(feedback: Callable[..., object]) -> bool:

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple, cast
 
 import msgspec
 
-from envharness.records.payloads import Payload
+from envharness.records.payloads import EnvironmentRef, Payload, SessionCreated
 
 __all__ = [
     "Record",
@@ -181,7 +181,10 @@ class SessionChain:
         turn: int | None = None,
         participant: str | None = None,
     ) -> RecordRow:
-        data = _canonical_encoder.encode(payload)
+        if payload.__class__ is SessionCreated:
+            data = _encode_created(payload)
+        else:
+            data = _canonical_encoder.encode(payload)
         kind: str = payload.__struct_config__.tag  # type: ignore[assignment]
         at = utc_now_text()
         seq = self._next_seq
@@ -196,6 +199,40 @@ class SessionChain:
         return _new_row(
             RecordRow, (session_id, seq, kind, turn, participant, at, data, prev, digest)
         )
+
+
+class _EncodedEnvironment:
+    """The last environment a ``session.created`` recorded, with its canonical bytes."""
+
+    __slots__ = ("bytes", "environment")
+
+    def __init__(self, environment: EnvironmentRef | None, data: bytes) -> None:
+        self.environment = environment
+        self.bytes = msgspec.Raw(data)
+
+
+_last_environment = _EncodedEnvironment(None, b"")
+
+
+def _encode_created(payload: SessionCreated) -> bytes:
+    """The record's canonical bytes, its environment encoded once for all the sessions that
+    share it.
+
+    Every session of an experiment records the same environment (one frozen
+    :class:`EnvironmentRef` per spec, with the JSON Schemas of its types): most of the
+    record, and with keys sorted, more than half the cost of encoding it. The bytes kept for
+    that very object go in as raw JSON where the sorted encoder would have written them, so
+    the record is byte for byte what encoding it whole gives (a test compares the two)."""
+    global _last_environment  # replaced whole: another thread sees the old entry or the new
+    config = payload.config
+    kept = _last_environment
+    if kept.environment is not config.environment:
+        kept = _EncodedEnvironment(
+            config.environment, _canonical_encoder.encode(config.environment)
+        )
+        _last_environment = kept
+    shared = msgspec.structs.replace(config, environment=kept.bytes)
+    return _canonical_encoder.encode(SessionCreated(config=shared))
 
 
 _sha256 = hashlib.sha256

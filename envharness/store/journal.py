@@ -35,7 +35,6 @@ from envharness.records import (
     OptimizerStatus,
     RecordRow,
     SegmentStarted,
-    SessionCreated,
     SessionStatus,
 )
 from envharness.store.blobs import pack
@@ -68,7 +67,25 @@ doubling). SQLite's own checkpoints keep it near 4 MiB otherwise."""
 _log = logging.getLogger("envharness.store")
 _LAST_POSITION = "SELECT max(pos) FROM records"
 
-_created_decoder = msgspec.json.Decoder(SessionCreated)
+
+class _IndexedScenario(msgspec.Struct):
+    id: str
+
+
+class _IndexedConfig(msgspec.Struct):
+    scenario: _IndexedScenario
+    experiment_id: str | None = None
+
+
+class _IndexedCreation(msgspec.Struct):
+    """The two fields of a ``session.created`` record that the index keeps: decoding only
+    these skips building the whole config (schemas, participants, the scenario's input), four
+    times the cost, on the writer's thread, once per session."""
+
+    config: _IndexedConfig
+
+
+_created_decoder = msgspec.json.Decoder(_IndexedCreation)
 _status_decoder = msgspec.json.Decoder(SessionStatus)
 _experiment_decoder = msgspec.json.Decoder(ExperimentCreated)
 _experiment_status_decoder = msgspec.json.Decoder(ExperimentStatus)
@@ -384,10 +401,9 @@ def _insert(
 
 
 _INSERT_SESSION = (
-    "INSERT INTO sessions (id, experiment_id, scenario_id, status, reason, created_at,"
-    " updated_at, turns_completed, head_seq, head_digest, owner, parent_id, parent_seq)"
-    " VALUES (:id, :experiment_id, :scenario_id, :status, :reason, :created_at, :updated_at,"
-    " :turns, :head_seq, :head_digest, :owner, :parent_id, :parent_seq)"
+    "INSERT INTO sessions (id, experiment_id, scenario_id, created_at, updated_at,"
+    " turns_completed, head_seq, head_digest, status, reason, owner, parent_id, parent_seq)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INDEXED_KINDS = frozenset(
     {
@@ -424,7 +440,7 @@ def _update_index(
     heads: dict[str, RecordRow] = {}
     turns: dict[str, int] = {}
     changed: dict[str, dict[str, object]] = {}
-    created: dict[str, dict[str, object]] = {}
+    created: dict[str, tuple[str | None, str, str]] = {}
     for row in rows:
         chain_id = row.session_id
         heads[chain_id] = row
@@ -436,11 +452,7 @@ def _update_index(
                 turns[chain_id] = row.turn
         elif kind == "session.created":
             config = _created_decoder.decode(row.payload).config
-            created[chain_id] = {
-                "experiment_id": config.experiment_id,
-                "scenario_id": config.scenario.id,
-                "created_at": row.at,
-            }
+            created[chain_id] = (config.experiment_id, config.scenario.id, row.at)
             changed[chain_id] = {"status": "created"}
         elif kind == "session.status":
             status = _status_decoder.decode(row.payload)
@@ -482,17 +494,9 @@ def _update_index(
         if start is not None:
             connection.execute(
                 _INSERT_SESSION,
-                {
-                    **dict.fromkeys(_SESSION_COLUMNS),
-                    **start,
-                    **changes,
-                    "id": chain_id,
-                    "updated_at": head.at,
-                    "turns": turn,
-                    "head_seq": head.seq,
-                    "head_digest": head.digest,
-                },
-            )
+                (chain_id, *start, head.at, turn, head.seq, head.digest,
+                 *map(changes.get, _SESSION_COLUMNS)),
+            )  # fmt: skip
             continue
         columns = [name for name in _SESSION_COLUMNS if name in changes]
         updated = connection.execute(

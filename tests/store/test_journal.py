@@ -250,6 +250,30 @@ async def test_a_malformed_payload_fails_only_its_own_request(store_path: Path) 
     assert count_rows(store_path) == 2
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b'{"config":{}}',
+        b'{"config":{"scenario":{}}}',
+        b'{"config":{"scenario":{"id":7}}}',
+        b'{"config":{"scenario":{"id":"s"},"experiment_id":3}}',
+        b"[]",
+    ],
+)
+async def test_a_creation_without_what_the_index_keeps_is_refused(
+    store_path: Path, payload: bytes
+) -> None:
+    """The index reads only the scenario's id and the experiment's: each must be there and of
+    its type, or nothing of the request is written."""
+    bad = RecordRow("ses_bad", 0, "session.created", None, None, "2024-01-01T00:00:00Z",
+                    payload, None, "00" * 32)  # fmt: skip
+    async with open_store(store_path) as store:
+        with pytest.raises(StoreError, match="malformed"):
+            await store.append([bad])
+    assert count_rows(store_path) == 0
+
+
 # -- back-pressure -----------------------------------------------------------------------------
 
 
