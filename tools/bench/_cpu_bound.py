@@ -16,7 +16,10 @@ from envharness.fixtures import SyntheticAction, SyntheticEnvironment, Synthetic
 __all__ = ["WORK", "CpuBoundEnvironment"]
 
 WORK = 20_000
-"""Loop iterations per turn: about a millisecond and a half of one core."""
+"""Loop iterations per turn: 1.1-1.5 ms of one core (the loop alone: 1.15 ms). A pool worker
+then spends ~6 ms of CPU on a five-turn session against the driver's ~1.5: heavy enough for
+two workers to reach 1.6x one on two cores, which a lighter environment would not be (scale.py
+prints the bound the driver's share sets)."""
 
 
 class CpuBoundEnvironment(SyntheticEnvironment):

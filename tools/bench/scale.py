@@ -13,8 +13,15 @@ For each it prints the wall time of ``experiment.run()`` and two rates: *overall
 run, worker start included) and *steady* (from the first session's start to the end, which is
 what a long experiment sees), then this process's CPU time per session — the driver's share:
 committing every worker's records through the one writer — and the rate that share alone would
-allow (the single writer's ceiling on this machine). The ratio of 2 workers to 1 (steady rates,
-same run) is the figure issue 14 sets a target for: at least 1.6x on a 2-core machine.
+allow (the single writer's ceiling on this machine), and the pool workers' CPU time per session
+(all of them together, their start included; Ray's are not this process's children). The ratio
+of 2 workers to 1 (steady rates, same run) is the figure issue 14 sets a target for: at least
+1.6x on a 2-core machine. With the driver at ``d`` and a worker at ``w`` of CPU per session, one
+worker is bound by ``max(w, d)`` and two on two cores by ``w + d`` shared between both cores, so
+the ratio cannot pass ``2 max(w, d) / (w + d)``: printed too, it says whether the environment is
+CPU-bound enough for the target to be reachable at all. The load average before and after is
+printed: figures taken beside other work measure the share of the cores the run got, not how it
+scales.
 
 Run it from the repository root::
 
@@ -39,6 +46,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import resource
 import shutil
 import tempfile
 import time
@@ -65,6 +73,8 @@ class Timing:
         self.first: float | None = None
         self.ended = 0.0
         self.cpu = 0.0
+        self.workers_cpu = 0.0
+        """CPU time of the workers this run started and ended (their start included)."""
 
     def saw(self, session_id: str, turn: int, planned: int) -> None:
         if self.first is None:
@@ -82,6 +92,17 @@ class Timing:
     @property
     def driver_cpu_per_session(self) -> float:
         return self.cpu / self.sessions
+
+    @property
+    def workers_cpu_per_session(self) -> float:
+        return self.workers_cpu / self.sessions
+
+
+def children_cpu() -> float:
+    """CPU time of this process's children that have ended (an executor's workers end, and are
+    waited for, before its experiment's ``run`` returns)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 async def measure(
@@ -106,11 +127,12 @@ async def measure(
     ]
     timing = Timing(name, sessions)
     experiment = harness.experiment(name, scenarios, turns=turns, executor=make())
-    cpu = time.process_time()
+    cpu, workers_cpu = time.process_time(), children_cpu()
     timing.started = time.perf_counter()
     result = await experiment.run(progress=timing.saw)
     timing.ended = time.perf_counter()
     timing.cpu = time.process_time() - cpu
+    timing.workers_cpu = children_cpu() - workers_cpu
     if result.completed != sessions:
         raise SystemExit(f"{name}: only {result.completed} of {sessions} sessions completed")
     return timing
@@ -189,11 +211,11 @@ async def main(args: argparse.Namespace) -> None:
     print(
         f"{args.sessions} sessions x {args.turns} turns, CPU-bound environment "
         f"({args.work:,} loop iterations a turn), max_concurrency {args.concurrency}, "
-        f"{os.cpu_count()} cores"
+        f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}"
     )
     print(
         f"{'executor':<8} {'wall s':>7} {'overall/s':>10} {'steady/s':>9} "
-        f"{'driver CPU ms/session':>22} {'writer ceiling/s':>17}"
+        f"{'driver CPU ms/session':>22} {'writer ceiling/s':>17} {'workers CPU ms/session':>23}"
     )
     timings: dict[str, Timing] = {}
     try:
@@ -203,9 +225,12 @@ async def main(args: argparse.Namespace) -> None:
             )
             timings[name] = timing
             per = timing.driver_cpu_per_session
+            pool = name.startswith("pool")
+            workers = f"{timing.workers_cpu_per_session * 1e3:.2f}" if pool else "-"
             print(
                 f"{name:<8} {timing.ended - timing.started:>7.2f} {timing.overall:>10.1f} "
-                f"{timing.steady:>9.1f} {per * 1e3:>22.2f} {1 / per:>17.0f}"
+                f"{timing.steady:>9.1f} {per * 1e3:>22.2f} {1 / per:>17.0f} "
+                f"{workers:>23}"
             )
     finally:
         shutil.rmtree(directory, ignore_errors=True)
@@ -217,6 +242,15 @@ async def main(args: argparse.Namespace) -> None:
                 f"{two.overall / one.overall:.2f}x overall (target >= 1.6x); "
                 f"1 worker / here = {one.steady / timings['here'].steady:.2f}x"
             )
+            if kind != "pool":
+                continue  # Ray's workers are the raylet's children, not this process's
+            driver, worker = one.driver_cpu_per_session, one.workers_cpu_per_session
+            print(
+                f"{kind}: on 2 cores the driver's CPU allows at most "
+                f"{2 * max(driver, worker) / (driver + worker):.2f}x "
+                "(2 max(w, d) / (w + d), w counting the worker's start)"
+            )
+    print(f"load average at the end {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from envharness.records import ErrorInfo, RecordRow, RunnerRef
 __all__ = [
     "PROTOCOL",
     "Ack",
+    "Acks",
     "Artifact",
     "Batch",
     "Cancel",
@@ -39,8 +40,9 @@ __all__ = [
     "encode",
 ]
 
-PROTOCOL = 2
-"""Bumped when a frame changes incompatibly (a worker of another envharness is refused)."""
+PROTOCOL = 3
+"""Bumped when a frame changes incompatibly (a worker of another envharness is refused).
+3: :class:`Acks`, several committed batches in one frame."""
 
 
 class _Frame(msgspec.Struct, frozen=True, tag_field="t", array_like=True):
@@ -98,6 +100,14 @@ class Ack(_Frame, frozen=True, tag="ack"):
     error: str | None = None
 
 
+class Acks(_Frame, frozen=True, tag="acks"):
+    """The batches ``batches`` are committed: the driver acknowledges together every batch of
+    a worker whose commit it finds done (a group commit holds many), one frame and one write
+    instead of one each."""
+
+    batches: list[int]
+
+
 class Stored(_Frame, frozen=True, tag="stored"):
     request: int
     sha256: str | None = None
@@ -124,7 +134,7 @@ class Close(_Frame, frozen=True, tag="close"):
     for the next experiment's :class:`Open` (or the end of its channel, and exits)."""
 
 
-DriverFrame = Open | Run | Resume | Ack | Stored | Pause | Spent | Cancel | Close
+DriverFrame = Open | Run | Resume | Ack | Acks | Stored | Pause | Spent | Cancel | Close
 
 # -- worker to driver --------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from envharness.records import Cost, RecordRow, RunnerRef, Status, decode_payloa
 from envharness.runtime.executors.channel import Channel, WorkerSpawner
 from envharness.runtime.executors.frames import (
     Ack,
+    Acks,
     Artifact,
     Batch,
     Close,
@@ -234,15 +235,30 @@ class Link:
                 return
 
     async def _acknowledge(self, committed: MemoryObjectReceiveStream[tuple[int, Pending]]) -> None:
-        """Acknowledge each batch once committed, in the order they came (the journal's)."""
+        """Acknowledge each batch once committed, in the order they came (the journal's): the
+        first one waited for, with every later one whose commit is done by then (one group
+        commit holds many) in the same frame."""
         async with committed:
             async for batch, pending in committed:
-                error: str | None = None
-                try:
-                    await pending.committed()
-                except StoreError as exc:
-                    error = f"{type(exc).__name__}: {exc}"
-                await self.send(Ack(batch, error))
+                done = [batch]
+                error = await _failure(pending)
+                while error is None:
+                    try:
+                        batch, pending = committed.receive_nowait()
+                    except (anyio.WouldBlock, anyio.EndOfStream):  # none yet, or no more
+                        break
+                    if not pending.done:
+                        await self.send(_acks(done))
+                        done = []
+                    error = await _failure(pending)
+                    done.append(batch)
+                if error is not None:
+                    failed = done.pop()
+                    if done:
+                        await self.send(_acks(done))
+                    await self.send(Ack(failed, error))
+                else:
+                    await self.send(_acks(done))
 
     async def _keep_artifact(self, frame: Artifact) -> None:
         try:
@@ -264,6 +280,19 @@ class Link:
     async def close(self) -> None:
         self._closing = True
         await self.send(Close())
+
+
+async def _failure(pending: Pending) -> str | None:
+    """Why a batch was not committed, once its commit is over (``None``: it was)."""
+    try:
+        await pending.committed()
+    except StoreError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _acks(batches: list[int]) -> Ack | Acks:
+    return Ack(batches[0]) if len(batches) == 1 else Acks(batches)
 
 
 def _count_costs(work: ExperimentWork, rows: Sequence[RecordRow]) -> None:

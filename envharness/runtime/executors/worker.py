@@ -34,6 +34,7 @@ from envharness.runtime.executors.channel import Channel
 from envharness.runtime.executors.frames import (
     PROTOCOL,
     Ack,
+    Acks,
     Artifact,
     Batch,
     Cancel,
@@ -73,7 +74,7 @@ Recipe = tuple[Sequence[Scenario[Any]], PlanSession, type[SessionRunner], Budget
 the experiment's budget."""
 
 
-_LATE = Ack | Stored | Pause | Spent | Cancel
+_LATE = Ack | Acks | Stored | Pause | Spent | Cancel
 """Frames of an experiment that may reach the worker after it closed (an acknowledgement of a
 batch of a session cancelled by the close): there is nothing left to tell."""
 
@@ -249,6 +250,10 @@ class _Worker:
             if isinstance(frame, Ack):
                 if (waiting := self.acks.pop(frame.batch, None)) is not None:
                     waiting.resolve(frame.error)
+            elif isinstance(frame, Acks):
+                for batch in frame.batches:
+                    if (waiting := self.acks.pop(batch, None)) is not None:
+                        waiting.resolve(None)
             elif isinstance(frame, Run | Resume):
                 self._group.start_soon(self._session, frame)
             elif isinstance(frame, Stored):

@@ -3,6 +3,7 @@ driver that goes away mid-session leaves a worker that ends, never one that wait
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import anyio
@@ -13,7 +14,9 @@ from envharness.fixtures import SyntheticAgent, SyntheticEnvironment, SyntheticS
 from envharness.records import new_id
 from envharness.runtime.executors.frames import (
     PROTOCOL,
+    Acks,
     Batch,
+    Ended,
     Named,
     Open,
     Ready,
@@ -107,3 +110,31 @@ async def test_a_driver_of_another_protocol_is_refused() -> None:
         await driver.aclose()
     assert isinstance(refused, Refused)
     assert refused.message == f"this worker speaks protocol {PROTOCOL}, the driver {PROTOCOL + 1}"
+
+
+def short_plan(
+    scenario: Scenario[SyntheticScenarioInput],
+    trial: int,
+    seed: int,
+    /,
+    session_id: str | None = None,
+) -> SessionPlan:
+    return dataclasses.replace(plan(scenario, trial, seed, session_id=session_id), turns=3)
+
+
+async def test_batches_acknowledged_together_in_one_frame_each_count_as_committed() -> None:
+    driver, worker = pair()
+    batches: list[int] = []
+    async with anyio.create_task_group() as group:
+        group.start_soon(serving, worker)
+        await driver.send(opening(((SCENARIO,), short_plan, SessionRunner, None)))
+        assert isinstance(decode_worker_frame(await driver.receive()), Ready)
+        await driver.send(encode(Run(0, 0, 0, 7)))
+        while not isinstance(frame := decode_worker_frame(await driver.receive()), Ended):
+            if isinstance(frame, Batch):
+                batches.append(frame.batch)
+                # with one nobody waits for (a late acknowledgement is no error)
+                await driver.send(encode(Acks([frame.batch, 10_000 + frame.batch])))
+        await driver.aclose()
+    assert batches
+    assert (frame.status, frame.turns_completed, frame.crash) == ("completed", 3, None)
