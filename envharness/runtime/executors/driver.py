@@ -16,9 +16,9 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from itertools import count
-from typing import final
+from typing import Self, final
 
 import anyio
 
@@ -49,7 +49,7 @@ from envharness.runtime.executors.seam import (
 from envharness.runtime.plan import SessionResult
 from envharness.runtime.resume import find_resume_point
 
-__all__ = ["CLOSE_GRACE", "WATCH_INTERVAL", "RemoteExecutor", "WorkerError"]
+__all__ = ["CLOSE_GRACE", "WATCH_INTERVAL", "KeptWorkers", "RemoteExecutor", "WorkerError"]
 
 WATCH_INTERVAL = 0.02
 """How often the driver looks whether a pause was asked or the budget spent (both are plain
@@ -294,3 +294,38 @@ class _RemoteRuns:
                     for link in self._links:
                         await link.send(Spent(reason))
                 spent = spent or work.budget is None
+
+
+class KeptWorkers:
+    """What every remote executor does through its :class:`RemoteExecutor`: check a recipe,
+    and, opened with ``async with``, keep its workers for one experiment after another."""
+
+    _remote: RemoteExecutor
+    _open: AsyncExitStack | None = None
+
+    def check(self, plan_session: PlanSession, parts: Sequence[tuple[str, object]]) -> None:
+        self._remote.check(plan_session, parts)
+
+    async def _hold_while_open(self, stack: AsyncExitStack) -> None:
+        """Enter what must hold before the workers start and until they stop (nothing here;
+        Ray's executor joins its cluster)."""
+
+    async def __aenter__(self) -> Self:
+        if self._open is not None:
+            raise ConfigurationError(f"this {type(self).__name__} is already open")
+        async with AsyncExitStack() as stack:
+            await self._hold_while_open(stack)
+            await stack.enter_async_context(self._remote.opened())
+            self._open = stack.pop_all()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        opened, self._open = self._open, None
+        if opened is not None:
+            with anyio.CancelScope(shield=True):
+                await opened.aclose()
+
+    @property
+    def kept(self) -> int:
+        """How many started workers wait for the next experiment (0 unless opened)."""
+        return self._remote.kept

@@ -15,8 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import IO, final
 
@@ -24,8 +23,8 @@ import anyio
 from anyio.abc import Process
 
 from envharness.errors import ConfigurationError
-from envharness.runtime.executors.driver import CLOSE_GRACE, RemoteExecutor
-from envharness.runtime.executors.seam import ExperimentWork, PlanSession, SessionRuns
+from envharness.runtime.executors.driver import CLOSE_GRACE, KeptWorkers, RemoteExecutor
+from envharness.runtime.executors.seam import ExperimentWork, SessionRuns
 from envharness.runtime.executors.streams import StreamChannel, socket_channel
 
 __all__ = ["STDERR_TAIL", "ProcessPoolExecutor"]
@@ -36,7 +35,7 @@ _ENTRY = "envharness.runtime.executors.pool_worker"
 
 
 @final
-class ProcessPoolExecutor:
+class ProcessPoolExecutor(KeptWorkers):
     """Runs sessions in ``workers`` processes on this machine (one per core is the usual
     choice), each running many sessions at once; evidence is committed by this process.
 
@@ -53,33 +52,10 @@ class ProcessPoolExecutor:
                 f"{workers!r}; this machine has {os.cpu_count() or 1} cores"
             )
         self.workers = workers
-        self._open: AsyncExitStack | None = None
         self._remote = RemoteExecutor(_PoolSpawner, workers, "process pool")
-
-    def check(self, plan_session: PlanSession, parts: Sequence[tuple[str, object]]) -> None:
-        self._remote.check(plan_session, parts)
 
     def serving(self, work: ExperimentWork) -> AbstractAsyncContextManager[SessionRuns]:
         return self._remote.serving(work)
-
-    async def __aenter__(self) -> ProcessPoolExecutor:
-        if self._open is not None:
-            raise ConfigurationError("this ProcessPoolExecutor is already open")
-        stack = AsyncExitStack()
-        await stack.enter_async_context(self._remote.opened())
-        self._open = stack
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        opened, self._open = self._open, None
-        if opened is not None:
-            with anyio.CancelScope(shield=True):
-                await opened.aclose()
-
-    @property
-    def kept(self) -> int:
-        """How many started workers wait for the next experiment (0 unless opened)."""
-        return self._remote.kept
 
     def __repr__(self) -> str:
         return f"ProcessPoolExecutor(workers={self.workers})"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from functools import cache
 from itertools import count
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, final
 import anyio
 
 from envharness.errors import ConfigurationError
-from envharness.runtime.executors.driver import RemoteExecutor
+from envharness.runtime.executors.driver import KeptWorkers, RemoteExecutor
 from envharness.runtime.executors.ray_channel import RayChannel, Serve, WorkerActor, first_line
 from envharness.runtime.executors.ray_cluster import (
     ACTOR_CPUS,
@@ -32,7 +32,7 @@ from envharness.runtime.executors.ray_cluster import (
     import_ray,
     parse_address,
 )
-from envharness.runtime.executors.seam import ExperimentWork, PlanSession, SessionRuns
+from envharness.runtime.executors.seam import ExperimentWork, SessionRuns
 
 if TYPE_CHECKING:
     from ray.actor import ActorHandle
@@ -45,7 +45,7 @@ shows them)."""
 
 
 @final
-class RayExecutor:
+class RayExecutor(KeptWorkers):
     """Runs sessions on Ray: ``workers`` async actors of one CPU each, many sessions per actor;
     the evidence is committed by this process's store, as with every executor.
 
@@ -74,10 +74,6 @@ class RayExecutor:
         self.address = address
         self.workers = workers
         self._remote = RemoteExecutor(RaySpawner, workers, "Ray")
-        self._open: AsyncExitStack | None = None
-
-    def check(self, plan_session: PlanSession, parts: Sequence[tuple[str, object]]) -> None:
-        self._remote.check(plan_session, parts)
 
     def serving(self, work: ExperimentWork) -> AbstractAsyncContextManager[SessionRuns]:
         return self._serving(work)
@@ -91,25 +87,8 @@ class RayExecutor:
         async with connected(self.address, self.workers), self._remote.serving(work) as runs:
             yield runs
 
-    async def __aenter__(self) -> RayExecutor:
-        if self._open is not None:
-            raise ConfigurationError("this RayExecutor is already open")
-        async with AsyncExitStack() as stack:
-            await stack.enter_async_context(connected(self.address, self.workers))
-            await stack.enter_async_context(self._remote.opened())
-            self._open = stack.pop_all()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        opened, self._open = self._open, None
-        if opened is not None:
-            with anyio.CancelScope(shield=True):
-                await opened.aclose()
-
-    @property
-    def kept(self) -> int:
-        """How many started actors wait for the next experiment (0 unless opened)."""
-        return self._remote.kept
+    async def _hold_while_open(self, stack: AsyncExitStack) -> None:
+        await stack.enter_async_context(connected(self.address, self.workers))
 
     def __repr__(self) -> str:
         return f"RayExecutor(address={self.address!r}, workers={self.workers})"
