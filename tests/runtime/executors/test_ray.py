@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import msgspec
 import pytest
 
 from envharness import AsyncEnvironmentHarness, ConfigurationError, Scenario
@@ -46,6 +45,7 @@ from envharness.runtime.executors.ray_channel import RayChannel
 from envharness.runtime.experiment import ExperimentResult
 from envharness.store import read_store
 from tests import _engines
+from tests.runtime.executors._evidence import evidence
 
 pytestmark = pytest.mark.anyio
 
@@ -58,10 +58,6 @@ SCENARIOS = [
     Scenario(id="up", input=SyntheticScenarioInput(starting_total=-2)),
     Scenario(id="early", input=SyntheticScenarioInput(starting_total=0, target=2)),
 ]
-VARYING = {"runner", "seconds"}
-"""Payload fields that differ between any two runs (the process that ran the session, and
-measured durations); ids differ too and are replaced by their place in the experiment."""
-
 
 # -- Ray itself, as the executor relies on it -------------------------------------------------
 
@@ -271,32 +267,6 @@ def harness(store: Path, agent: Any = SyntheticAgent) -> AsyncEnvironmentHarness
     return AsyncEnvironmentHarness(
         store, environment=SyntheticEnvironment, agents={"agent": agent}, max_concurrency=4
     )
-
-
-def _held_still(value: Any, ids: dict[str, str]) -> Any:
-    if isinstance(value, dict):
-        return {k: _held_still(v, ids) for k, v in value.items() if k not in VARYING}
-    if isinstance(value, list):
-        return [_held_still(v, ids) for v in value]
-    if isinstance(value, str):
-        return ids.get(value, value)
-    return value
-
-
-async def evidence(store_dir: Path, result: ExperimentResult) -> list[list[Any]]:
-    """Every session's records in experiment order, with what varies between runs held still."""
-    store = await read_store(store_dir)
-    ids = {result.id: "experiment"}
-    ids.update({s.result.id: f"session {i}" for i, s in enumerate(result.sessions)})
-    chains = []
-    for session in result.sessions:
-        chain = []
-        async for record in store.records(session.result.id):
-            payload = msgspec.json.decode(msgspec.json.encode(record.payload))
-            place = (record.seq, record.kind, record.turn, record.participant)
-            chain.append((*place, _held_still(payload, ids)))
-        chains.append(chain)
-    return chains
 
 
 async def _same_evidence_as_in_process(tmp_path: Path, executor: RayExecutor) -> set[int]:
