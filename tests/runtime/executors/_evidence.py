@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from envharness.records import SessionCreated
+from envharness.records import Outcome, Record, SegmentStarted, SessionCreated, SessionStatus
 from envharness.runtime.experiment import ExperimentResult
 from envharness.store import read_store
 
@@ -71,3 +73,44 @@ async def experiments_evidence(store_dir: Path, experiment_ids: Sequence[str]) -
             ]
         )
     return found
+
+
+@dataclass(frozen=True)
+class Retried:
+    """A session whose worker was killed: its records, the ``interrupted`` status that ended
+    the lost attempt, and the segment that went on."""
+
+    records: list[Record[Any]]
+    lost: SessionStatus
+    second: SegmentStarted
+
+
+async def nothing_lost_nothing_duplicated(
+    store_dir: Path, result: ExperimentResult, killed: Sequence[int], loss: str
+) -> list[Retried]:
+    """Check that every turn of every session is stored once and the store verifies, and that
+    each session of a killed worker (pid in ``killed``) was interrupted, its reason naming
+    ``loss``, and resumed once in a new segment on another worker; returns those sessions."""
+    store = await read_store(store_dir)
+    assert (await store.verify()).ok
+    retried = []
+    for session in result.sessions:
+        records = [record async for record in store.records(session.result.id)]
+        segments = [r.payload for r in records if isinstance(r.payload, SegmentStarted)]
+        turns = collections.Counter(r.turn for r in records if isinstance(r.payload, Outcome))
+        # every turn once: nothing acknowledged was lost, nothing written twice
+        assert sorted(turns) == list(range(1, session.result.turns_completed + 1))
+        assert set(turns.values()) == {1}
+        if segments[0].runner is None or segments[0].runner.pid not in killed:
+            assert len(segments) == 1
+            continue
+        statuses = [r.payload for r in records if isinstance(r.payload, SessionStatus)]
+        assert [s.status for s in statuses] == ["running", "interrupted", "running", "completed"]
+        assert loss in (statuses[1].reason or "")
+        _, second = segments
+        assert (second.segment, second.cause, second.previous) == (1, "resume", 0)
+        assert second.runner is not None
+        assert second.runner.pid not in killed
+        retried.append(Retried(records, statuses[1], second))
+    assert retried
+    return retried

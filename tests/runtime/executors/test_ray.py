@@ -13,7 +13,6 @@ the others do), and the bad inputs.
 
 from __future__ import annotations
 
-import collections
 import os
 import secrets
 import shutil
@@ -36,7 +35,7 @@ from envharness.fixtures import (
     SyntheticObservation,
     SyntheticScenarioInput,
 )
-from envharness.records import Outcome, RunnerRef, SegmentStarted, SessionStatus
+from envharness.records import RunnerRef, SegmentStarted
 from envharness.runtime.executors import WorkerError
 from envharness.runtime.executors import ray_cluster as joining
 from envharness.runtime.executors.channel import Channel
@@ -45,7 +44,7 @@ from envharness.runtime.executors.ray_channel import RayChannel
 from envharness.runtime.experiment import ExperimentResult
 from envharness.store import read_store
 from tests import _engines
-from tests.runtime.executors._evidence import evidence
+from tests.runtime.executors._evidence import evidence, nothing_lost_nothing_duplicated
 
 pytestmark = pytest.mark.anyio
 
@@ -335,7 +334,7 @@ async def test_an_open_executor_keeps_its_actors_and_a_killed_one_loses_nothing(
         assert set(killed) <= first  # it ran in the actors the first experiment had
         await _a_recipe_the_workers_cannot_import_is_refused(tmp_path / "g", executor, monkeypatch)
     assert executor.kept == 0
-    await _nothing_lost_nothing_duplicated(tmp_path / "s", result, killed)
+    await nothing_lost_nothing_duplicated(tmp_path / "s", result, killed, "Ray worker")
 
 
 async def _kill_a_worker_mid_experiment(
@@ -377,33 +376,6 @@ async def _kill_a_worker_mid_experiment(
     assert killed[0] != os.getpid()
     assert (result.status, result.completed) == ("completed", len(scenarios))
     return result, killed
-
-
-async def _nothing_lost_nothing_duplicated(
-    store_path: Path, result: ExperimentResult, killed: list[int]
-) -> None:
-    store = await read_store(store_path)
-    assert (await store.verify()).ok
-    retried = 0
-    for session in result.sessions:
-        records = [record async for record in store.records(session.result.id)]
-        segments = [r.payload for r in records if isinstance(r.payload, SegmentStarted)]
-        turns = collections.Counter(r.turn for r in records if isinstance(r.payload, Outcome))
-        # every turn once: nothing acknowledged was lost, nothing written twice
-        assert sorted(turns) == list(range(1, session.result.turns_completed + 1))
-        assert set(turns.values()) == {1}
-        if segments[0].runner.pid not in killed:
-            assert len(segments) == 1
-            continue
-        retried += 1
-        statuses = [r.payload for r in records if isinstance(r.payload, SessionStatus)]
-        assert [s.status for s in statuses] == ["running", "interrupted", "running", "completed"]
-        assert statuses[1].reason is not None
-        assert "Ray worker" in statuses[1].reason
-        second = segments[1]
-        assert (second.segment, second.cause, second.previous) == (1, "resume", 0)
-        assert second.runner.pid not in killed
-    assert retried >= 1
 
 
 async def _a_recipe_the_workers_cannot_import_is_refused(

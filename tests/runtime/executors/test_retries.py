@@ -3,7 +3,6 @@ acknowledged lost, nothing duplicated, and the evidence verifies."""
 
 from __future__ import annotations
 
-import collections
 import os
 import signal
 import sys
@@ -31,6 +30,7 @@ from envharness.runtime.executors import worker as worker_module
 from envharness.runtime.executors.retries import MAX_ATTEMPTS
 from envharness.runtime.executors.worker import serve
 from envharness.store import Store, read_store
+from tests.runtime.executors._evidence import nothing_lost_nothing_duplicated
 
 pytestmark = pytest.mark.anyio
 
@@ -121,32 +121,13 @@ async def test_a_killed_worker_s_sessions_go_on_from_their_last_committed_turn(
         result = await run.run(progress=progress)
     assert killed
     assert (result.status, result.completed) == ("completed", len(SCENARIOS))
-    store = await read_store(store_path)
-    assert (await store.verify()).ok
-    retried = 0
-    for session in result.sessions:
-        records = await chain(store, session.result.id)
-        segments = [r.payload for r in records if isinstance(r.payload, SegmentStarted)]
-        turns = collections.Counter(r.turn for r in records if isinstance(r.payload, Outcome))
-        # every turn once: nothing acknowledged was lost, nothing written twice
-        assert sorted(turns) == list(range(1, session.result.turns_completed + 1))
-        assert set(turns.values()) == {1}
-        if segments[0].runner.pid not in killed:
-            assert len(segments) == 1
-            continue
-        retried += 1
-        statuses = [r.payload for r in records if isinstance(r.payload, SessionStatus)]
-        assert [s.status for s in statuses] == ["running", "interrupted", "running", "completed"]
-        assert statuses[1].reason is not None
-        assert "was killed by signal 9" in statuses[1].reason
-        _, second = segments
-        assert (second.segment, second.cause, second.previous) == (1, "resume", 0)
-        assert second.runner.pid not in killed
+    for each in await nothing_lost_nothing_duplicated(
+        store_path, result, killed, "was killed by signal 9"
+    ):
         # it went on after the last turn its lost attempt committed (0: from the start)
-        lost = next(i for i, r in enumerate(records) if r.payload == statuses[1])
-        committed = {r.turn for r in records[:lost] if isinstance(r.payload, Outcome)}
-        assert second.turn == len(committed) < TURNS
-    assert retried >= 1
+        lost = next(i for i, r in enumerate(each.records) if r.payload == each.lost)
+        committed = {r.turn for r in each.records[:lost] if isinstance(r.payload, Outcome)}
+        assert each.second.turn == len(committed) < TURNS
 
 
 async def test_a_session_that_keeps_killing_its_worker_ends_failed_with_the_reasons(
