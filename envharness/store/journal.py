@@ -17,7 +17,7 @@ import itertools
 import logging
 import os
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import anyio
@@ -49,6 +49,7 @@ __all__ = [
     "WAL_WARNING_BYTES",
     "Journal",
     "Pending",
+    "commit_in_groups",
 ]
 
 MAX_BATCH_ROWS = 4096
@@ -217,39 +218,11 @@ class Journal:
                 self._mark.close()
 
     async def _write(self) -> None:
-        async with self._receive:
-            async for first in self._receive:
-                batch = [first]
-                size = self._gather(batch, len(first.rows))
-                if len(batch) > 1 and size < MAX_BATCH_ROWS and LINGER_S > 0:
-                    # Several producers are writing: a moment's wait lets more of them share
-                    # this commit (fewer, fuller transactions); a lone producer never waits.
-                    await anyio.sleep(LINGER_S)
-                    size = self._gather(batch, size)
-                try:
-                    await anyio.to_thread.run_sync(self._commit, batch, limiter=self._thread)
-                except Exception as exc:  # noqa: BLE001 - never leave a producer waiting
-                    for request in batch:
-                        request.error = request.error or StoreError(
-                            f"the journal failed to commit: {exc!r}"
-                        )
-                finally:
-                    for request in batch:
-                        request.done.set()
-                    self._last_commit = anyio.current_time()
-                    self._committed.set()
+        await commit_in_groups(self._receive, self._commit, self._thread, self._committed_now)
 
-    def _gather(self, batch: list[_Request], size: int) -> int:
-        """Add the requests already waiting to ``batch``, up to :data:`MAX_BATCH_ROWS` rows;
-        returns the rows in it."""
-        while size < MAX_BATCH_ROWS:
-            try:
-                request = self._receive.receive_nowait()
-            except (anyio.WouldBlock, anyio.EndOfStream):
-                break
-            batch.append(request)
-            size += len(request.rows)
-        return size
+    def _committed_now(self) -> None:
+        self._last_commit = anyio.current_time()
+        self._committed.set()
 
     async def _checkpoint_when_idle(self) -> None:
         """Once no commit came for :data:`IDLE_CHECKPOINT_S`, checkpoint (in the writer's own
@@ -543,3 +516,48 @@ def _index_optimizer(connection: sqlite3.Connection, row: RecordRow) -> None:
             " VALUES (?, ?, ?, ?, ?, ?)",
             (accepted.version, row.session_id, row.seq, accepted.parent, accepted.digest, row.at),
         )
+
+
+async def commit_in_groups(
+    receive: MemoryObjectReceiveStream[_Request],
+    commit: Callable[[list[_Request]], None],
+    thread: anyio.CapacityLimiter,
+    after: Callable[[], None] = lambda: None,
+) -> None:
+    """The writer loop every engine shares (group commit): take the requests waiting, linger a
+    moment when several producers are writing, commit them as one transaction in the writer's
+    thread, and wake every producer of the group, each with its error if the commit failed —
+    never leaving one waiting. ``after`` runs once each group is done."""
+    async with receive:
+        async for first in receive:
+            group = [first]
+            size = _gather(receive, group, len(first.rows))
+            if len(group) > 1 and size < MAX_BATCH_ROWS and LINGER_S > 0:
+                # Several producers are writing: a moment's wait lets more of them share
+                # this commit (fewer, fuller transactions); a lone producer never waits.
+                await anyio.sleep(LINGER_S)
+                size = _gather(receive, group, size)
+            try:
+                await anyio.to_thread.run_sync(commit, group, limiter=thread)
+            except Exception as exc:  # noqa: BLE001 - never leave a producer waiting
+                for request in group:
+                    request.error = request.error or StoreError(
+                        f"the journal failed to commit: {exc!r}"
+                    )
+            finally:
+                for request in group:
+                    request.done.set()
+                after()
+
+
+def _gather(receive: MemoryObjectReceiveStream[_Request], group: list[_Request], size: int) -> int:
+    """Add the requests already waiting to ``group``, up to :data:`MAX_BATCH_ROWS` rows;
+    returns the rows in it."""
+    while size < MAX_BATCH_ROWS:
+        try:
+            request = receive.receive_nowait()
+        except (anyio.WouldBlock, anyio.EndOfStream):
+            break
+        group.append(request)
+        size += len(request.rows)
+    return size

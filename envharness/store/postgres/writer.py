@@ -33,12 +33,11 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from envharness.errors import ChainConflictError, NameTakenError, StoreError
 from envharness.records import RecordRow
 from envharness.store.journal import (
-    LINGER_S,
-    MAX_BATCH_ROWS,
     REQUEST_BUFFER,
     Pending,
     _Request,
     _update_index,
+    commit_in_groups,
 )
 from envharness.store.postgres.dialect import SqliteStyle
 from envharness.store.postgres.driver import Connection, Target, psycopg_module
@@ -135,38 +134,12 @@ class PostgresJournal:
         """The writer loop; shielded, it ends when :meth:`close` is called (as Journal's)."""
         with anyio.CancelScope(shield=True):
             task_status.started()
-            async with self._receive:
-                async for first in self._receive:
-                    batch = [first]
-                    size = self._gather(batch, len(first.rows))
-                    if len(batch) > 1 and size < MAX_BATCH_ROWS and LINGER_S > 0:
-                        await anyio.sleep(LINGER_S)
-                        size = self._gather(batch, size)
-                    try:
-                        await anyio.to_thread.run_sync(self._commit, batch, limiter=self._thread)
-                    except Exception as exc:  # noqa: BLE001 - never leave a producer waiting
-                        for request in batch:
-                            request.error = request.error or StoreError(
-                                f"the journal failed to commit: {exc!r}"
-                            )
-                    finally:
-                        for request in batch:
-                            request.done.set()
+            await commit_in_groups(self._receive, self._commit, self._thread)
 
     async def aclose(self) -> None:
         """Close the connection (its locks go with it); after :meth:`run` has ended."""
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(self._disconnect, limiter=self._thread)
-
-    def _gather(self, batch: list[_Request], size: int) -> int:
-        while size < MAX_BATCH_ROWS:
-            try:
-                request = self._receive.receive_nowait()
-            except (anyio.WouldBlock, anyio.EndOfStream):
-                break
-            batch.append(request)
-            size += len(request.rows)
-        return size
 
     # -- runs in the writer's thread -----------------------------------------------------------
 
