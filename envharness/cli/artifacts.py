@@ -10,7 +10,6 @@ would garble it, and escape sequences in text would act on it.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import sys
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from envharness.api.harness import MAX_COUNT
 from envharness.cli.edge import CliError, closing
 from envharness.cli.render import printable
 from envharness.cli.state import CliState
-from envharness.errors import NotFoundError, StoreError
+from envharness.errors import NotFoundError
 from envharness.records import Artifact, ProtocolViolation, Record
 from envharness.store import RecordFilter
 from envharness.store.locate import AnyStore, reading_store
@@ -163,25 +162,11 @@ def _referenced(record: Record) -> StoredArtifact | None:
 
 
 async def _checked_bytes(reader: AnyStore, sha256: str) -> bytes:
+    """The artifact's bytes, checked against its sha256 by the store that holds them: the
+    same check, and the same message, as the viewer's."""
     if isinstance(reader, PostgresStore):  # a table there, checked as it is read
         return await reader.artifact(sha256)
-
-    def read() -> bytes:
-        try:
-            data = reader.artifacts.get(sha256)
-        except FileNotFoundError:
-            raise StoreError(
-                f"artifact {sha256} is missing from the store; run `envharness verify` to see "
-                "what else is damaged"
-            ) from None
-        if hashlib.sha256(data).hexdigest() != sha256:
-            raise StoreError(
-                f"artifact {sha256} was modified (its content no longer has that sha256); run "
-                "`envharness verify` to see what else is damaged"
-            )
-        return data
-
-    return await anyio.to_thread.run_sync(read)
+    return await reader.backend.artifact(sha256)
 
 
 def _list(session_id: str, found: list[StoredArtifact], turn: int | None) -> None:
