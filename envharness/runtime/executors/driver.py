@@ -320,10 +320,13 @@ class KeptWorkers:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        """Stop the workers, then leave what :meth:`_hold_while_open` entered. Not under a
+        shield of its own: a local Ray cluster is held by a task group entered in
+        ``__aenter__``, whose scope must be the innermost when it exits; what must not be cut
+        short shields itself (the workers' stop, the cluster's thread)."""
         opened, self._open = self._open, None
         if opened is not None:
-            with anyio.CancelScope(shield=True):
-                await opened.aclose()
+            await opened.aclose()
 
     @property
     def kept(self) -> int:

@@ -1,18 +1,21 @@
-"""Evidence compared across executors: what legitimately differs between two runs held still."""
+"""Evidence compared across executors: what legitimately differs between two runs held still.
+
+A store is named by its directory or by a ``postgresql://`` URL: the same checks hold on both.
+"""
 
 from __future__ import annotations
 
 import collections
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from os import PathLike
 from typing import Any
 
 import msgspec
 
 from envharness.records import Outcome, Record, SegmentStarted, SessionCreated, SessionStatus
 from envharness.runtime.experiment import ExperimentResult
-from envharness.store import read_store
+from envharness.store.locate import reading_store
 
 VARYING = {"runner", "seconds"}
 """Payload fields that differ between any two runs (the process that ran the session, and
@@ -29,50 +32,50 @@ def _held_still(value: Any, ids: dict[str, str]) -> Any:
     return value
 
 
-async def evidence(store_dir: Path, result: ExperimentResult) -> list[list[Any]]:
+Location = str | PathLike[str]
+"""A store's directory, or a PostgreSQL URL."""
+
+
+async def evidence(location: Location, result: ExperimentResult) -> list[list[Any]]:
     """Every session's records in experiment order, with what varies between runs held still."""
-    store = await read_store(store_dir)
     ids = {result.id: "experiment"}
     ids.update({s.result.id: f"session {i}" for i, s in enumerate(result.sessions)})
     chains = []
-    for session in result.sessions:
-        chain = []
-        async for record in store.records(session.result.id):
-            payload = msgspec.json.decode(msgspec.json.encode(record.payload))
-            place = (record.seq, record.kind, record.turn, record.participant)
-            chain.append((*place, _held_still(payload, ids)))
-        chains.append(chain)
+    async with reading_store(location) as store:
+        for session in result.sessions:
+            chain = []
+            async for record in store.records(session.result.id):
+                payload = msgspec.json.decode(msgspec.json.encode(record.payload))
+                place = (record.seq, record.kind, record.turn, record.participant)
+                chain.append((*place, _held_still(payload, ids)))
+            chains.append(chain)
     return chains
 
 
-async def experiments_evidence(store_dir: Path, experiment_ids: Sequence[str]) -> list[Any]:
+async def experiments_evidence(location: Location, experiment_ids: Sequence[str]) -> list[Any]:
     """:func:`evidence` of several experiments of one store, each with its sessions ordered by
     (scenario, trial)."""
-    store = await read_store(store_dir)
     found = []
-    for experiment_id in experiment_ids:
-        chains: dict[tuple[str, int], list[Any]] = {}
-        for info in await store.sessions(experiment_id=experiment_id):
-            records = [record async for record in store.records(info.id)]
-            created = records[0].payload
-            assert isinstance(created, SessionCreated)
-            chains[(info.scenario_id, created.config.trial or 0)] = records
-        ordered = [chains[key] for key in sorted(chains)]
-        ids = {experiment_id: "experiment"}
-        ids.update({records[0].session_id: f"session {i}" for i, records in enumerate(ordered)})
-        found.append(
-            [
-                [
-                    (
-                        (record.seq, record.kind, record.turn, record.participant),
-                        _held_still(msgspec.json.decode(msgspec.json.encode(record.payload)), ids),
-                    )
-                    for record in records
-                ]
-                for records in ordered
-            ]
-        )
+    async with reading_store(location) as store:
+        for experiment_id in experiment_ids:
+            chains: dict[tuple[str, int], list[Any]] = {}
+            for info in await store.sessions(experiment_id=experiment_id):
+                records = [record async for record in store.records(info.id)]
+                created = records[0].payload
+                assert isinstance(created, SessionCreated)
+                chains[(info.scenario_id, created.config.trial or 0)] = records
+            ordered = [chains[key] for key in sorted(chains)]
+            ids = {experiment_id: "experiment"}
+            ids.update({records[0].session_id: f"session {i}" for i, records in enumerate(ordered)})
+            found.append(
+                [[_place_and_payload(record, ids) for record in records] for records in ordered]
+            )
     return found
+
+
+def _place_and_payload(record: Record[Any], ids: dict[str, str]) -> tuple[Any, Any]:
+    place = (record.seq, record.kind, record.turn, record.participant)
+    return place, _held_still(msgspec.json.decode(msgspec.json.encode(record.payload)), ids)
 
 
 @dataclass(frozen=True)
@@ -86,16 +89,20 @@ class Retried:
 
 
 async def nothing_lost_nothing_duplicated(
-    store_dir: Path, result: ExperimentResult, killed: Sequence[int], loss: str
+    location: Location, result: ExperimentResult, killed: Sequence[int], loss: str
 ) -> list[Retried]:
     """Check that every turn of every session is stored once and the store verifies, and that
     each session of a killed worker (pid in ``killed``) was interrupted, its reason naming
     ``loss``, and resumed once in a new segment on another worker; returns those sessions."""
-    store = await read_store(store_dir)
-    assert (await store.verify()).ok
+    async with reading_store(location) as store:
+        assert (await store.verify()).ok
+        stored = {
+            session.result.id: [record async for record in store.records(session.result.id)]
+            for session in result.sessions
+        }
     retried = []
     for session in result.sessions:
-        records = [record async for record in store.records(session.result.id)]
+        records = stored[session.result.id]
         segments = [r.payload for r in records if isinstance(r.payload, SegmentStarted)]
         turns = collections.Counter(r.turn for r in records if isinstance(r.payload, Outcome))
         # every turn once: nothing acknowledged was lost, nothing written twice

@@ -42,9 +42,9 @@ from envharness.runtime.executors.channel import Channel
 from envharness.runtime.executors.ray import RayExecutor, RaySpawner
 from envharness.runtime.executors.ray_channel import RayChannel
 from envharness.runtime.experiment import ExperimentResult
-from envharness.store import read_store
+from envharness.store.locate import reading_store
 from tests import _engines
-from tests.runtime.executors._evidence import evidence, nothing_lost_nothing_duplicated
+from tests.runtime.executors._evidence import Location, evidence, nothing_lost_nothing_duplicated
 
 pytestmark = pytest.mark.anyio
 
@@ -262,40 +262,47 @@ async def test_a_worker_killed_with_sigkill_breaks_both_directions(
 # -- experiments on Ray ------------------------------------------------------------------------
 
 
-def harness(store: Path, agent: Any = SyntheticAgent) -> AsyncEnvironmentHarness:
+def harness(store: Location, agent: Any = SyntheticAgent) -> AsyncEnvironmentHarness:
     return AsyncEnvironmentHarness(
         store, environment=SyntheticEnvironment, agents={"agent": agent}, max_concurrency=4
     )
 
 
-async def _same_evidence_as_in_process(tmp_path: Path, executor: RayExecutor) -> set[int]:
-    """Run the sweep in process and on ``executor``, compare, and say which processes ran it."""
+async def _same_evidence_as_in_process(
+    tmp_path: Path, executor: RayExecutor, into: Location | None = None
+) -> set[int]:
+    """Run the sweep in process and on ``executor`` (into the store ``into``, else a store of
+    its own), compare, and say which processes ran it."""
     results = {}
-    for name, chosen in (("here", None), ("ray", executor)):
-        run = harness(tmp_path / name).experiment(
-            "sweep", SCENARIOS, turns=5, seed=7, executor=chosen
-        )
+    for name, chosen, store in (
+        ("here", None, tmp_path / "here"),
+        ("ray", executor, into or tmp_path / "ray"),
+    ):
+        run = harness(store).experiment("sweep", SCENARIOS, turns=5, seed=7, executor=chosen)
         with anyio.fail_after(RAY_WAIT_S):
             result = await run.run()
         assert (result.status, result.completed, result.total) == ("completed", 3, 3)
-        results[name] = await evidence(tmp_path / name, result)
-        report = await (await read_store(tmp_path / name)).verify()
-        assert report.ok
-        assert report.sessions == 4  # three sessions and the experiment's chain
+        results[name] = await evidence(store, result)
+        async with reading_store(store) as reading:
+            report = await reading.verify()
+            assert report.ok
+            assert report.sessions >= 4  # three sessions and the experiment's chain
+            listed = await reading.sessions(experiment_id=result.id)
+        assert len(listed) == 3  # each session once
     assert results["ray"] == results["here"]
     assert sum(len(chain) for chain in results["ray"]) > 3 * 10
-    return await _runners(tmp_path / "ray", [s.result.id for s in result.sessions])
+    return await _runners(store, [s.result.id for s in result.sessions])
 
 
-async def _runners(store_path: Path, session_ids: list[str]) -> set[int]:
+async def _runners(store: Location, session_ids: list[str]) -> set[int]:
     """The pids of the processes whose segments began the sessions."""
-    store = await read_store(store_path)
     pids = set()
-    for session_id in session_ids:
-        async for record in store.records(session_id):
-            if isinstance(record.payload, SegmentStarted) and record.payload.segment == 0:
-                assert record.payload.runner is not None
-                pids.add(record.payload.runner.pid)
+    async with reading_store(store) as reading:
+        for session_id in session_ids:
+            async for record in reading.records(session_id):
+                if isinstance(record.payload, SegmentStarted) and record.payload.segment == 0:
+                    assert record.payload.runner is not None
+                    pids.add(record.payload.runner.pid)
     return pids
 
 
@@ -318,35 +325,44 @@ class PacedAgent:
         return {"value": (observation.total < 0) - (observation.total > 0)}
 
 
+@pytest.fixture(scope="module")
+def database(postgres_server: _engines.PostgresServer) -> Iterator[str]:
+    """A PostgreSQL database of the module's own, which its Ray experiments share."""
+    with _engines.fresh_database(postgres_server, "ray") as url:
+        yield url
+
+
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_an_open_executor_keeps_its_actors_and_a_killed_one_loses_nothing(
-    ray_cluster: _engines.RayCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ray_cluster: _engines.RayCluster,
+    database: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """One open executor, three experiments: the first records what in-process does; the
-    second runs in the same actors, one of which is killed mid-experiment: its sessions go on
-    in another, nothing acknowledged lost, nothing duplicated; the third's recipe does not
-    import in the actors, which refuse it with nothing recorded."""
+    """One open executor, three experiments, the first two committed into PostgreSQL: the
+    first records what the same sweep records in process (into SQLite); the second runs in the
+    same actors, one of which is killed mid-experiment: its sessions go on in another, nothing
+    acknowledged lost, nothing duplicated; the third's recipe does not import in the actors,
+    which refuse it with nothing recorded. (The test above records into SQLite, on trio.)"""
     async with RayExecutor(workers=2) as executor:
         assert executor.kept == 2
-        first = await _same_evidence_as_in_process(tmp_path, executor)
+        first = await _same_evidence_as_in_process(tmp_path, executor, into=database)
         assert executor.kept == 2
-        result, killed = await _kill_a_worker_mid_experiment(tmp_path / "s", executor)
+        result, killed = await _kill_a_worker_mid_experiment(database, executor)
         assert set(killed) <= first  # it ran in the actors the first experiment had
         await _a_recipe_the_workers_cannot_import_is_refused(tmp_path / "g", executor, monkeypatch)
     assert executor.kept == 0
-    await nothing_lost_nothing_duplicated(tmp_path / "s", result, killed, "Ray worker")
+    await nothing_lost_nothing_duplicated(database, result, killed, "Ray worker")
 
 
 async def _kill_a_worker_mid_experiment(
-    store_path: Path, executor: RayExecutor
+    store: Location, executor: RayExecutor
 ) -> tuple[ExperimentResult, list[int]]:
     scenarios = [
         Scenario(id=f"start-{total}", input=SyntheticScenarioInput(starting_total=total))
         for total in (-3, 0, 3, 5)
     ]
-    run = harness(store_path, PacedAgent).experiment(
-        "sweep", scenarios, turns=80, executor=executor
-    )
+    run = harness(store, PacedAgent).experiment("sweep", scenarios, turns=80, executor=executor)
     killed: list[int] = []
     reached = anyio.Event()
 
@@ -356,17 +372,17 @@ async def _kill_a_worker_mid_experiment(
 
     async def kill_a_worker() -> None:
         await reached.wait()
-        store = await read_store(store_path)
-        for info in await store.sessions():
-            if info.status == "running":
-                records = [record async for record in store.records(info.id)]
-                runner = next(
-                    r.payload.runner for r in records if isinstance(r.payload, SegmentStarted)
-                )
-                assert isinstance(runner, RunnerRef)
-                killed.append(runner.pid)
-                os.kill(runner.pid, signal.SIGKILL)  # the actor's process, as its record says
-                return
+        async with reading_store(store) as reading:
+            for info in await reading.sessions():
+                if info.status == "running":
+                    records = [record async for record in reading.records(info.id)]
+                    runner = next(
+                        r.payload.runner for r in records if isinstance(r.payload, SegmentStarted)
+                    )
+                    assert isinstance(runner, RunnerRef)
+                    killed.append(runner.pid)
+                    os.kill(runner.pid, signal.SIGKILL)  # the actor's process, as recorded
+                    return
 
     with anyio.fail_after(RAY_WAIT_S):
         async with anyio.create_task_group() as group:
@@ -390,7 +406,8 @@ async def _a_recipe_the_workers_cannot_import_is_refused(
     )
     with pytest.raises(WorkerError, match=r"Ray worker \d refused the experiment: the recipe did"):
         await run.run()
-    assert await (await read_store(store_path)).sessions() == []  # no session began
+    async with reading_store(store_path) as reading:
+        assert await reading.sessions() == []  # no session began
 
 
 # -- bad input ---------------------------------------------------------------------------------
@@ -504,11 +521,11 @@ from envharness.runtime.executors.ray import RayExecutor
 SCENARIOS = [Scenario(id=str(n), input=SyntheticScenarioInput(starting_total=n)) for n in range(4)]
 
 
-async def one(name: str) -> None:
+async def one(name: str, executor: RayExecutor | None = None) -> None:
     harness = AsyncEnvironmentHarness(
         Path(sys.argv[1]) / name, environment=SyntheticEnvironment, agents={"a": SyntheticAgent}
     )
-    executor = RayExecutor(address="local", workers=1)
+    executor = executor or RayExecutor(address="local", workers=1)
     try:
         result = await harness.experiment("x", SCENARIOS, turns=20, executor=executor).run()
     except ConfigurationError as exc:
@@ -524,6 +541,10 @@ async def main() -> None:
         group.start_soon(one, "first")
         group.start_soon(one, "second")
     print("connected after:", ray.is_initialized(), flush=True)
+    async with RayExecutor(address="local", workers=1) as executor:  # one cluster for both
+        await one("third", executor)
+        await one("fourth", executor)
+    print("open, connected after:", ray.is_initialized(), flush=True)
 
 
 anyio.run(main)
@@ -581,11 +602,21 @@ def test_a_local_cluster_lives_as_long_as_its_experiment_and_is_its_own(
 ) -> None:
     """No address in a process without Ray: the experiment starts a local cluster (held by a
     worker thread: Ray's processes die with the thread that started them) and stops it after;
-    a second experiment at the same time is refused. In a process of its own, on asyncio."""
+    a second experiment at the same time is refused. An open executor holds one local cluster
+    for the experiments it runs, and stops it when closed. In a process of its own, on
+    asyncio."""
     stdout, stderr = local_cluster_run.communicate(timeout=RAY_WAIT_S)
     said = stdout.splitlines()
     assert local_cluster_run.returncode == 0, stderr[-3000:]
-    assert sorted(line.split(":")[0] for line in said) == ["connected after", "ran", "refused"]
-    assert "ran: completed 4" in said
+    assert sorted(line.split(":")[0] for line in said) == [
+        "connected after",
+        "open, connected after",
+        "ran",
+        "ran",
+        "ran",
+        "refused",
+    ]
+    assert said.count("ran: completed 4") == 3
     assert any("`ray start --head`" in line for line in said if line.startswith("refused"))
     assert "connected after: False" in said
+    assert "open, connected after: False" in said
