@@ -2,7 +2,8 @@
 
 ``serve`` imports the service (Starlette, uvicorn: the ``server`` extra) only when it runs, so
 every other command works without them. Its credentials are ``envharness token``'s
-(:mod:`envharness.cli.tokens`).
+(:mod:`envharness.cli.tokens`). A PostgreSQL store is served the same way; the store stays open
+for as long as it is served, and what is printed names it without its password.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from envharness.service.link_codes import (
     record_address,
 )
 from envharness.store import read_store
+from envharness.store.locate import describe, postgres_url, reading_store
+from envharness.store.postgres.backend import PostgresBackend
 from envharness.store.tokens import TokenStore
 
 if TYPE_CHECKING:
@@ -65,12 +68,13 @@ def serve(
     Prints a one-time sign-in link for the browser (read-only); API clients use a
     token from `envharness token`.
     """
-    _serve(CliState.of(ctx).store, host=host, port=port, open_browser=open_browser)
+    location = CliState.of(ctx, postgres=True).location
+    _serve(location, host=host, port=port, open_browser=open_browser)
 
 
-def _serve(store: Path, *, host: str, port: int, open_browser: bool) -> None:
+def _serve(location: Path | str, *, host: str, port: int, open_browser: bool) -> None:
     try:
-        from envharness.service.server import bind, login_link, run_service
+        from envharness.service.server import bind
         from envharness.service.state import Service, loopback_address
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise CliError(
@@ -78,43 +82,69 @@ def _serve(store: Path, *, host: str, port: int, open_browser: bool) -> None:
             "pip install 'envharness[server]'"
         ) from None
     address = loopback_address(host, port)
-    reader = anyio.run(read_store, store)
-    sock, address = bind(address)
-    service = Service(store=reader, address=address, tokens=TokenStore(reader.directory))
-    link = login_link(service)
-    where = printable(str(store.resolve()))
-    typer.echo(f"envharness viewer for {where}")
-    typer.echo(f"  sign in   {link}")
+    shown = (
+        describe(location) if postgres_url(location) is not None else str(Path(location).resolve())
+    )
+
+    async def serving() -> None:
+        async with reading_store(location) as reader:
+            tokens = TokenStore(reader.backend)
+            await tokens.check_grants()
+            sock, bound = bind(address)
+            try:
+                service = Service(store=reader, address=bound, tokens=tokens)
+                _announce(service, shown)
+                await _serve_service(service, sock, open_browser=open_browser)
+            finally:
+                sock.close()
+
+    # uvicorn shuts down cleanly on Ctrl-C and passes the signal on: the normal stop.
+    with contextlib.suppress(KeyboardInterrupt):
+        anyio.run(serving, backend="asyncio")
+    typer.echo("stopped", err=True)
+
+
+def _announce(service: Service, shown: str) -> None:
+    """The sign-in link, how to get another, and where the API is."""
+    from envharness.service.server import login_link
+
+    typer.echo(f"envharness viewer for {printable(shown)}")
+    typer.echo(f"  sign in   {login_link(service)}")
     typer.echo("            (one use, valid 10 minutes; the browser gets read-only access;")
-    again = shlex.join(["envharness", "--store", str(store.resolve()), "login-link"])
+    again = shlex.join(["envharness", "--store", shown, "login-link"])
     typer.echo(f"            a fresh one while this runs: {printable(again)})")
     typer.echo(
-        f"  API       {address.url}/docs  (needs a token: envharness token issue --role viewer)"
+        f"  API       {service.address.url}/docs  (needs a token: envharness token issue "
+        "--role viewer)"
     )
     typer.echo("Ctrl-C stops it.")
 
-    with contextlib.ExitStack() as stack:
-        # Not the link: a browser's command line is readable by every local user. A page only
-        # this user can read (0600, in a 0700 directory) carries a code instead.
-        private = (
-            Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="envharness-")))
-            if open_browser
-            else None
-        )
-        recorded = record_address(reader.directory, address.url)
-        stack.callback(clear_address, recorded, address.url)
 
-        async def opened() -> None:
-            if private is not None:
-                await sign_in_browser(service, private)
+async def _serve_service(service: Service, sock: socket.socket, *, open_browser: bool) -> None:
+    """Serve until stopped, with the address recorded for ``login-link`` meanwhile."""
+    from envharness.service.server import run_service
 
-        try:
-            anyio.run(lambda: run_service(service, sock, started=opened), backend="asyncio")
-        except KeyboardInterrupt:
-            pass  # uvicorn shut down cleanly on Ctrl-C and passed the signal on: the normal stop
-        finally:
-            sock.close()
-    typer.echo("stopped", err=True)
+    backend = service.store.backend
+    url = service.address.url
+    recorded = await anyio.to_thread.run_sync(record_address, backend, url)
+    try:
+        with contextlib.ExitStack() as stack:
+            # Not the link: a browser's command line is readable by every local user. A page
+            # only this user can read (0600, in a 0700 directory) carries a code instead.
+            private = (
+                Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="envharness-")))
+                if open_browser
+                else None
+            )
+
+            async def opened() -> None:
+                if private is not None:
+                    await sign_in_browser(service, private)
+
+            await run_service(service, sock, started=opened)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(clear_address, recorded, url)
 
 
 NO_BROWSER = (
@@ -169,14 +199,23 @@ def login_link_command(
     """
     from envharness.service.state import loopback_address
 
-    store = anyio.run(read_store, CliState.of(ctx).store).directory
+    location = CliState.of(ctx, postgres=True).location
+    url_given = postgres_url(location)
+    # A PostgreSQL store's codes are this user's files, found by its server and database:
+    # nothing to read from the database itself.
+    store: Path | PostgresBackend = (
+        anyio.run(read_store, Path(location)).directory
+        if url_given is None
+        else PostgresBackend(url_given)
+    )
+    shown = describe(location) if url_given is not None else str(store)
     if port is not None:
         url = loopback_address(host, port).url
     else:
         recorded = read_address(store)
         if recorded is None:
             raise CliError(
-                f"no `envharness serve` has recorded an address for {printable(str(store))}; "
+                f"no `envharness serve` has recorded an address for {printable(shown)}; "
                 "start one (envharness serve), or give the port it listens on (--port N)"
             )
         parsed = urlsplit(recorded)

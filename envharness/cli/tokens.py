@@ -1,7 +1,8 @@
 """``envharness token issue``, ``token list`` and ``token revoke``: the local service's credentials.
 
 They need nothing but the store: tokens are kept hashed in it
-(:class:`~envharness.store.tokens.TokenStore`), and a secret is shown once, when it is issued.
+(:class:`~envharness.store.tokens.TokenStore`), a SQLite store's or a PostgreSQL database's
+``tokens`` table, and a secret is shown once, when it is issued.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from envharness.cli.edge import CliError
 from envharness.cli.options import JsonLines, acting_group, deprecated_form
 from envharness.cli.render import printable
 from envharness.cli.state import CliState
-from envharness.store import read_store
+from envharness.store.locate import reading_store
 from envharness.store.tokens import ROLES, TokenInfo, TokenStore
 
 __all__ = ["app", "token", "token_issue", "token_list", "token_revoke", "token_table"]
@@ -84,14 +85,14 @@ def token_issue(
 def _issue(
     ctx: typer.Context, role: str, participant: str | None, session: list[str] | None, label: str
 ) -> None:
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
 
     async def issue() -> tuple[str, TokenInfo]:
-        reader = await read_store(store)
-        sessions = [(await reader.session(s)).id for s in session or ()]
-        issued = await TokenStore(reader.directory).issue(
-            role, participant=participant, sessions=sessions or None, label=label
-        )
+        async with reading_store(store) as reader:
+            sessions = [(await reader.session(s)).id for s in session or ()]
+            issued = await TokenStore(reader.backend).issue(
+                role, participant=participant, sessions=sessions or None, label=label
+            )
         return issued.secret, issued.info
 
     secret, info = anyio.run(issue)
@@ -110,11 +111,12 @@ def token_list(
     as_json: JsonLines = False,
 ) -> None:
     """Every token issued, with its role and state (never a secret)."""
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
 
     async def listed() -> tuple[list[TokenInfo], str]:
-        tokens = TokenStore((await read_store(store)).directory)
-        return await tokens.tokens(), tokens.now()
+        async with reading_store(store) as reader:
+            tokens = TokenStore(reader.backend)
+            return await tokens.tokens(), tokens.now()
 
     found, now = anyio.run(listed)
     if as_json:
@@ -134,10 +136,11 @@ def token_revoke(
     token_id: Annotated[str, typer.Argument(metavar="ID", help="The token's id (tok_…).")],
 ) -> None:
     """Revoke a token for good: requests carrying it get 401 from now on."""
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
 
     async def revoked() -> TokenInfo:
-        return await TokenStore((await read_store(store)).directory).revoke(token_id)
+        async with reading_store(store) as reader:
+            return await TokenStore(reader.backend).revoke(token_id)
 
     info = anyio.run(revoked)
     typer.echo(f"revoked {info.role} token {info.id}")

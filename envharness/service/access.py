@@ -30,7 +30,6 @@ that participant's observations and actions, and finds no scores.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -68,8 +67,7 @@ from envharness.store import (
     SessionInfo,
     Store,
 )
-from envharness.store.raw_rows import page_rows, session_by_id
-from envharness.store.tokens import participant_sessions_in
+from envharness.store.named_reads import NamedReads, read_named
 
 __all__ = ["Access"]
 
@@ -137,15 +135,13 @@ class Access:
                 refusal = problem
         principal = self.principal
 
-        def read(
-            connection: sqlite3.Connection,
-        ) -> tuple[bool, SessionInfo | None, list[RecordRow]]:
-            if not confirm_in(connection, principal):
+        def read(reads: NamedReads) -> tuple[bool, SessionInfo | None, list[RecordRow]]:
+            if not confirm_in(reads, principal):
                 return False, None, []
-            info = self._visible(connection, session_id)
+            info = self._visible(reads, session_id)
             if info is None or selection is None:
                 return True, info, []
-            return True, info, page_rows(connection, session_id, selection)
+            return True, info, reads.page(session_id, selection)
 
         active, info, rows = await self._read(read)
         if not active:
@@ -156,21 +152,21 @@ class Access:
             raise refusal
         return info, rows
 
-    def _visible(self, connection: sqlite3.Connection, session_id: str) -> SessionInfo | None:
+    def _visible(self, reads: NamedReads, session_id: str) -> SessionInfo | None:
         """The session with exactly this id if this principal may see it (blocking). The API
         names sessions exactly: a prefix names none."""
-        info = session_by_id(connection, session_id)
+        info = reads.session(session_id)
         if info is None or self.sees_everything:
             return info
         bound = self.principal.sessions
         if bound is not None and session_id not in bound:
             return None
         participant = self.principal.participant or ""
-        mine = participant_sessions_in(connection, participant, [session_id])
+        mine = reads.participant_sessions(participant, [session_id])
         return info if session_id in mine else None
 
-    async def _read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        return await self.service.store.backend.read(work)
+    async def _read(self, work: Callable[[NamedReads], _T]) -> _T:
+        return await read_named(self.service.store.backend, work)
 
     def records(self, requested: RecordFilter) -> RecordFilter:
         """``requested`` narrowed to what this principal may read.

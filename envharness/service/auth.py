@@ -22,7 +22,6 @@ hop costs a request more than its queries; this saves one and checks exactly as 
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -30,7 +29,8 @@ from starlette.requests import Request
 
 from envharness.service.problems import HTTPProblem
 from envharness.service.state import Service
-from envharness.store.tokens import TOKEN_PREFIX, Role, TokenInfo, hash_secret, resolve_in
+from envharness.store.named_reads import NamedReads, read_named
+from envharness.store.tokens import TOKEN_PREFIX, Role, TokenInfo, hash_secret
 
 __all__ = [
     "SAFE_METHODS",
@@ -142,14 +142,14 @@ async def _resolve(
     return info, None
 
 
-def confirm_in(connection: sqlite3.Connection, principal: Principal) -> bool:
+def confirm_in(reads: NamedReads, principal: Principal) -> bool:
     """Settle ``principal``'s pending check on a reader the caller holds (blocking): ``False``
     when its token was revoked (or expired) since it was resolved, or is no longer the token
     it was (a store replaced under the service)."""
     check = principal.pending
     if check is None or check.confirmed:
         return True
-    check.confirmed = resolve_in(connection, check.digest, check.now) == check.info
+    check.confirmed = reads.token(check.digest, check.now) == check.info
     return check.confirmed
 
 
@@ -158,7 +158,7 @@ async def confirm(principal: Principal | None, service: Service) -> None:
     active); nothing to do otherwise."""
     if principal is None or principal.pending is None or principal.pending.confirmed:
         return
-    if not await service.tokens.backend.read(lambda c: confirm_in(c, principal)):
+    if not await read_named(service.tokens.backend, lambda reads: confirm_in(reads, principal)):
         raise refused(service, principal)
 
 

@@ -1,4 +1,4 @@
-"""Sign-in codes and the server's address, kept in the store for ``envharness login-link``.
+"""Sign-in codes and the server's address, kept beside the store for ``envharness login-link``.
 
 A running ``serve`` holds its own codes in memory (:mod:`.codes`); a second process cannot reach
 them. So ``login-link`` leaves a code where the server looks: a file in ``<store>/service/
@@ -12,8 +12,14 @@ so two requests racing with one code sign in at most one browser.
 Starlette: the command line uses this without the ``server`` extra.
 
 A store is given as its backend (``Store.backend``, as the service passes it) or its directory
-(as the command line still does). Both are files of a SQLite store's directory: a store
-without one (PostgreSQL) needs them in its database first, which is not built yet.
+(as the command line still does). A SQLite store keeps them in its own directory. A PostgreSQL
+store has none, and its database is the wrong place: every role that may read the table would
+read a live code. Its files go to this OS user's state directory instead
+(``$XDG_STATE_HOME/envharness/service/``, by default ``~/.local/state/...``; 0700 folders,
+0600 files), one folder per server and database (never the user or password: ``serve`` and
+``login-link`` may connect as different roles). ``login-link`` prints a loopback link, so it
+runs on the host that serves, as the same OS user: that is who can read the code, as with
+SQLite.
 """
 
 from __future__ import annotations
@@ -29,8 +35,10 @@ from pathlib import Path
 
 from envharness.service.codes import LOGIN_CODE_TTL
 from envharness.store.backend import BackendOrPath, backend_of
+from envharness.store.postgres.backend import PostgresBackend
 
 __all__ = [
+    "StoreOf",
     "clear_address",
     "issue_stored_code",
     "read_address",
@@ -42,17 +50,22 @@ __all__ = [
 _MAX_CODE = 200
 """Longer than any code issued; a longer one is refused before hashing."""
 
+StoreOf = BackendOrPath | PostgresBackend
+"""A store as these functions take it: a backend of either engine, or a store directory."""
 
-def service_directory(store: BackendOrPath) -> Path:
+
+def service_directory(store: StoreOf) -> Path:
     """Where a store keeps what its running service shares with other processes (0700)."""
     directory = _folder(store)
+    if isinstance(store, PostgresBackend):
+        _private_folders(_state_home(), directory)
     directory.mkdir(mode=0o700, exist_ok=True)
     (directory / "codes").mkdir(mode=0o700, exist_ok=True)
     return directory
 
 
 def issue_stored_code(
-    store: BackendOrPath, *, ttl: float = LOGIN_CODE_TTL, clock: Callable[[], float] = time.time
+    store: StoreOf, *, ttl: float = LOGIN_CODE_TTL, clock: Callable[[], float] = time.time
 ) -> str:
     """A fresh one-time code any ``serve`` of ``store`` accepts until ``ttl`` seconds pass."""
     codes = service_directory(store) / "codes"
@@ -63,7 +76,7 @@ def issue_stored_code(
 
 
 def redeem_stored_code(
-    store: BackendOrPath, code: str, *, clock: Callable[[], float] = time.time
+    store: StoreOf, code: str, *, clock: Callable[[], float] = time.time
 ) -> bool:
     """True once for a live stored code; a used, expired or unknown code is refused alike.
 
@@ -93,7 +106,7 @@ def redeem_stored_code(
     return clock() < deadline
 
 
-def record_address(store: BackendOrPath, url: str) -> Path:
+def record_address(store: StoreOf, url: str) -> Path:
     """Write the running server's URL for ``login-link``; returns the file to remove later."""
     path = service_directory(store) / "address"
     temporary = path.with_name(f".address-{os.getpid()}")
@@ -110,7 +123,7 @@ def clear_address(path: Path, url: str) -> None:
             path.unlink()
 
 
-def read_address(store: BackendOrPath) -> str | None:
+def read_address(store: StoreOf) -> str | None:
     """The URL the store's running server recorded, ``None`` when none is recorded."""
     try:
         url = (_folder(store) / "address").read_text(encoding="utf-8").strip()
@@ -119,9 +132,32 @@ def read_address(store: BackendOrPath) -> str | None:
     return url or None
 
 
-def _folder(store: BackendOrPath) -> Path:
+def _folder(store: StoreOf) -> Path:
     """The store's folder for its service (not made here)."""
+    if isinstance(store, PostgresBackend):
+        where = store.where
+        key = hashlib.sha256(f"{where.host}:{where.port}/{where.database}".encode()).hexdigest()
+        return _state_home() / "envharness" / "service" / f"postgresql-{key[:24]}"
     return backend_of(store).directory / "service"
+
+
+def _state_home() -> Path:
+    """This user's state directory (the XDG base directory rule: an absolute
+    ``$XDG_STATE_HOME``, else ``~/.local/state``)."""
+    given = os.environ.get("XDG_STATE_HOME", "")
+    return Path(given) if os.path.isabs(given) else Path.home() / ".local" / "state"
+
+
+def _private_folders(base: Path, directory: Path) -> None:
+    """Make ``directory``'s folders from ``base`` down, each 0700; one of ours found with more
+    access (made by hand, or under another umask) is narrowed to 0700."""
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder = base
+    for part in directory.relative_to(base).parts:
+        folder = folder / part
+        folder.mkdir(mode=0o700, exist_ok=True)
+        if folder.stat().st_mode & 0o077:
+            folder.chmod(0o700)
 
 
 def _forget_expired(codes: Path, now: float) -> None:

@@ -19,7 +19,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 
-from envharness.store import SessionInfo, Store
+from envharness.store import SessionInfo
+from envharness.store.backend import SqliteBackend
+from envharness.store.locate import AnyStore
 from envharness.store.sources import EpisodeInfo
 from envharness.trajectories import Trajectory, project
 from envharness.trajectories.sources.projection import project_info
@@ -40,16 +42,16 @@ class Projections:
     def __len__(self) -> int:
         return len(self._kept)
 
-    async def native(self, store: Store, info: SessionInfo) -> Trajectory:
+    async def native(self, store: AnyStore, info: SessionInfo) -> Trajectory:
         """The trajectory of the session ``info`` describes, up to its head."""
         key = ("native", info.id, info.records, info.status, info.updated_at)
         return await self._get(key, lambda: project(store, info.id))
 
-    async def imported(self, store: Store, episode: EpisodeInfo) -> Trajectory:
+    async def imported(self, sources: SqliteBackend, episode: EpisodeInfo) -> Trajectory:
         """The trajectory of one imported episode, up to its last stored record."""
         key = ("imported", episode.source, episode.episode, episode.last_position,
                episode.head_hash, episode.records, episode.training)  # fmt: skip
-        return await self._get(key, lambda: project_info(store.backend, episode))
+        return await self._get(key, lambda: project_info(sources, episode))
 
     async def _get(
         self, key: Hashable, projected: Callable[[], Awaitable[Trajectory]]

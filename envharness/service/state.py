@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from envharness.errors import ConfigurationError
 from envharness.service.codes import LoginCodes
 from envharness.service.projections import Projections
-from envharness.store import Store
+from envharness.store.locate import AnyStore
 from envharness.store.tokens import TokenInfo, TokenStore
 
 __all__ = ["Address", "Service", "loopback_address"]
@@ -74,7 +74,8 @@ def loopback_address(host: str, port: int) -> Address:
 class Service:
     """The dependencies every handler is given."""
 
-    store: Store
+    store: AnyStore
+    """The store it reads: a SQLite store directory's or a PostgreSQL database's."""
     address: Address
     tokens: TokenStore
     logins: LoginCodes = field(default_factory=LoginCodes)

@@ -17,6 +17,10 @@ answer would tell which of its sessions were scored how.
 Snapshots, datasets and sources hold whole trajectories of every participant and other tools'
 records: they are for admin and viewer tokens only (the endpoints' roles), and a participant
 gets 403 from them whatever it names, so the answer never depends on what exists.
+
+A PostgreSQL store holds no imported sources yet (``envharness import`` writes to a store
+directory): there, listings show none and an imported trajectory's id names nothing (404),
+and an import is refused by name (:func:`sources_backend`).
 """
 
 from __future__ import annotations
@@ -27,8 +31,10 @@ from dataclasses import dataclass
 from envharness.errors import NotFoundError
 from envharness.service.access import Access
 from envharness.service.problems import HTTPProblem, not_found
+from envharness.service.state import Service
 from envharness.service.wire.trajectories import EvidenceCheck, SegmentOut, TrajectorySummary
 from envharness.store import SessionInfo
+from envharness.store.backend import SqliteBackend
 from envharness.store.snapshots import SnapshotStore
 from envharness.store.sources import EpisodeInfo, SourceStore
 from envharness.trajectories import (
@@ -42,7 +48,20 @@ from envharness.trajectories import (
 from envharness.trajectories.projection import EXECUTION_OF
 from envharness.trajectories.sources import split_trajectory_id, trajectory_id
 
-__all__ = ["Candidate", "TrajectoryAccess", "TrajectoryFilter", "check_snapshot"]
+__all__ = [
+    "Candidate",
+    "TrajectoryAccess",
+    "TrajectoryFilter",
+    "check_snapshot",
+    "sources_backend",
+]
+
+
+def sources_backend(service: Service) -> SqliteBackend | None:
+    """The database of the store's imported sources; ``None`` for a PostgreSQL store, which
+    keeps none yet."""
+    backend = service.store.backend
+    return backend if isinstance(backend, SqliteBackend) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +116,14 @@ class TrajectoryAccess:
                 execution = EXECUTION_OF.get(info.status, "running")
                 if wanted.execution in (None, execution):
                     found.append(Candidate(info.id, session=info))
-        if wanted.origin in (None, "imported") and wanted.experiment is None and self.full:
-            sources = SourceStore(self.access.service.store.backend)
+        backend = sources_backend(self.access.service)
+        if (
+            wanted.origin in (None, "imported")
+            and wanted.experiment is None
+            and self.full
+            and backend is not None
+        ):
+            sources = SourceStore(backend)
             names = [health.source for health in await sources.health()]
             for name in names:
                 if wanted.source not in (None, name):
@@ -136,8 +161,10 @@ class TrajectoryAccess:
         service = self.access.service
         if candidate.session is not None:
             return await service.projections.native(service.store, candidate.session)
+        backend = sources_backend(service)
         assert candidate.episode is not None
-        return await service.projections.imported(service.store, candidate.episode)
+        assert backend is not None  # an episode is listed only from a store that has sources
+        return await service.projections.imported(backend, candidate.episode)
 
     # -- one trajectory ------------------------------------------------------------------------
 
@@ -150,8 +177,11 @@ class TrajectoryAccess:
         if not self.full:
             raise not_found(f"trajectory {wanted!r}")
         source, episode = imported
+        backend = sources_backend(self.access.service)
+        if backend is None:
+            raise not_found(f"trajectory {wanted!r}")
         try:
-            found = await SourceStore(self.access.service.store.backend).episode(source, episode)
+            found = await SourceStore(backend).episode(source, episode)
         except NotFoundError:
             raise not_found(f"trajectory {wanted!r}") from None
         return await self.project(Candidate(wanted, episode=found))

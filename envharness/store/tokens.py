@@ -5,26 +5,39 @@ its sha256, so a copy of the store does not leak working credentials. A high-ent
 needs no slow password hash: nobody can brute-force 256 bits, and a fast hash keeps every
 request's lookup cheap. Each token resolves to one of three fixed policies (admin, viewer,
 participant); what a policy may see is decided by the service, but which sessions a
-participant took part in is a query, so it lives here with the rest of the SQL.
+participant took part in is a query, a named read of each engine (:mod:`.named_reads`).
 
 Tokens are not evidence: revoking one updates its row. They live in the store so that the
-command line, the service and every restart agree on which credentials exist.
+command line, the service and every restart agree on which credentials exist — in the
+SQLite store's database or the PostgreSQL store's ``tokens`` table alike (the statements that
+issue, list and revoke are SQL both engines run).
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
-import sqlite3
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
-from typing import Literal, TypeVar, get_args
+from typing import Any, TypeVar
 
 import msgspec
 
 from envharness.errors import ConfigurationError, NotFoundError
 from envharness.records import new_id, utc_now_text
 from envharness.store.backend import SqliteBackend, backend_of
+from envharness.store.named_reads import AnyBackend, NamedReads, read_named
+from envharness.store.postgres.backend import PostgresBackend
+from envharness.store.token_rows import (
+    ROLES,
+    TOKEN_COLUMNS,
+    Role,
+    TokenInfo,
+    check_role,
+    participant_sessions_in,
+    resolve_in,
+    token_info,
+)
 
 __all__ = [
     "ROLES",
@@ -38,31 +51,10 @@ __all__ = [
     "resolve_in",
 ]
 
-Role = Literal["admin", "viewer", "participant"]
-ROLES: tuple[Role, ...] = get_args(Role)
 TOKEN_PREFIX = "eht_"
 """Every secret starts with this, so a leaked one is recognisable (and greppable)."""
 
 _T = TypeVar("_T")
-_COLUMNS = "id, role, participant, sessions, label, created_at, expires_at, revoked_at"
-_session_list = msgspec.json.Decoder(tuple[str, ...])
-
-
-class TokenInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """A token as listed: everything but the secret, which is never stored."""
-
-    id: str
-    role: Role
-    participant: str | None = None
-    sessions: tuple[str, ...] | None = None
-    """The sessions a participant token is bound to; ``None``: every session it takes part in."""
-    label: str = ""
-    created_at: str
-    expires_at: str | None = None
-    revoked_at: str | None = None
-
-    def active(self, now: str) -> bool:
-        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
 
 
 class IssuedToken(msgspec.Struct, frozen=True, kw_only=True):
@@ -84,14 +76,35 @@ class TokenStore:
     """
 
     def __init__(
-        self, database: SqliteBackend | Path, *, clock: Callable[[], str] = utc_now_text
+        self, database: AnyBackend | Path, *, clock: Callable[[], str] = utc_now_text
     ) -> None:
-        self.backend = backend_of(database)
-        self.directory = self.backend.directory
+        self.backend: AnyBackend = (
+            database
+            if isinstance(database, SqliteBackend | PostgresBackend)
+            else backend_of(database)
+        )
         self._clock = clock
 
     def now(self) -> str:
         return self._clock()
+
+    async def check_grants(self) -> None:
+        """Refuse, before any request needs it, a PostgreSQL role that may not keep tokens:
+        the service reads them on every request and writes one per browser sign-in, and a
+        viewer's role is often granted ``SELECT`` on the evidence alone. (A SQLite store's
+        tokens share its file, which the service opens already.)"""
+        if not isinstance(self.backend, PostgresBackend):
+            return
+        missing = await self.backend.missing_privileges("tokens", ("SELECT", "INSERT", "UPDATE"))
+        if missing:
+            role = self.backend.where.user
+            raise ConfigurationError(
+                f"role {role!r} may not {', '.join(missing)} on the table tokens of the "
+                f"PostgreSQL store {self.backend.location}: the service checks every request's "
+                "token there and issues one per browser sign-in. Run as its owner: GRANT "
+                f'SELECT, INSERT, UPDATE ON tokens TO {role} (docs/postgresql.md, "The '
+                'viewer"), or serve with a role that has them'
+            )
 
     async def issue(
         self,
@@ -104,7 +117,7 @@ class TokenStore:
     ) -> IssuedToken:
         """Create a token. A participant token names its participant and may be bound to
         some of that participant's sessions; the others may not be narrowed."""
-        checked_role = _check_role(role)
+        checked_role = check_role(role)
         if checked_role == "participant":
             if not participant:
                 raise ConfigurationError(
@@ -137,9 +150,10 @@ class TokenStore:
         )
         encoded = msgspec.json.encode(bound).decode() if bound is not None else None
 
-        def insert(connection: sqlite3.Connection) -> None:
+        def insert(connection: Any) -> None:
             connection.execute(
-                f"INSERT INTO tokens (secret_sha256, {_COLUMNS}) VALUES ({', '.join('?' * 9)})",
+                f"INSERT INTO tokens (secret_sha256, {TOKEN_COLUMNS})"
+                f" VALUES ({', '.join('?' * 9)})",
                 (
                     hash_secret(secret),
                     info.id,
@@ -153,7 +167,7 @@ class TokenStore:
                 ),
             )
 
-        await self._write(insert)
+        await self.backend.write(insert)
         return IssuedToken(secret=secret, info=info)
 
     async def resolve(self, secret: str) -> TokenInfo | None:
@@ -162,94 +176,44 @@ class TokenStore:
             return None
         digest = hash_secret(secret)
         now = self.now()
-        return await self._read(lambda c: resolve_in(c, digest, now))
+        return await self._named(lambda reads: reads.token(digest, now))
 
     async def tokens(self) -> list[TokenInfo]:
         """Every token ever issued, oldest first, revoked and expired ones included."""
-        rows = await self._read(
-            lambda c: c.execute(f"SELECT {_COLUMNS} FROM tokens ORDER BY created_at, id").fetchall()
+        rows = await self.backend.read(
+            lambda c: c.execute(
+                f"SELECT {TOKEN_COLUMNS} FROM tokens ORDER BY created_at, id"
+            ).fetchall()
         )
-        return [_info(row) for row in rows]
+        return [token_info(row) for row in rows]
 
     async def revoke(self, token_id: str) -> TokenInfo:
         """Revoke a token for good; revoking it again changes nothing."""
         now = self.now()
 
-        def update(connection: sqlite3.Connection) -> list[tuple[object, ...]]:
+        def update(connection: Any) -> list[tuple[object, ...]]:
             connection.execute(
                 "UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
                 (now, token_id),
             )
-            return connection.execute(
-                f"SELECT {_COLUMNS} FROM tokens WHERE id = ?", (token_id,)
+            found: list[tuple[object, ...]] = connection.execute(
+                f"SELECT {TOKEN_COLUMNS} FROM tokens WHERE id = ?", (token_id,)
             ).fetchall()
+            return found
 
-        rows = await self._write(update)
+        rows = await self.backend.write(update)
         if not rows:
             raise NotFoundError(f"no token {token_id!r}; `envharness token list` shows them")
-        return _info(rows[0])
+        return token_info(rows[0])
 
     async def participant_sessions(
         self, participant: str, *, among: Collection[str] | None = None
     ) -> frozenset[str]:
         """Ids of the sessions whose roster (frozen in ``session.created``) names
         ``participant``, optionally only those in ``among``."""
-        return await self._read(lambda c: participant_sessions_in(c, participant, among))
+        return await self._named(lambda reads: reads.participant_sessions(participant, among))
 
     # -- connections ---------------------------------------------------------------------------
 
-    async def _read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        return await self.backend.read(work)
-
-    async def _write(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        return await self.backend.write(work)
-
-
-def resolve_in(connection: sqlite3.Connection, digest: str, now: str) -> TokenInfo | None:
-    """The token whose secret has this sha256 if it is active at ``now`` (blocking): the
-    lookup of :meth:`TokenStore.resolve`, for a read that makes it with its own queries."""
-    rows = connection.execute(
-        f"SELECT {_COLUMNS} FROM tokens WHERE secret_sha256 = ?", (digest,)
-    ).fetchall()
-    if not rows:
-        return None
-    info = _info(rows[0])
-    return info if info.active(now) else None
-
-
-def participant_sessions_in(
-    connection: sqlite3.Connection, participant: str, among: Collection[str] | None
-) -> frozenset[str]:
-    """:meth:`TokenStore.participant_sessions` on a connection the caller holds (blocking),
-    for a read that makes its other queries in the same worker-thread call."""
-    query = (
-        "SELECT s.id FROM sessions s JOIN records r ON r.session_id = s.id AND r.seq = 0"
-        " WHERE r.kind = 'session.created' AND EXISTS (SELECT 1 FROM"
-        " json_each(CAST(r.payload AS TEXT), '$.config.participants') WHERE key = ?)"
-    )
-    arguments: list[object] = [participant]
-    if among is not None:
-        query += " AND s.id IN (SELECT value FROM json_each(?))"
-        arguments.append(msgspec.json.encode(list(among)).decode())
-    return frozenset(str(row[0]) for row in connection.execute(query, arguments))
-
-
-def _check_role(role: str) -> Role:
-    for known in ROLES:
-        if role == known:
-            return known
-    raise ConfigurationError(f"role {role!r} is not one of: {', '.join(ROLES)}")
-
-
-def _info(row: Sequence[object]) -> TokenInfo:
-    token_id, role, participant, sessions, label, created_at, expires_at, revoked_at = row
-    return TokenInfo(
-        id=str(token_id),
-        role=_check_role(str(role)),
-        participant=participant if isinstance(participant, str) else None,
-        sessions=_session_list.decode(sessions) if isinstance(sessions, str) else None,
-        label=str(label),
-        created_at=str(created_at),
-        expires_at=expires_at if isinstance(expires_at, str) else None,
-        revoked_at=revoked_at if isinstance(revoked_at, str) else None,
-    )
+    async def _named(self, work: Callable[[NamedReads], _T]) -> _T:
+        return await read_named(self.backend, work)

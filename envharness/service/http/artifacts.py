@@ -33,7 +33,8 @@ from envharness.service.access import Access
 from envharness.service.params import NoParameters
 from envharness.service.problems import HTTPProblem, not_found
 from envharness.service.routing import ANYONE, Call, Endpoint
-from envharness.store import RecordFilter, Store
+from envharness.store import RecordFilter
+from envharness.store.locate import AnyStore
 
 __all__ = [
     "ARTIFACT_ENDPOINTS",
@@ -141,7 +142,7 @@ async def visible_artifact(access: Access, session_id: str, seq: int) -> Artifac
     return found
 
 
-async def read_artifact(store: Store, sha256: str) -> bytes:
+async def read_artifact(store: AnyStore, sha256: str) -> bytes:
     """The artifact's bytes, checked against its sha256 by the store's backend (off the event
     loop); a 409 when they are missing or changed."""
     try:
@@ -152,7 +153,7 @@ async def read_artifact(store: Store, sha256: str) -> bytes:
         raise _damaged(sha256, "was modified (its content no longer has that sha256)") from None
 
 
-async def read_prefix(store: Store, sha256: str, limit: int) -> bytes | None:
+async def read_prefix(store: AnyStore, sha256: str, limit: int) -> bytes | None:
     """The first ``limit`` bytes of an artifact for a preview, or ``None`` if it is gone
     (the page still shows the record; ``verify`` reports the loss)."""
     return await store.backend.artifact_prefix(sha256, limit)

@@ -25,7 +25,6 @@ only what was committed since the previous one.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Annotated
@@ -59,7 +58,7 @@ from envharness.service.wire.sessions import (
     stored_record_bytes,
 )
 from envharness.store import RecordFilter, SessionInfo
-from envharness.store.raw_rows import page_rows, session_by_id
+from envharness.store.named_reads import NamedReads, read_named
 from envharness.store.reader import PAGE_SIZE
 
 __all__ = [
@@ -184,13 +183,13 @@ async def _poll(
     records after ``after``: one worker-thread call, since a hop costs more than the queries."""
     wanted = msgspec.structs.replace(selection, after=after, limit=PAGE_SIZE)
 
-    def read(connection: sqlite3.Connection) -> tuple[SessionInfo | None, list[RecordRow]]:
-        info = session_by_id(connection, session_id)
+    def read(reads: NamedReads) -> tuple[SessionInfo | None, list[RecordRow]]:
+        info = reads.session(session_id)
         if info is None or info.records - 1 <= after:
             return info, []
-        return info, page_rows(connection, session_id, wanted)
+        return info, reads.page(session_id, wanted)
 
-    info, page = await service.store.backend.read(read)
+    info, page = await read_named(service.store.backend, read)
     if info is None:
         raise NotFoundError(f"session {session_id!r} is no longer in the store")
     return info, page
@@ -201,9 +200,7 @@ async def _page(
 ) -> list[RecordRow]:
     """The next page of the selected records after ``after``."""
     wanted = msgspec.structs.replace(selection, after=after, limit=PAGE_SIZE)
-    return await service.store.backend.read(
-        lambda connection: page_rows(connection, session_id, wanted)
-    )
+    return await read_named(service.store.backend, lambda reads: reads.page(session_id, wanted))
 
 
 async def experiment_stream(call: Call[ExperimentEventsQuery]) -> Response:

@@ -14,8 +14,9 @@ from starlette.responses import Response
 
 from envharness.errors import EnvharnessError, NotFoundError
 from envharness.service.http.bodies import spool_body, spooled_lines
-from envharness.service.problems import not_found, trajectory_problems
+from envharness.service.problems import HTTPProblem, not_found, trajectory_problems
 from envharness.service.routing import ADMIN, READERS, Call, Endpoint, json_response
+from envharness.service.trajectory_access import sources_backend
 from envharness.service.wire.trajectories import ImportReceipt, SourcePage
 from envharness.store.sources import SourceStore
 from envharness.trajectories.sources import import_lines
@@ -59,8 +60,13 @@ class ImportQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
 
 async def list_sources(call: Call[SourcesQuery]) -> Response:
+    backend = sources_backend(call.service)
+    if backend is None:
+        if call.query.source is not None:
+            raise not_found(f"source {call.query.source!r}")
+        return json_response(SourcePage(sources=[]))
     try:
-        found = await SourceStore(call.service.store.backend).health(call.query.source)
+        found = await SourceStore(backend).health(call.query.source)
     except NotFoundError:
         raise not_found(f"source {call.query.source!r}") from None
     return json_response(SourcePage(sources=found))
@@ -68,11 +74,18 @@ async def list_sources(call: Call[SourcesQuery]) -> Response:
 
 async def import_source(call: Call[ImportQuery]) -> Response:
     query = call.query
+    backend = sources_backend(call.service)
+    if backend is None:
+        raise HTTPProblem(
+            409,
+            "imported sources are kept in a store directory: a PostgreSQL store takes no "
+            "import yet (docs/postgresql.md); import into a SQLite store instead",
+        )
     # Spooled, never held: the import reads its lines in a worker thread, in bounded memory.
     async with spool_body(call, limit=IMPORT_LIMIT, content_types=_IMPORT_TYPES) as body:
         with trajectory_problems(EnvharnessError):
             receipt = await import_lines(
-                call.service.store.backend, query.source, spooled_lines(body), format=query.format,
+                backend, query.source, spooled_lines(body), format=query.format,
                 origin="the request body", training=query.training,
             )  # fmt: skip
     return json_response(receipt, status=201)
@@ -93,7 +106,8 @@ SOURCE_API_ENDPOINTS: tuple[Endpoint, ...] = (
             "or, with `format=otel-genai`, OTLP JSON GenAI spans. An identical retry stores "
             "nothing (counted in `duplicates`); a record that does not chain or leaves a gap "
             "refuses the whole batch (422), one that contradicts what the source holds is a "
-            "409, and nothing is stored either way."
+            "409, and nothing is stored either way. A PostgreSQL store takes no import yet "
+            "(409)."
         ),
         roles=ADMIN, query=ImportQuery, body=str, body_media_type="application/x-ndjson",
         response=ImportReceipt, status=201, errors=(409, 413, 415, 422),

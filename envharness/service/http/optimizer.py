@@ -35,7 +35,7 @@ from envharness.service.wire.optimizer import (
     OptimizerRunSummary,
     figure,
 )
-from envharness.store import Store
+from envharness.store.locate import AnyStore
 
 __all__ = [
     "HARNESS_API_ENDPOINTS",
@@ -77,7 +77,7 @@ def harness_problem(error: EnvharnessError) -> HTTPProblem:
     return from_error(error)
 
 
-async def exact_version(store: Store, name: str) -> HarnessVersion:
+async def exact_version(store: AnyStore, name: str) -> HarnessVersion:
     """The version called exactly ``name``; 404 otherwise."""
     try:
         return await harness_version(store, name)
@@ -87,7 +87,7 @@ async def exact_version(store: Store, name: str) -> HarnessVersion:
         raise harness_problem(error) from None
 
 
-async def exact_run(store: Store, run_id: str) -> RunHistory:
+async def exact_run(store: AnyStore, run_id: str) -> RunHistory:
     """The optimizer run with exactly this id, read from its chain; 404 otherwise."""
     try:
         info = await store.optimizer_run(run_id)
@@ -124,7 +124,7 @@ def run_summary(history: RunHistory) -> OptimizerRunSummary:
 class Versions:
     """The store's versions with their runs, each run's chain read once per request."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: AnyStore) -> None:
         self.store = store
         self._runs: dict[str, RunHistory] = {}
 
@@ -164,7 +164,7 @@ class Versions:
         return found
 
 
-async def version_detail(store: Store, name: str) -> HarnessVersionDetail:
+async def version_detail(store: AnyStore, name: str) -> HarnessVersionDetail:
     version = await exact_version(store, name)
     versions = Versions(store)
     history = await versions.run(version.run_id)
@@ -176,7 +176,7 @@ async def version_detail(store: Store, name: str) -> HarnessVersionDetail:
     )
 
 
-async def diff(store: Store, old: str, new: str) -> HarnessDiff:
+async def diff(store: AnyStore, old: str, new: str) -> HarnessDiff:
     """``envharness harness diff OLD NEW``."""
     before, after = await exact_version(store, old), await exact_version(store, new)
     try:

@@ -26,7 +26,7 @@ from envharness.service.problems import (
     trajectory_problems,
 )
 from envharness.service.routing import ADMIN, READERS, Call, Endpoint, json_response
-from envharness.service.trajectory_access import TrajectoryAccess, check_snapshot
+from envharness.service.trajectory_access import TrajectoryAccess, check_snapshot, sources_backend
 from envharness.service.wire.trajectories import (
     ExportLineOut,
     SnapshotDetail,
@@ -88,8 +88,11 @@ async def _require_trajectory(call: Call[Any], wanted: str) -> None:
     if imported is None:
         await call.access.session(wanted)
         return
+    backend = sources_backend(call.service)
+    if backend is None:
+        raise not_found(f"trajectory {wanted!r}")
     try:
-        await SourceStore(call.service.store.backend).episode(*imported)
+        await SourceStore(backend).episode(*imported)
     except NotFoundError:
         raise not_found(f"trajectory {wanted!r}") from None
 

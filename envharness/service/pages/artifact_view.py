@@ -21,7 +21,7 @@ from envharness.service.http.artifacts import (
 )
 from envharness.service.pages.html import Html, html
 from envharness.service.pages.text_view import text_view
-from envharness.store import Store
+from envharness.store.locate import AnyStore
 
 __all__ = ["IMAGE_PREVIEW_LIMIT", "PREVIEW_BYTES", "artifact_previews"]
 
@@ -32,7 +32,7 @@ IMAGE_PREVIEW_LIMIT = 4 * 1024 * 1024
 
 
 async def artifact_previews(
-    store: Store, session_id: str, records: Iterable[Record]
+    store: AnyStore, session_id: str, records: Iterable[Record]
 ) -> dict[int, Html]:
     """Previews of the artifact records among ``records``, by seq."""
     previews: dict[int, Html] = {}

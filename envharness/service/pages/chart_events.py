@@ -17,7 +17,8 @@ from typing import Literal
 
 from envharness.records import Checkpoint, Finding, RecordRow, decode_payload
 from envharness.service.pages.html import Html, html, join
-from envharness.store import RecordFilter, Store
+from envharness.store import RecordFilter
+from envharness.store.locate import AnyStore
 
 __all__ = [
     "EVENT_KINDS",
@@ -121,7 +122,7 @@ class ChartEvents:
         return sorted(self.events, key=lambda e: (e.turn, EVENT_KINDS.index(e.kind)))
 
 
-async def read_findings(store: Store, session_id: str, found: ChartEvents) -> None:
+async def read_findings(store: AnyStore, session_id: str, found: ChartEvents) -> None:
     """Place the session's findings at the turn of the record each cites first."""
     selection = RecordFilter(kinds=("finding",), limit=MAX_FINDINGS)
     findings: list[Finding] = []
@@ -138,7 +139,7 @@ async def read_findings(store: Store, session_id: str, found: ChartEvents) -> No
             found.add(ChartEvent(turn, "finding", text, f"r{cited}"))
 
 
-async def _turn_of(store: Store, session_id: str, seq: int) -> int | None:
+async def _turn_of(store: AnyStore, session_id: str, seq: int) -> int | None:
     async with aclosing(store.rows(session_id, RecordFilter(after=seq - 1, limit=1))) as rows:
         async for row in rows:
             return row.turn if row.seq == seq else None

@@ -15,14 +15,14 @@ from envharness.service.pages.html import Html, html, join
 from envharness.service.pages.layout import when
 from envharness.service.pages.widgets import table
 from envharness.service.problems import trajectory_problems
-from envharness.store import Store
+from envharness.store.locate import AnyStore
 from envharness.store.snapshots import SnapshotStore
 from envharness.trajectories import list_datasets, list_snapshots
 
 __all__ = ["frozen_card"]
 
 
-async def frozen_card(store: Store, experiment_id: str, sessions: int) -> Html:
+async def frozen_card(store: AnyStore, experiment_id: str, sessions: int) -> Html:
     """The card: each snapshot with how many of the experiment's ``sessions`` it holds, and
     the datasets using them; or how to freeze some."""
     held = await SnapshotStore(store.backend).snapshots_of_experiment(experiment_id)

@@ -18,7 +18,7 @@ from envharness.scoring.aggregates import ScoreAggregate, aggregate_scores
 from envharness.service.pages.html import DASH, Html, html, join, number
 from envharness.service.pages.render import record_link
 from envharness.service.pages.widgets import table
-from envharness.store import Store
+from envharness.store.locate import AnyStore
 
 __all__ = [
     "FINDING_GROUPS",
@@ -37,7 +37,7 @@ _SEVERITIES = ("high", "medium", "low", "info")
 _PAGE = 2000
 
 
-async def latest_scores(store: Store, experiment_id: str) -> dict[str, list[Score]]:
+async def latest_scores(store: AnyStore, experiment_id: str) -> dict[str, list[Score]]:
     """Each scored session's latest score report per version (versions sorted by name), as
     :func:`~envharness.scoring.experiment_report` counts them. Unscored sessions are absent."""
     latest: dict[str, dict[str, Score]] = {}

@@ -29,7 +29,7 @@ from envharness.service.pages.widgets import detail_head, kv_rows, page_head, pa
 from envharness.service.params import NoParameters
 from envharness.service.problems import HTTPProblem, trajectory_problems
 from envharness.service.routing import READERS, Call, Endpoint, viewer_page
-from envharness.service.trajectory_access import check_snapshot
+from envharness.service.trajectory_access import check_snapshot, sources_backend
 from envharness.store.sources import SourceHealth, SourceStore
 from envharness.trajectories import (
     Dataset,
@@ -305,7 +305,8 @@ async def _preview(call: Call[NoParameters], dataset: Dataset) -> Html:
 
 
 async def sources_page(call: Call[NoParameters]) -> Response:
-    found = await SourceStore(call.service.store.backend).health()
+    backend = sources_backend(call.service)
+    found = [] if backend is None else await SourceStore(backend).health()
     listing = (
         join(_source(health) for health in found)
         if found
