@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, aclosing, asynccontextmanager
 from os import PathLike
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self, cast
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 
@@ -70,9 +70,7 @@ from envharness.store import (
     Lineage,
     RecordFilter,
     SessionInfo,
-    Store,
     VerifyReport,
-    read_store,
 )
 from envharness.store.locate import AnyStore, describe, opening_store, postgres_url, reading_store
 from envharness.trajectories import (
@@ -196,13 +194,11 @@ class AsyncEnvironmentHarness:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(store={str(self.store)!r})"
 
-    def writable_store(self) -> AbstractAsyncContextManager[Store]:
+    def writable_store(self) -> AbstractAsyncContextManager[AnyStore]:
         """The store this harness writes to: the open one (``async with harness``), or opened
-        for the block. Whatever records beside the harness's runs (the optimizer's own chain)
-        shares its one writer this way; the optimizer runs on a SQLite store only so far."""
-        self._directory("the optimizer")
-        # A SQLite location opens a Store (locate.opening_store), never a PostgresStore.
-        return cast(AbstractAsyncContextManager[Store], self._writable_store())
+        for the block, SQLite or PostgreSQL. Whatever records beside the harness's runs (the
+        optimizer's own chain) shares its one writer this way."""
+        return self._writable_store()
 
     def new_environment(self) -> Environment[Any, Any]:
         """A fresh environment, made and checked as each session's is (the optimizer reads an
@@ -220,17 +216,6 @@ class AsyncEnvironmentHarness:
     def _reading(self) -> AbstractAsyncContextManager[AnyStore]:
         """The store to read from, for the block (never creates one)."""
         return reading_store(self._location)
-
-    def _directory(self, feature: str) -> Path:
-        """The SQLite store's directory, for ``feature``, which needs one so far: on a
-        PostgreSQL store it is refused by name before anything is read or recorded."""
-        if isinstance(self._location, Path):
-            return self._location
-        raise ConfigurationError(
-            f"{feature} is not available on a PostgreSQL store yet (the store is "
-            f"{self.store}); docs/postgresql.md lists what is. Use a SQLite store directory "
-            "for it, or `envharness copy-store` the sessions into one"
-        )
 
     # -- running ---------------------------------------------------------------------------------
 
@@ -441,25 +426,21 @@ class AsyncEnvironmentHarness:
 
     async def checkpoint(self, session_id: str, label: str | None = None) -> CheckpointRef:
         """Record a checkpoint at the session's last complete turn (it must not be running)."""
-        self._directory("checkpoint()")
         async with self._writable_store() as store:
-            return await take_checkpoint(cast(Store, store), session_id, label)
+            return await take_checkpoint(store, session_id, label)
 
     async def checkpoints(self, session_id: str) -> list[CheckpointRef]:
         """The session's checkpoints (by hand, or every ``checkpoint_every`` turns)."""
-        store = await read_store(self._directory("checkpoints()"))
-        return await list_checkpoints(store, session_id)
+        async with self._reading() as store:
+            return await list_checkpoints(store, session_id)
 
     async def branch(
         self, checkpoint: CheckpointRef, *, intervention: Any, reason: str = ""
     ) -> Session:
         """A new session from ``checkpoint`` with ``intervention`` applied, ``paused`` until
         continued. Its lineage is evidence; the parent's history is referenced, not copied."""
-        self._directory("branch()")
         async with self._writable_store() as store:
-            child = await branch(
-                cast(Store, store), checkpoint, self.new_environment(), intervention, reason
-            )
+            child = await branch(store, checkpoint, self.new_environment(), intervention, reason)
             info = await store.session(child)
         return Session(info.id, "paused", info.turns_completed, self.store, info.reason)
 
@@ -483,7 +464,7 @@ class AsyncEnvironmentHarness:
     async def trajectory(self, session_id: str) -> Trajectory:
         """The session's trajectory (``session_id`` may be a unique prefix, or an imported
         ``SOURCE:EPISODE``), up to its head now."""
-        return await read_trajectory(self._directory("trajectory()"), session_id)
+        return await read_trajectory(self._location, session_id)
 
     async def snapshot(
         self,
@@ -496,11 +477,12 @@ class AsyncEnvironmentHarness:
         selection again gets the same id). ``entitlement`` (or its basis as text) declares the
         snapshot's trajectories may train models; datasets require it."""
         return await freeze_sessions(
-            self._directory("snapshot()"), session_ids, label=label, entitlement=entitlement
+            self._location, session_ids, label=label, entitlement=entitlement
         )
 
     async def snapshots(self) -> list[SnapshotMetadata]:
-        return await list_snapshots(await read_store(self._directory("snapshots()")))
+        async with self._reading() as store:
+            return await list_snapshots(store)
 
     async def create_dataset(
         self,
@@ -515,25 +497,27 @@ class AsyncEnvironmentHarness:
         condition it misses, unless all are complete, terminal, entitled and rewarded.
         ``participants`` keeps only their rows; ``shared_reward`` declares one shared reward
         everybody's (a cooperative game; see docs/trajectories.md, 'The reward')."""
-        return await create_dataset(
-            await read_store(self._directory("create_dataset()")),
-            name,
-            snapshot_ids,
-            reward=reward,
-            participants=participants,
-            shared_reward=shared_reward,
-        )
+        async with self._reading() as store:
+            return await create_dataset(
+                store,
+                name,
+                snapshot_ids,
+                reward=reward,
+                participants=participants,
+                shared_reward=shared_reward,
+            )
 
     async def dataset(self, name: str) -> Dataset:
-        return await load_dataset(await read_store(self._directory("dataset()")), name)
+        async with self._reading() as store:
+            return await load_dataset(store, name)
 
     async def datasets(self) -> list[Dataset]:
-        return await list_datasets(await read_store(self._directory("datasets()")))
+        async with self._reading() as store:
+            return await list_datasets(store)
 
     async def dataset_rows(self, name: str) -> AsyncIterator[DatasetRow]:
         """The dataset's rows (TRL's conversational format), checked against their digests."""
-        store = await read_store(self._directory("dataset_rows()"))
-        async with aclosing(dataset_rows(store, name)) as rows:
+        async with self._reading() as store, aclosing(dataset_rows(store, name)) as rows:
             async for row in rows:
                 yield row
 
@@ -549,8 +533,9 @@ class AsyncEnvironmentHarness:
         return await anyio.to_thread.run_sync(trainer.train, rows, dataset)
 
     def sources(self) -> AsyncSources:
-        """Evidence in and out of this store: ``export_snapshot`` (and imports)."""
-        return AsyncSources(self._directory("sources()"))
+        """Evidence in and out of this store: ``export_snapshot`` (and imports, which a
+        PostgreSQL store does not take yet: they are refused by name)."""
+        return AsyncSources(self._location)
 
     async def records(
         self, session_id: str, selection: RecordFilter | None = None

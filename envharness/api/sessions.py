@@ -23,8 +23,7 @@ from envharness.records import ErrorInfo, Status
 from envharness.runtime import ProgressCallback, SessionPlan, SessionResult
 from envharness.runtime.plan import EpisodeEnd
 from envharness.runtime.template import SessionPauses, SessionTemplate
-from envharness.store import read_store
-from envharness.store.locate import AnyStore, postgres_url
+from envharness.store.locate import AnyStore, reading_store
 from envharness.trajectories import Entitlement, Snapshot, Trajectory, freeze, project
 
 __all__ = ["PreparedSession", "Session", "ended_session", "snapshot", "trajectory"]
@@ -69,16 +68,15 @@ class Session:
     def trajectory(self) -> Trajectory:
         """The session's trajectory now: a digest-bound projection of its journal (blocking;
         in async code, ``await harness.trajectory(session.id)``)."""
-        return call_blocking(lambda: trajectory(_directory(self.store, "trajectory()"), self.id))
+        return call_blocking(lambda: trajectory(self.store, self.id))
 
     def snapshot(
         self, *, label: str = "", entitlement: Entitlement | str | None = None
     ) -> Snapshot:
         """Freeze this session's trajectory as a content-addressed snapshot (blocking; in
         async code, ``await harness.snapshot([session.id])``)."""
-        directory = _directory(self.store, "snapshot()")
         return call_blocking(
-            lambda: snapshot(directory, [self.id], label=label, entitlement=entitlement)
+            lambda: snapshot(self.store, [self.id], label=label, entitlement=entitlement)
         )
 
 
@@ -149,35 +147,27 @@ async def ended_session(store: AnyStore, session_id: str, path: Path | str) -> S
     return Session(info.id, cast(Status, info.status), info.turns_completed, path, info.reason)
 
 
-def _directory(store: Path | str, feature: str) -> Path:
-    """A SQLite store's directory; ``feature`` refused by name on a PostgreSQL store, which
-    it does not reach yet."""
-    if postgres_url(store) is None:
-        return Path(store)
-    raise ConfigurationError(
-        f"{feature} is not available on a PostgreSQL store yet (the store is {store}); "
-        "docs/postgresql.md lists what is"
-    )
-
-
-async def trajectory(path: Path, trajectory_id: str) -> Trajectory:
-    """The trajectory of a session (or imported episode) in the store at ``path``."""
-    return await project(await read_store(path), trajectory_id)
+async def trajectory(location: Path | str, trajectory_id: str) -> Trajectory:
+    """The trajectory of a session (or imported episode) in the store at ``location``: a
+    SQLite store's directory, or a PostgreSQL URL (a session's, without its password, reaches
+    the database when libpq finds the password in ``~/.pgpass`` or ``PGPASSWORD``)."""
+    async with reading_store(location) as store:
+        return await project(store, trajectory_id)
 
 
 async def snapshot(
-    path: Path,
+    location: Path | str,
     session_ids: Sequence[str],
     *,
     label: str,
     entitlement: Entitlement | str | None,
 ) -> Snapshot:
-    """Freeze these sessions' trajectories in the store at ``path`` as one snapshot."""
+    """Freeze these sessions' trajectories in the store at ``location`` as one snapshot."""
     if isinstance(session_ids, str):
         raise ConfigurationError(
             f"session_ids must be a list of session ids, e.g. [{session_ids!r}]"
         )
     if isinstance(entitlement, str):
         entitlement = Entitlement(basis=entitlement)
-    store = await read_store(path)
-    return await freeze(store, session_ids, label=label, entitlement=entitlement)
+    async with reading_store(location) as store:
+        return await freeze(store, session_ids, label=label, entitlement=entitlement)

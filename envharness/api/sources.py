@@ -9,6 +9,9 @@ same function the command line calls.
 The blocking face runs the async stream in an anyio blocking portal (the harness's own when it
 is open, or one for the duration of the iteration) and hands lines over in bounded batches, so
 a slow consumer slows the export instead of growing a buffer.
+
+On a PostgreSQL store the export works as on SQLite; imported sources are still kept in a
+store directory only, so the import and source methods refuse the URL by name.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from envharness._portal import Portal
-from envharness.store import read_store
+from envharness.errors import ConfigurationError
+from envharness.store.locate import describe, postgres_url, reading_store
 from envharness.store.sources import SourceStore, health_problems
 from envharness.trajectories.model import Trajectory
 from envharness.trajectories.snapshots import export_snapshot
@@ -47,10 +51,26 @@ _T = TypeVar("_T")
 
 
 class AsyncSources:
-    """Streams evidence out of (and imports it into) the store at ``store``."""
+    """Streams evidence out of (and imports it into) the store at ``store``: a SQLite store's
+    directory, or a PostgreSQL URL (exports only, so far)."""
 
     def __init__(self, store: str | PathLike[str]) -> None:
-        self.store = Path(store)
+        url = postgres_url(store)
+        self._location: Path | str = Path(store) if url is None else url
+        """Where the store is, as given (a URL may hold a password: only this keeps it)."""
+        self.store: Path | str = self._location if url is None else describe(url)
+        """The store as messages name it: the directory, or the URL without its password."""
+
+    def _directory(self, feature: str) -> Path:
+        """The SQLite store's directory that imported sources need; refused by name on a
+        PostgreSQL store before anything is read or written."""
+        if isinstance(self._location, Path):
+            return self._location
+        raise ConfigurationError(
+            f"sources().{feature} is not available on a PostgreSQL store yet (the store is "
+            f"{self.store}): imported sources are kept in a store directory; docs/postgresql.md "
+            "lists what works. Import into a SQLite store directory instead"
+        )
 
     async def export_snapshot(self, snapshot_id: str) -> AsyncGenerator[str, None]:
         """The snapshot as JSON lines (without their newline), checked before the first.
@@ -59,8 +79,10 @@ class AsyncSources:
         trajectory followed by its records. A snapshot whose evidence was altered is refused
         with the record named (:class:`~envharness.trajectories.EvidenceMismatchError`).
         """
-        store = await read_store(self.store)
-        async with aclosing(export_snapshot(store, snapshot_id)) as lines:
+        async with (
+            reading_store(self._location) as store,
+            aclosing(export_snapshot(store, snapshot_id)) as lines,
+        ):
             async for line in lines:
                 yield line[:-1].decode()
 
@@ -81,7 +103,8 @@ class AsyncSources:
         used to train models. An identical retry stores nothing; a bad or conflicting record
         raises :class:`~envharness.trajectories.sources.SourceImportError` and stores nothing.
         """
-        return await import_file(self.store, source, path, format=format, training=training)
+        directory = self._directory("import_file()")
+        return await import_file(directory, source, path, format=format, training=training)
 
     async def import_lines(
         self,
@@ -93,8 +116,9 @@ class AsyncSources:
         training: bool = False,
     ) -> ImportReceipt:
         """Like :meth:`import_file`, from lines already open (a pipe, a download)."""
+        directory = self._directory("import_lines()")
         return await import_lines(
-            self.store, source, lines, format=format, origin=origin, training=training
+            directory, source, lines, format=format, origin=origin, training=training
         )
 
     async def import_records(
@@ -102,12 +126,13 @@ class AsyncSources:
     ) -> ImportReceipt:
         """Import records sealed in Python (by a
         :class:`~envharness.trajectories.sources.SourceChain`) as one batch."""
-        return await import_records(self.store, source, records, training=training)
+        directory = self._directory("import_records()")
+        return await import_records(directory, source, records, training=training)
 
     async def health(self, source: str | None = None) -> list[SourceHealth]:
         """Where each source stands: acknowledged position and hash, backlog, gaps, capture
         failures and refused imports (``envharness sources``)."""
-        return await SourceStore(self.store).health(source)
+        return await SourceStore(self._directory("health()")).health(source)
 
     async def problems(self, source: str | None = None) -> dict[str, list[str]]:
         """Each unhealthy source (of all, or ``source``) with why, in words with the fix:
@@ -115,7 +140,9 @@ class AsyncSources:
         stored chain (every hash is recomputed, as by ``verify``). Healthy sources are absent,
         so an empty answer means every source is sound (``envharness sources`` exits 0)."""
         found = {health.source: health_problems(health) for health in await self.health(source)}
-        for chain, position, problem in await SourceStore(self.store).verify(source):
+        for chain, position, problem in await SourceStore(self._directory("problems()")).verify(
+            source
+        ):
             at = f" at position {position}" if position is not None else ""
             found.setdefault(chain, []).append(
                 f"its stored chain is broken{at}: {problem}; stored records are never "
@@ -126,7 +153,8 @@ class AsyncSources:
 
     async def trajectories(self, source: str | None = None) -> list[Trajectory]:
         """The trajectory of every imported episode (of ``source``, or of all sources)."""
-        return [trajectory async for trajectory in source_trajectories(self.store, source)]
+        directory = self._directory("trajectories()")
+        return [trajectory async for trajectory in source_trajectories(directory, source)]
 
 
 class Sources:

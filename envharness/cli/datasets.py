@@ -21,7 +21,7 @@ from envharness.cli.options import check_choice
 from envharness.cli.refusals import refusal_lines
 from envharness.cli.render import printable
 from envharness.cli.state import CliState
-from envharness.store import read_store
+from envharness.store.locate import AnyStore, describe, reading_store
 from envharness.trajectories import (
     AdmissionError,
     Dataset,
@@ -89,17 +89,18 @@ def dataset_create(
 
     Every trajectory must be complete, terminal, training-entitled and rewarded; otherwise
     nothing is created, and the refusals are told by reason with counts and the fix."""
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
 
     async def created() -> Dataset:
-        return await create_dataset(
-            await read_store(store),
-            name,
-            snapshots,
-            reward=reward,
-            participants=participants or None,
-            shared_reward=shared_reward,
-        )
+        async with reading_store(store) as reader:
+            return await create_dataset(
+                reader,
+                name,
+                snapshots,
+                reward=reward,
+                participants=participants or None,
+                shared_reward=shared_reward,
+            )
 
     try:
         dataset = anyio.run(created)
@@ -119,14 +120,15 @@ def dataset_create(
 @app.command("list")
 def dataset_list(ctx: typer.Context) -> None:
     """List the datasets, oldest first."""
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
 
     async def listed() -> list[Dataset]:
-        return await list_datasets(await read_store(store))
+        async with reading_store(store) as reader:
+            return await list_datasets(reader)
 
     found = anyio.run(listed)
     if not found:
-        typer.echo(f"no datasets in {shlex.quote(printable(str(store)))}", err=True)
+        typer.echo(f"no datasets in {shlex.quote(printable(describe(store)))}", err=True)
     for dataset in found:
         chosen = ""
         if not isinstance(dataset.participants, UnsetType):
@@ -166,31 +168,35 @@ def dataset_export(
             f"--output {str(output)!r}: there is no directory {str(output.parent)!r}; "
             "create it first, or give a path in one that exists"
         )
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
 
     async def exported() -> int:
-        reader = await read_store(store)
-        if output is None:
-            # Lines on stdout cannot be taken back: refuse altered evidence before the
-            # first (a file is written aside and renamed, so it needs no second read).
-            for snapshot_id in (await load_dataset(reader, name)).snapshots:
-                await verify_snapshot(reader, snapshot_id)
-        if output is None:
-            return await _write_jsonl(dataset_rows(reader, name), None)
-        try:
-            if format == "parquet":
-                async with closing(dataset_rows(reader, name)) as rows:
-                    return await write_parquet(rows, output)
-            return await _write_jsonl(dataset_rows(reader, name), output)
-        except OSError as exc:
-            raise CliError(
-                f"cannot write --output {str(output)!r}: {exc.strerror or exc}; give a path "
-                "in a directory that exists and that you may write to"
-            ) from None
+        async with reading_store(store) as reader:
+            return await _exported(reader, name, format, output)
 
     written = anyio.run(exported)
     if output is not None:
         typer.echo(f"wrote {written} rows to {printable(str(output))}", err=True)
+
+
+async def _exported(reader: AnyStore, name: str, format: str, output: Path | None) -> int:
+    """Write the dataset's rows to stdout or ``output``; how many."""
+    if output is None:
+        # Lines on stdout cannot be taken back: refuse altered evidence before the first (a
+        # file is written aside and renamed, so it needs no second read).
+        for snapshot_id in (await load_dataset(reader, name)).snapshots:
+            await verify_snapshot(reader, snapshot_id)
+        return await _write_jsonl(dataset_rows(reader, name), None)
+    try:
+        if format == "parquet":
+            async with closing(dataset_rows(reader, name)) as rows:
+                return await write_parquet(rows, output)
+        return await _write_jsonl(dataset_rows(reader, name), output)
+    except OSError as exc:
+        raise CliError(
+            f"cannot write --output {str(output)!r}: {exc.strerror or exc}; give a path "
+            "in a directory that exists and that you may write to"
+        ) from None
 
 
 async def _write_jsonl(rows: AsyncGenerator[DatasetRow, None], output: Path | None) -> int:

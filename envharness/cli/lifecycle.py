@@ -50,8 +50,8 @@ from envharness.manifest.model_agents import DEFAULT_KEY_ENV
 from envharness.records import SessionCreated
 from envharness.runtime.branching import CheckpointRef, branch, list_checkpoints, take_checkpoint
 from envharness.runtime.compare import Comparison, alignment_note, compare_sessions
-from envharness.store import RecordFilter, open_store, read_store
-from envharness.store.locate import AnyStore, reading_store
+from envharness.store import RecordFilter
+from envharness.store.locate import AnyStore, opening_store, reading_store
 
 __all__ = [
     "app",
@@ -89,11 +89,12 @@ def checkpoint_command(
     ] = None,
 ) -> None:
     """Record a checkpoint at a session's last complete turn, to branch from later."""
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
 
     async def taken() -> CheckpointRef:
-        info = await (await read_store(store)).session(session)  # never creates a store
-        async with open_store(store, create=False) as writable:
+        async with reading_store(store) as reader:  # never creates a store
+            info = await reader.session(session)
+        async with opening_store(store, create=False) as writable:
             return await take_checkpoint(writable, info.id, label)
 
     ref = anyio.run(taken)
@@ -139,7 +140,7 @@ def branch_command(
 ) -> None:
     """Make a new session from a checkpoint, with an intervention applied; it waits, paused,
     for `continue`."""
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
     change = _json(intervention, "--intervention")
     if environment is not None and environment_option is not None:
         raise CliError("the environment is given twice, as ENVIRONMENT and --environment")
@@ -159,7 +160,7 @@ def branch_command(
 
     async def branched() -> tuple[CheckpointRef, str]:
         ref = await _checkpoint(store, target, turn)
-        async with open_store(store, create=False) as writable:
+        async with opening_store(store, create=False) as writable:
             child = await branch(writable, ref, made, change, reason)
         return ref, child
 
@@ -316,16 +317,16 @@ async def _environment_of(reader: AnyStore, session_id: str) -> str:
     return f"{printable(environment.name)}@{printable(environment.version)}"
 
 
-async def _checkpoint(store: Path, target: str, turn: int | None) -> CheckpointRef:
+async def _checkpoint(store: Path | str, target: str, turn: int | None) -> CheckpointRef:
     """The checkpoint ``SESSION@SEQ`` names, or the session's at ``turn`` (or its latest)."""
     session, at, seq_text = target.partition("@")
     if at and turn is not None:
         raise CliError(f"{target} names one checkpoint; give --turn only with a SESSION")
     if at and not seq_text.isdigit():
         raise CliError(f"checkpoint {target!r} is not SESSION@SEQ, e.g. ses_0123abcd@17")
-    reader = await read_store(store)
-    info = await reader.session(session)
-    found = await list_checkpoints(reader, info.id)
+    async with reading_store(store) as reader:
+        info = await reader.session(session)
+        found = await list_checkpoints(reader, info.id)
     if at:
         chosen = [ref for ref in found if ref.seq == int(seq_text)]
     elif turn is not None:

@@ -231,11 +231,6 @@ def export(
     if session == "snapshot":
         if snapshot_id is None:
             raise CliError("export snapshot needs the snapshot's id: envharness export snapshot ID")
-        if isinstance(store, str):
-            raise CliError(
-                "`export snapshot` does not work on a PostgreSQL store yet: snapshots are kept "
-                "in a store directory (docs/postgresql.md); `export SESSION` works on both"
-            )
         export_snapshot_command(store, snapshot_id)
         return
     if snapshot_id is not None:

@@ -21,7 +21,7 @@ from envharness.cli.render import printable
 from envharness.cli.state import CliState
 from envharness.cli.trajectories import trajectory_table
 from envharness.errors import EnvharnessError
-from envharness.store import read_store
+from envharness.store.locate import AnyStore, describe, reading_store
 from envharness.store.snapshots import SnapshotStore
 from envharness.trajectories import (
     Entitlement,
@@ -88,7 +88,7 @@ def snapshot_create(
         raise CliError("--entitle-training needs the basis, e.g. 'own evaluation data'")
     if declared_by and entitle_training is None:
         raise CliError("--declared-by goes with --entitle-training BASIS")
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
     entitlement = (
         Entitlement(basis=entitle_training, declared_by=declared_by)
         if entitle_training is not None
@@ -96,12 +96,12 @@ def snapshot_create(
     )
 
     async def frozen() -> Snapshot:
-        reader = await read_store(store)
-        ids = list(sessions or ())
-        if experiment is not None:
-            info = await reader.experiment(experiment)
-            ids += [member.session.id for member in await reader.experiment_sessions(info.id)]
-        return await freeze(reader, ids, label=label, entitlement=entitlement)
+        async with reading_store(store) as reader:
+            ids = list(sessions or ())
+            if experiment is not None:
+                info = await reader.experiment(experiment)
+                ids += [member.session.id for member in await reader.experiment_sessions(info.id)]
+            return await freeze(reader, ids, label=label, entitlement=entitlement)
 
     snapshot = anyio.run(frozen)
     metadata = snapshot.metadata
@@ -120,13 +120,13 @@ def snapshot_list(
 ) -> None:
     """List the snapshots, oldest first. A snapshot whose stored header no longer reads is
     named on stderr, after the others are listed, and the exit status is 1."""
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
     found, corrupt = anyio.run(_listed_snapshots, store)
     if as_json:
         for metadata in found:
             typer.echo(msgspec.json.encode(metadata).decode())
     elif not found and not corrupt:
-        typer.echo(f"no snapshots in {shlex.quote(printable(str(store)))}", err=True)
+        typer.echo(f"no snapshots in {shlex.quote(printable(describe(store)))}", err=True)
     for metadata in [] if as_json else found:
         entitled = "entitled" if metadata.entitlement else "-"
         typer.echo(
@@ -154,12 +154,12 @@ def snapshot_show(
 ) -> None:
     """Check a snapshot (content address and every trajectory's digest binding) and list
     its trajectories. Exit status 2 with the record named when evidence was altered."""
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
 
     async def shown() -> tuple[SnapshotMetadata, list[Trajectory]]:
-        reader = await read_store(store)
-        metadata = await verify_snapshot(reader, snapshot)
-        return metadata, [t async for t in snapshot_trajectories(reader, metadata.id)]
+        async with reading_store(store) as reader:
+            metadata = await verify_snapshot(reader, snapshot)
+            return metadata, [t async for t in snapshot_trajectories(reader, metadata.id)]
 
     metadata, found = anyio.run(shown)
     typer.echo(f"snapshot {metadata.id}  (verified)")
@@ -171,7 +171,7 @@ def snapshot_show(
 
 
 async def _listed_snapshots(
-    store: Path,
+    store: Path | str,
 ) -> tuple[list[SnapshotMetadata], list[tuple[str, str, list[str]]]]:
     """Every snapshot that reads, and (id, why, the trajectories it holds) for each whose
     stored header does not.
@@ -179,12 +179,18 @@ async def _listed_snapshots(
     The listing is one read; only when a header fails to decode is each snapshot loaded on
     its own, so one corrupt row cannot hide the rest.
     """
-    reader = await read_store(store)
-    try:
-        return await list_snapshots(reader), []
-    except TrajectoryError:
-        pass
-    snapshots = SnapshotStore(reader.directory)
+    async with reading_store(store) as reader:
+        try:
+            return await list_snapshots(reader), []
+        except TrajectoryError:
+            pass
+        return await _each_snapshot(reader)
+
+
+async def _each_snapshot(
+    reader: AnyStore,
+) -> tuple[list[SnapshotMetadata], list[tuple[str, str, list[str]]]]:
+    snapshots = SnapshotStore(reader.backend)
     found: list[SnapshotMetadata] = []
     corrupt: list[tuple[str, str, list[str]]] = []
     for row in await snapshots.snapshots():
@@ -197,14 +203,16 @@ async def _listed_snapshots(
     return found, corrupt
 
 
-def export_snapshot_command(store: Path, snapshot: str) -> None:
+def export_snapshot_command(store: Path | str, snapshot: str) -> None:
     """``envharness export snapshot ID``: the snapshot's lines to stdout, checked first."""
     out = typer.get_binary_stream("stdout")
 
     async def stream() -> None:
-        reader = await read_store(store)
         # Plain blocking writes, as for `export SESSION`: a slow reader slows the export.
-        async with closing(export_snapshot(reader, snapshot)) as lines:
+        async with (
+            reading_store(store) as reader,
+            closing(export_snapshot(reader, snapshot)) as lines,
+        ):
             async for line in lines:
                 out.write(line)
         out.flush()

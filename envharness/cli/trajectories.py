@@ -20,7 +20,8 @@ from envharness.cli.edge import CliError
 from envharness.cli.options import check_choice
 from envharness.cli.render import printable
 from envharness.cli.state import CliState
-from envharness.store import read_store
+from envharness.store import Store
+from envharness.store.locate import describe, reading_store
 from envharness.trajectories import Trajectory, project, source_trajectories
 
 __all__ = ["ORIGINS", "app", "trajectories", "trajectory_table"]
@@ -70,18 +71,23 @@ def trajectories(
         raise CliError("--source lists imported episodes; it cannot go with --origin native")
     if sessions and (origin is not None or source is not None):
         raise CliError("give trajectory ids, or --origin/--source to list them, not both")
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
+    if isinstance(store, str) and (origin == "imported" or source is not None):
+        raise CliError(
+            "imported sources are not available on a PostgreSQL store yet (docs/postgresql.md): "
+            "it lists its sessions' trajectories only"
+        )
 
     async def projected() -> list[Trajectory]:
-        reader = await read_store(store)
-        if sessions:
-            return [await project(reader, trajectory_id) for trajectory_id in sessions]
-        found = []
-        if origin != "imported" and source is None:
-            found += [await project(reader, info.id) for info in await reader.sessions()]
-        if origin != "native":
-            found += [t async for t in source_trajectories(store, source)]
-        return found
+        async with reading_store(store) as reader:
+            if sessions:
+                return [await project(reader, trajectory_id) for trajectory_id in sessions]
+            found = []
+            if origin != "imported" and source is None:
+                found += [await project(reader, info.id) for info in await reader.sessions()]
+            if origin != "native" and isinstance(reader, Store):
+                found += [t async for t in source_trajectories(reader.backend, source)]
+            return found
 
     found = anyio.run(projected)
     if as_json:
@@ -91,7 +97,7 @@ def trajectories(
         for line in trajectory_table(found):
             typer.echo(line)
     else:
-        typer.echo(f"no trajectories in {shlex.quote(printable(str(store)))}", err=True)
+        typer.echo(f"no trajectories in {shlex.quote(printable(describe(store)))}", err=True)
 
 
 def trajectory_table(trajectories: Iterable[Trajectory]) -> Iterator[str]:

@@ -34,6 +34,7 @@ from envharness.records import (
 )
 from envharness.runtime.resume import find_resume_point, restore_state
 from envharness.store import RecordFilter, Store
+from envharness.store.locate import AnyStore
 
 __all__ = ["CHECKPOINTABLE", "CheckpointRef", "branch", "list_checkpoints", "take_checkpoint"]
 
@@ -44,7 +45,8 @@ CHECKPOINTABLE = frozenset({"completed", "failed", "stopped", "interrupted", "pa
 class CheckpointRef:
     """Where a checkpoint is: its store, session, record seq and digest, and its turn."""
 
-    store: Path
+    store: Path | str
+    """A SQLite store's directory, or a PostgreSQL store's URL without its password."""
     session_id: str
     seq: int
     digest: str
@@ -52,7 +54,7 @@ class CheckpointRef:
     label: str
 
 
-async def take_checkpoint(store: Store, session_id: str, label: str | None) -> CheckpointRef:
+async def take_checkpoint(store: AnyStore, session_id: str, label: str | None) -> CheckpointRef:
     """Record a checkpoint at the session's last complete turn (not while it runs)."""
     point = await find_resume_point(store, session_id, CHECKPOINTABLE)
     info = await store.session(session_id)
@@ -68,15 +70,15 @@ async def take_checkpoint(store: Store, session_id: str, label: str | None) -> C
         )
     )
     await store.append([row])
-    return CheckpointRef(store.directory, info.id, row.seq, row.digest, point.turn, name)
+    return CheckpointRef(_named(store), info.id, row.seq, row.digest, point.turn, name)
 
 
-async def list_checkpoints(store: Store, session_id: str) -> list[CheckpointRef]:
+async def list_checkpoints(store: AnyStore, session_id: str) -> list[CheckpointRef]:
     """Every checkpoint recorded in the session, taken by hand or every N turns."""
     info = await store.session(session_id)
     return [
         CheckpointRef(
-            store.directory, info.id, record.seq, record.digest, record.payload.turn,
+            _named(store), info.id, record.seq, record.digest, record.payload.turn,
             record.payload.label,
         )
         async for record in store.records(info.id, RecordFilter(kinds=("checkpoint",)))
@@ -85,7 +87,7 @@ async def list_checkpoints(store: Store, session_id: str) -> list[CheckpointRef]
 
 
 async def branch(
-    store: Store,
+    store: AnyStore,
     checkpoint: CheckpointRef,
     environment: Environment[Any, Any],
     intervention: Any,
@@ -170,8 +172,14 @@ async def branch(
     return child.session_id
 
 
+def _named(store: AnyStore) -> Path | str:
+    """How a checkpoint names its store: a directory, or a database by a URL that holds no
+    password (a reference is shown and kept; a password must not be)."""
+    return store.directory if isinstance(store, Store) else str(store.where)
+
+
 async def _record_rejection(
-    store: Store, session_id: str, intervention: Any, reason: str, exc: Exception
+    store: AnyStore, session_id: str, intervention: Any, reason: str, exc: Exception
 ) -> bool:
     """Append the rejection to the parent's chain — unless a runner is extending that chain
     right now: only one writer may ever extend a chain."""

@@ -8,20 +8,21 @@ an existing id cannot happen without a sha256 collision, and is refused. Trigger
 ``UPDATE`` and ``DELETE`` (migration 6).
 
 This module knows bytes, not trajectories: ``envharness.trajectories`` encodes what is stored
-here. Every call is one short transaction on its own connection in a worker thread, like the
-tokens table; snapshot members are read a page at a time.
+here. Every call is one short transaction in a worker thread, through the store's backend
+(SQLite's, or PostgreSQL's, whose callbacks take the same ``?`` statements): the SQL here is
+what both engines run unchanged. Snapshot members are read a page at a time.
 """
 
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 from envharness.errors import ConfigurationError, NotFoundError, StoreError
 from envharness.store.backend import SqliteBackend, backend_of
+from envharness.store.postgres.backend import PostgresBackend
 from envharness.store.reader import PAGE_SIZE
 
 __all__ = [
@@ -93,9 +94,10 @@ class StoredDataset(NamedTuple):
 class SnapshotStore:
     """The snapshots and datasets tables of one store."""
 
-    def __init__(self, database: SqliteBackend | Path) -> None:
-        self.backend = backend_of(database)
-        self.directory = self.backend.directory
+    def __init__(self, database: SqliteBackend | PostgresBackend | Path) -> None:
+        self.backend: SqliteBackend | PostgresBackend = (
+            database if isinstance(database, PostgresBackend) else backend_of(database)
+        )
 
     # -- snapshots -----------------------------------------------------------------------------
 
@@ -114,30 +116,31 @@ class SnapshotStore:
                 "a snapshot is named by its content"
             )
 
-        def insert(connection: sqlite3.Connection) -> SnapshotRow:
+        def insert(connection: Any) -> SnapshotRow:
+            # Inserted, or nothing when it is there: two runners freezing the same selection at
+            # once on PostgreSQL then both find the first one's row, not a key violation.
+            added = connection.execute(
+                "INSERT INTO snapshots (id, header, created_at) VALUES (?, ?, ?)"
+                " ON CONFLICT DO NOTHING",
+                (snapshot_id, header, created_at),
+            ).rowcount
+            if added:
+                for position, (session_id, data) in enumerate(members):
+                    connection.execute(
+                        "INSERT INTO snapshot_trajectories (snapshot_id, position, session_id,"
+                        " trajectory) VALUES (?, ?, ?, ?)",
+                        (snapshot_id, position, session_id, data),
+                    )
+                return SnapshotRow(snapshot_id, header, created_at)
             found = connection.execute(
                 "SELECT id, header, created_at FROM snapshots WHERE id = ?", (snapshot_id,)
             ).fetchone()
-            if found is not None:
-                if bytes(found[1]) != header:
-                    raise StoreError(
-                        f"snapshot {snapshot_id} exists with other content; snapshots are "
-                        "immutable (the store may have been tampered with: run verify)"
-                    )
-                return SnapshotRow(str(found[0]), bytes(found[1]), str(found[2]))
-            connection.execute(
-                "INSERT INTO snapshots (id, header, created_at) VALUES (?, ?, ?)",
-                (snapshot_id, header, created_at),
-            )
-            connection.executemany(
-                "INSERT INTO snapshot_trajectories (snapshot_id, position, session_id,"
-                " trajectory) VALUES (?, ?, ?, ?)",
-                (
-                    (snapshot_id, position, session_id, data)
-                    for position, (session_id, data) in enumerate(members)
-                ),
-            )
-            return SnapshotRow(snapshot_id, header, created_at)
+            if _bytes(found[1]) != header:
+                raise StoreError(
+                    f"snapshot {snapshot_id} exists with other content; snapshots are "
+                    "immutable (the store may have been tampered with: run verify)"
+                )
+            return SnapshotRow(str(found[0]), _bytes(found[1]), str(found[2]))
 
         return await self._write(insert)
 
@@ -157,9 +160,10 @@ class SnapshotStore:
             )
         query = (
             "SELECT id, header, created_at FROM snapshots"
-            " WHERE substr(id, 1, length(?)) = ? ORDER BY id LIMIT 2"
-        )
-        rows = await self._read(lambda c: c.execute(query, (snapshot_id, snapshot_id)).fetchall())
+            " WHERE substr(id, 1, ?) = ? ORDER BY id LIMIT 2"
+        )  # the prefix's length as an argument: PostgreSQL cannot type length() of one
+        arguments = (len(snapshot_id), snapshot_id)
+        rows = await self._read(lambda c: c.execute(query, arguments).fetchall())
         if len(rows) > 1 and not any(row[0] == snapshot_id for row in rows):
             raise NotFoundError(f"snapshot id prefix {snapshot_id!r} is ambiguous; give more of it")
         if not rows:
@@ -191,8 +195,8 @@ class SnapshotStore:
         while True:
             arguments = (snapshot_id, after, page_size)
 
-            def fetch(c: sqlite3.Connection, a: tuple[object, ...] = arguments) -> list[Any]:
-                return c.execute(query, a).fetchall()
+            def fetch(c: Any, a: tuple[object, ...] = arguments) -> list[Any]:
+                return list(c.execute(query, a).fetchall())
 
             page = await self._read(fetch)
             for row in page:
@@ -236,22 +240,24 @@ class SnapshotStore:
         if dataset_id != expected:
             raise StoreError(f"dataset id {dataset_id} is not the sha256 of its content")
 
-        def insert(connection: sqlite3.Connection) -> StoredDataset:
+        def insert(connection: Any) -> StoredDataset:
+            added = connection.execute(
+                "INSERT INTO datasets (name, id, content, created_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT DO NOTHING",
+                (name, dataset_id, content, created_at),
+            ).rowcount
+            if added:
+                return StoredDataset(name, dataset_id, content, created_at)
             found = connection.execute(
                 "SELECT name, id, content, created_at FROM datasets WHERE name = ?", (name,)
             ).fetchone()
-            if found is not None:
-                if found[1] != dataset_id:
-                    raise ConfigurationError(
-                        f"dataset {name!r} already exists with other snapshots or settings "
-                        f"({found[1]}); datasets are immutable: choose another name"
-                    )
-                return StoredDataset(str(found[0]), str(found[1]), _bytes(found[2]), str(found[3]))
-            connection.execute(
-                "INSERT INTO datasets (name, id, content, created_at) VALUES (?, ?, ?, ?)",
-                (name, dataset_id, content, created_at),
-            )
-            return StoredDataset(name, dataset_id, content, created_at)
+            if found is None or found[1] != dataset_id:
+                raise ConfigurationError(
+                    f"dataset {name!r} already exists with other snapshots or settings "
+                    f"({found[1] if found else dataset_id}); datasets are immutable: choose "
+                    "another name"
+                )
+            return StoredDataset(str(found[0]), str(found[1]), _bytes(found[2]), str(found[3]))
 
         return await self._write(insert)
 
@@ -283,10 +289,10 @@ class SnapshotStore:
 
     # -- connections ---------------------------------------------------------------------------
 
-    async def _read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+    async def _read(self, work: Callable[[Any], _T]) -> _T:
         return await self.backend.read(work)
 
-    async def _write(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+    async def _write(self, work: Callable[[Any], _T]) -> _T:
         return await self.backend.write(work)
 
 

@@ -22,7 +22,8 @@ from contextlib import aclosing
 from typing import NamedTuple, Protocol
 
 from envharness.records import RecordRow, digest_of, encode_record
-from envharness.store import RecordFilter, Store
+from envharness.store import RecordFilter
+from envharness.store.locate import AnyStore
 from envharness.trajectories.errors import EvidenceMismatchError, TrajectoryError
 from envharness.trajectories.model import DIGEST_ALGORITHM, JournalRange, Trajectory
 
@@ -70,7 +71,7 @@ class ChainReader(Protocol):
 class StoreChains:
     """A :class:`ChainReader` over a store's journal."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: AnyStore) -> None:
         self.store = store
 
     def rows(self, chain: str, first: int, last: int) -> AsyncIterator[RecordRow]:

@@ -44,7 +44,7 @@ from msgspec import UNSET, UnsetType
 
 from envharness.errors import ConfigurationError
 from envharness.records import TERMINAL_STATUSES, canonical, utc_now_text
-from envharness.store import Store
+from envharness.store.locate import AnyStore
 from envharness.store.snapshots import DATASET_PREFIX, SnapshotStore, content_address
 from envharness.trajectories.binding import EvidenceReader
 from envharness.trajectories.conversations import Conversation, Message, conversations
@@ -308,7 +308,7 @@ def _selection(participants: Sequence[str] | None) -> tuple[str, ...] | UnsetTyp
 
 
 async def create_dataset(
-    store: Store,
+    store: AnyStore,
     name: str,
     snapshot_ids: Sequence[str],
     *,
@@ -391,7 +391,7 @@ async def create_dataset(
     return _stored(stored.id, stored.content, stored.created_at)
 
 
-async def load_dataset(store: Store, name: str) -> Dataset:
+async def load_dataset(store: AnyStore, name: str) -> Dataset:
     """The dataset named ``name`` (or with this id); its content address is checked."""
     stored = await SnapshotStore(store.backend).dataset(name)
     if content_address(DATASET_PREFIX, stored.content) != stored.id:
@@ -402,7 +402,7 @@ async def load_dataset(store: Store, name: str) -> Dataset:
     return _stored(stored.id, stored.content, stored.created_at)
 
 
-async def list_datasets(store: Store) -> list[Dataset]:
+async def list_datasets(store: AnyStore) -> list[Dataset]:
     return [
         _stored(stored.id, stored.content, stored.created_at)
         for stored in await SnapshotStore(store.backend).datasets()
@@ -426,7 +426,7 @@ def _stored(dataset_id: str, content: bytes, created_at: str) -> Dataset:
 
 
 async def dataset_rows(
-    store: Store, name: str, reader: EvidenceReader | None = None
+    store: AnyStore, name: str, reader: EvidenceReader | None = None
 ) -> AsyncGenerator[DatasetRow, None]:
     """The dataset's rows in order: snapshot by snapshot, trajectory by trajectory.
 

@@ -8,13 +8,18 @@ source's chain — which builds on the binding, so the join lives here, above bo
 from __future__ import annotations
 
 from envharness.store import Store
+from envharness.store.locate import AnyStore
 from envharness.trajectories.binding import Evidence, JournalEvidence, StoreChains
 from envharness.trajectories.sources.evidence import SourceEvidence
 
 __all__ = ["evidence_for"]
 
 
-def evidence_for(store: Store) -> Evidence:
+def evidence_for(store: AnyStore) -> Evidence:
     """The evidence reader exports and datasets use by default for ``store``: the journal for
-    native trajectories, the source chains (``SourceEvidence``) for imported ones."""
-    return Evidence(JournalEvidence(StoreChains(store)), imported=SourceEvidence(store.backend))
+    native trajectories, the source chains (``SourceEvidence``) for imported ones. A
+    PostgreSQL store keeps no imported sources yet, so it has the journal only."""
+    native = JournalEvidence(StoreChains(store))
+    if isinstance(store, Store):
+        return Evidence(native, imported=SourceEvidence(store.backend))
+    return Evidence(native)

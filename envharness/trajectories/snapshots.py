@@ -31,6 +31,7 @@ import msgspec
 from envharness.errors import ConfigurationError
 from envharness.records import utc_now_text
 from envharness.store import Store
+from envharness.store.locate import AnyStore
 from envharness.store.snapshots import (
     SNAPSHOT_PREFIX,
     ContentAddress,
@@ -119,7 +120,7 @@ _MAX_DECLARATION = 1000
 # -- projecting and freezing ---------------------------------------------------------------------
 
 
-async def project_session(store: Store, session_id: str) -> Trajectory:
+async def project_session(store: AnyStore, session_id: str) -> Trajectory:
     """The trajectory of a session (``session_id`` may be a unique prefix), up to its head now."""
     info = await store.session(session_id)
     rows = store.rows(info.id)
@@ -129,19 +130,25 @@ async def project_session(store: Store, session_id: str) -> Trajectory:
         await rows.aclose()
 
 
-async def project(store: Store, trajectory_id: str) -> Trajectory:
+async def project(store: AnyStore, trajectory_id: str) -> Trajectory:
     """The trajectory of a session (id or unique prefix) or of an imported episode
     (``SOURCE:EPISODE``), up to its head now."""
     # Imported here, not at the top: the sources package builds on this module's neighbours.
     from envharness.trajectories.sources.projection import project_episode, split_trajectory_id
 
     if (imported := split_trajectory_id(trajectory_id)) is not None:
+        if not isinstance(store, Store):
+            raise ConfigurationError(
+                f"imported trajectory {trajectory_id!r}: imported sources are not available on "
+                f"a PostgreSQL store yet (the store is {store.where}); docs/postgresql.md "
+                "lists what is. Import into a SQLite store directory instead"
+            )
         return await project_episode(store.backend, *imported)
     return await project_session(store, trajectory_id)
 
 
 async def freeze(
-    store: Store,
+    store: AnyStore,
     selection: Iterable[str | Trajectory],
     *,
     label: str = "",
@@ -167,7 +174,7 @@ async def freeze(
 
 
 async def freeze_trajectories(
-    store: Store,
+    store: AnyStore,
     trajectories: Iterable[Trajectory],
     *,
     label: str = "",
@@ -212,7 +219,7 @@ async def freeze_trajectories(
     )
 
 
-async def _check_before_freezing(store: Store, trajectories: Iterable[Trajectory]) -> None:
+async def _check_before_freezing(store: AnyStore, trajectories: Iterable[Trajectory]) -> None:
     """Refuse to freeze evidence that no longer matches its digests.
 
     A snapshot of altered records could be kept, but never exported, shown or trained on:
@@ -248,14 +255,14 @@ def _check_entitlement(entitlement: Entitlement) -> None:
 # -- reading -------------------------------------------------------------------------------------
 
 
-async def load_snapshot(store: Store, snapshot_id: str) -> SnapshotMetadata:
+async def load_snapshot(store: AnyStore, snapshot_id: str) -> SnapshotMetadata:
     """A snapshot's metadata (``snapshot_id`` may be a unique prefix); not yet verified."""
     row = await SnapshotStore(store.backend).snapshot(snapshot_id)
     content = decode_content(row.header, what=f"snapshot {row.id}")
     return metadata_of(row.id, content, row.created_at)
 
 
-async def list_snapshots(store: Store) -> list[SnapshotMetadata]:
+async def list_snapshots(store: AnyStore) -> list[SnapshotMetadata]:
     rows = await SnapshotStore(store.backend).snapshots()
     return [
         metadata_of(row.id, decode_content(row.header, what=f"snapshot {row.id}"), row.created_at)
@@ -263,7 +270,9 @@ async def list_snapshots(store: Store) -> list[SnapshotMetadata]:
     ]
 
 
-async def snapshot_trajectories(store: Store, snapshot_id: str) -> AsyncGenerator[Trajectory, None]:
+async def snapshot_trajectories(
+    store: AnyStore, snapshot_id: str
+) -> AsyncGenerator[Trajectory, None]:
     """The snapshot's trajectories in order, decoded a page at a time (not verified)."""
     snapshots = SnapshotStore(store.backend)
     row = await snapshots.snapshot(snapshot_id)
@@ -278,7 +287,7 @@ async def snapshot_trajectories(store: Store, snapshot_id: str) -> AsyncGenerato
 
 
 async def verify_snapshot(
-    store: Store, snapshot_id: str, reader: EvidenceReader | None = None
+    store: AnyStore, snapshot_id: str, reader: EvidenceReader | None = None
 ) -> SnapshotMetadata:
     """Check a snapshot: its id is the address of its stored bytes, each trajectory decodes,
     and each trajectory's journal range still matches its digest binding.
@@ -324,7 +333,7 @@ def _check_address(snapshot_id: str, hasher: ContentAddress, count: int, expecte
 
 
 async def export_snapshot(
-    store: Store, snapshot_id: str, reader: EvidenceReader | None = None
+    store: AnyStore, snapshot_id: str, reader: EvidenceReader | None = None
 ) -> AsyncGenerator[bytes, None]:
     """The snapshot as JSON lines (each ending in ``\\n``), once the whole of it is checked.
 

@@ -137,10 +137,7 @@ def test_the_store_can_be_named_by_the_environment(
 @pytest.mark.parametrize(
     ("command", "named"),
     [
-        (["serve", "--port", "0"], "serve"),
-        (["token", "list"], "token list"),
-        (["checkpoint", "ses_x"], "checkpoint"),
-        (["snapshot", "list"], "snapshot list"),
+        (["sources"], "sources"),
     ],
     ids=lambda value: value if isinstance(value, str) else " ".join(value),
 )
@@ -155,18 +152,6 @@ def test_a_command_that_needs_a_store_directory_refuses_the_url_by_name(
     assert f"{named}` does not work on a PostgreSQL store yet" in result.stderr
     assert "docs/postgresql.md" in result.stderr
     assert "sessions list" in result.stderr  # what does work
-
-
-def test_export_snapshot_refuses_the_url_and_says_export_session_works(
-    invoke: Invoke, stores: tuple[Path, str]
-) -> None:
-    _, url = stores
-
-    result = invoke("--store", url, "export", "snapshot", "snp_x")
-
-    assert result.exit_code == 2
-    assert "`export snapshot` does not work on a PostgreSQL store yet" in result.stderr
-    assert "`export SESSION` works on both" in result.stderr
 
 
 def test_an_empty_database_and_a_wrong_password_are_told_without_the_password(

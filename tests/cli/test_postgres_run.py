@@ -77,7 +77,7 @@ def test_one_session_runs_into_postgresql_and_a_stop_of_it_is_refused_as_ended(
 def test_commands_that_need_a_store_directory_still_refuse_the_url(
     invoke: Invoke, database: str
 ) -> None:
-    refused = invoke("--store", database, "checkpoint", "ses_x")
+    refused = invoke("--store", database, "sources")
     assert refused.exit_code != 0
     assert "does not work on a PostgreSQL store yet" in refused.output
     assert "run, resume, continue, stop, pause" in refused.output

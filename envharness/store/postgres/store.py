@@ -25,6 +25,7 @@ from envharness.store.index_reads import IndexReads
 from envharness.store.journal import Pending
 from envharness.store.lineage import Lineage, lineage_of
 from envharness.store.postgres import queries
+from envharness.store.postgres.backend import PostgresBackend
 from envharness.store.postgres.dialect import SqliteStyle
 from envharness.store.postgres.driver import Connection, Target, connect, target
 from envharness.store.postgres.liveness import owners_gone
@@ -47,12 +48,20 @@ class PostgresStore(IndexReads):
     _dialect = queries.POSTGRES_READS
 
     def __init__(
-        self, where: Target, readers: Readers, journal: PostgresJournal | None = None
+        self,
+        where: Target,
+        readers: Readers,
+        journal: PostgresJournal | None = None,
+        *,
+        backend: PostgresBackend,
     ) -> None:
         self.where = where
         """The database, without its password: what messages name."""
         self._readers = readers
         self._journal = journal
+        self.backend = backend
+        """The database in the shape the helpers beside the store take (snapshots, datasets,
+        stop and pause requests), as ``Store.backend`` is SQLite's."""
 
     @property
     def journal(self) -> PostgresJournal:
@@ -189,6 +198,7 @@ async def open_postgres_store(url: str, *, create: bool = True) -> AsyncIterator
     await anyio.to_thread.run_sync(prepare)
     readers = Readers(connector, where)
     journal = PostgresJournal(connector, where)
+    backend = PostgresBackend(url, keep=True)
     try:
         try:
             async with anyio.create_task_group() as group:
@@ -196,7 +206,7 @@ async def open_postgres_store(url: str, *, create: bool = True) -> AsyncIterator
                     with anyio.CancelScope(shield=True):
                         await group.start(journal.run)
                     await recover(journal, readers)
-                    yield PostgresStore(where, readers, journal)
+                    yield PostgresStore(where, readers, journal, backend=backend)
                 finally:
                     journal.close()
         except BaseExceptionGroup as group_error:
@@ -205,6 +215,7 @@ async def open_postgres_store(url: str, *, create: bool = True) -> AsyncIterator
         with anyio.CancelScope(shield=True):
             await journal.aclose()
             await readers.aclose()
+            await backend.aclose()
 
 
 @asynccontextmanager
@@ -224,10 +235,12 @@ async def read_postgres_store(url: str) -> AsyncIterator[PostgresStore]:
 
     await anyio.to_thread.run_sync(check)
     readers = Readers(lambda: connect(url), where)
+    backend = PostgresBackend(url, keep=True)
     try:
-        yield PostgresStore(where, readers)
+        yield PostgresStore(where, readers, backend=backend)
     finally:
         await readers.aclose()
+        await backend.aclose()
 
 
 def _with_liveness(
