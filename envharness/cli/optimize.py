@@ -282,7 +282,7 @@ def optimize(
     """
     _check_choice("--engineer", engineer, ENGINEERS)
     _check_choice("--sandbox", sandbox, SANDBOXES)
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
     check_choice("--on-block-limit", on_block_limit, BLOCK_LIMITS)
     harness = _harness(
         store, environment, agent, role, max_blocks=max_blocks, on_block_limit=on_block_limit

@@ -48,9 +48,10 @@ class OptimizationConfig:
     test. With n scenarios the smallest p-value is ``2**-n``, so a gain among K differently
     behaving candidates can pass only with n >= log2(K / alpha) scenarios (8 for K=8 at 0.05).
     ``metric`` scores by a score metric instead of pass/fail. ``directory`` defaults to
-    ``<store>/optimizer/<run id>``. ``executor`` is where each rerun's sessions run (``None``:
-    in this process; ``ProcessPoolExecutor(workers=N)``: N processes, each opening a sandbox
-    of the same kind for the hooks); not recorded, since it changes no measurement.
+    ``<store>/optimizer/<run id>`` (``./envharness-optimizer/<run id>`` on a PostgreSQL
+    store). ``executor`` is where each rerun's sessions run (``None``: in this process;
+    ``ProcessPoolExecutor(workers=N)``: N processes, each opening a sandbox of the same kind
+    for the hooks); not recorded, since it changes no measurement.
     """
 
     candidates: int = 8

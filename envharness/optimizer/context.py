@@ -10,6 +10,7 @@ never made again.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -29,7 +30,7 @@ from envharness.optimizer.patches.sandbox import Sandbox
 from envharness.optimizer.rerun import rerun_patch
 from envharness.optimizer.runlog import RunLog, RunMemo, measurement_key
 from envharness.records import OptimizerAccepted, OptimizerMeasured, Payload
-from envharness.store import Store
+from envharness.store.locate import AnyStore
 
 __all__ = ["MeasuredRole", "RunContext"]
 
@@ -45,7 +46,7 @@ class RunContext:
     harness: HarnessHost
     engineer: Engineer
     config: OptimizationConfig
-    store: Store
+    store: AnyStore
     log: RunLog
     memo: RunMemo
     environment: Environment[Any, Any]
@@ -96,27 +97,34 @@ class RunContext:
         patch: HarnessPatch,
         version: str | None,
         candidate: int | None,
+        *,
+        limiter: anyio.CapacityLimiter | None = None,
+        after: anyio.Event | None = None,
     ) -> OptimizerMeasured:
         """A rerun of ``scenarios`` with ``patch``, recorded — or the one already recorded.
 
-        A recorded measurement that failed for infrastructure reasons is measured again."""
+        A recorded measurement that failed for infrastructure reasons is measured again. The
+        rerun holds ``limiter`` (when given) while it runs; its record waits for ``after``
+        (when given) without holding it, so reruns that end in any order are recorded in the
+        order the caller chose: the same seeds give the same chain."""
         digest = patch.digest() if patch.hooks else None
         key = measurement_key(role, digest)
         cached = self.memo.measurements.get(key)
         if cached is not None and cached.error is None:
             return cached
         label = role if candidate is None else f"{role} {candidate}"
-        rerun = await rerun_patch(
-            self.harness,
-            self.store,
-            scenarios,
-            patch,
-            sandbox=self.sandbox,
-            config=self.config,
-            name=f"{self.config.name} {self.run_id} iteration {iteration} {label}",
-            version=version,
-            forbidden_terms=self.terms,
-        )
+        async with limiter if limiter is not None else nullcontext():
+            rerun = await rerun_patch(
+                self.harness,
+                self.store,
+                scenarios,
+                patch,
+                sandbox=self.sandbox,
+                config=self.config,
+                name=f"{self.config.name} {self.run_id} iteration {iteration} {label}",
+                version=version,
+                forbidden_terms=self.terms,
+            )
         folded = rerun.measurement
         record = OptimizerMeasured(
             iteration=iteration,
@@ -134,6 +142,8 @@ class RunContext:
             error=folded.error,
             cut=folded.cut or UNSET,
         )
+        if after is not None:
+            await after.wait()
         await self.append(record)
         self.memo.measurements[key] = record
         return record

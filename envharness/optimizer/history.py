@@ -32,7 +32,8 @@ from envharness.records import (
     OptimizerDecision,
     OptimizerMeasured,
 )
-from envharness.store import OptimizerRunInfo, Store
+from envharness.store import OptimizerRunInfo
+from envharness.store.locate import AnyStore
 
 __all__ = [
     "CandidateRecord",
@@ -133,7 +134,7 @@ class RunHistory(msgspec.Struct, frozen=True, kw_only=True):
     ledger: tuple[LedgerEntry, ...] = ()
 
 
-async def run_history(store: Store, run_id: str) -> RunHistory:
+async def run_history(store: AnyStore, run_id: str) -> RunHistory:
     """The run ``run_id`` (an id or unique prefix) read from its chain; :class:`NotFoundError`
     when there is none, :class:`EnvharnessError` when its chain has no configuration."""
     info, chain = await read_run(store, run_id)

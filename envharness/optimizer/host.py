@@ -6,9 +6,9 @@ it uses of a harness here, and :class:`~envharness.AsyncEnvironmentHarness` and
 where a harness is passed in; :class:`~envharness.optimizer.HarnessOptimizer` checks it with
 ``isinstance`` when it is given one):
 
-- :class:`HarnessHost` — an async harness: its store directory, whether ``async with`` holds
-  the store open, its own hooks, a fresh environment, its writable store, and experiments
-  (:class:`ExperimentHost`) over scenarios with the hooks the optimizer gives;
+- :class:`HarnessHost` — an async harness: its store (SQLite or PostgreSQL), whether
+  ``async with`` holds the store open, its own hooks, a fresh environment, its writable store,
+  and experiments (:class:`ExperimentHost`) over scenarios with the hooks the optimizer gives;
 - :class:`BlockingHarnessHost` — a blocking harness: its async harness (``aio``) and ``call``,
   which runs an async function on the harness's portal (inside its open store when it is open).
 """
@@ -26,7 +26,7 @@ from envharness.hooks import HarnessHooks
 from envharness.records import ExperimentConfig
 from envharness.runtime.executors.seam import Executor
 from envharness.runtime.experiment import ExperimentResult
-from envharness.store import Store
+from envharness.store.locate import AnyStore
 
 __all__ = ["BlockingHarnessHost", "ExperimentHost", "HarnessHost"]
 
@@ -59,7 +59,8 @@ class HarnessHost(Protocol):
 
     @property
     def store(self) -> Path | str:
-        """The store directory (a run's directory defaults to ``<store>/optimizer/<run id>``)."""
+        """The store directory, or the PostgreSQL URL without its password (a run's directory
+        defaults to ``<store>/optimizer/<run id>``, or ``./envharness-optimizer/<run id>``)."""
         ...
 
     @property
@@ -77,7 +78,7 @@ class HarnessHost(Protocol):
         """A fresh environment, made and checked as each session's is."""
         ...
 
-    def writable_store(self) -> AbstractAsyncContextManager[Store]:
+    def writable_store(self) -> AbstractAsyncContextManager[AnyStore]:
         """The store the harness writes to (the open one, or opened for the block): the
         optimizer's own records share its one writer."""
         ...

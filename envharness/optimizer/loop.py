@@ -59,9 +59,28 @@ from envharness.optimizer.results import OptimizationResult
 from envharness.optimizer.run import execute
 from envharness.optimizer.runlog import RunLog, RunMemo
 from envharness.records import ParticipantRef, new_id
-from envharness.store import Store
+from envharness.store.locate import AnyStore, postgres_url
 
-__all__ = ["HarnessOptimizer", "OptimizationConfig", "Progress"]
+__all__ = [
+    "BESIDE_A_DATABASE",
+    "HarnessOptimizer",
+    "OptimizationConfig",
+    "Progress",
+    "default_directory",
+]
+
+BESIDE_A_DATABASE = "envharness-optimizer"
+"""The folder, in the working directory, that holds the run directories of runs recorded into
+a PostgreSQL store: a database has no folder to keep ``report.json`` beside it."""
+
+
+def default_directory(store: Path | str, run_id: str) -> Path:
+    """Where a run keeps its files unless told: ``<store>/optimizer/<run id>`` beside a SQLite
+    store, ``./envharness-optimizer/<run id>`` (made absolute, as the run records it) for a
+    PostgreSQL one — its files are copies of what the store records, for people to read."""
+    if postgres_url(str(store)) is None:
+        return Path(store) / "optimizer" / run_id
+    return Path(BESIDE_A_DATABASE, run_id).absolute()
 
 
 class HarnessOptimizer:
@@ -191,11 +210,11 @@ class HarnessOptimizer:
         async with AsyncExitStack() as stack:
             if not self._harness.is_open:
                 await stack.enter_async_context(self._harness)
-            store: Store = await stack.enter_async_context(self._harness.writable_store())
+            store: AnyStore = await stack.enter_async_context(self._harness.writable_store())
             if resume is None:
                 run_id = new_id("opt")
                 config = self.config
-                directory = config.directory or Path(self._harness.store) / "optimizer" / run_id
+                directory = config.directory or default_directory(self._harness.store, run_id)
                 recorded = config.to_record(
                     environment=environment,
                     participants=participants,

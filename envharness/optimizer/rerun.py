@@ -36,7 +36,7 @@ from envharness.optimizer.patches.sandbox import Sandbox
 from envharness.optimizer.stats import PairedComparison, paired_comparison
 from envharness.optimizer.worker_sandbox import WorkerSandbox
 from envharness.records import ErrorInfo
-from envharness.store import Store
+from envharness.store.locate import AnyStore
 
 __all__ = [
     "PatchMeasurement",
@@ -84,7 +84,7 @@ def error_info(exc: BaseException) -> ErrorInfo:
 
 async def rerun_patch(
     harness: HarnessHost,
-    store: Store,
+    store: AnyStore,
     scenarios: Sequence[Scenario[Any]],
     patch: HarnessPatch,
     *,
@@ -146,7 +146,7 @@ async def rerun_patch(
 
 async def measure_patch(
     harness: HarnessHost,
-    store: Store,
+    store: AnyStore,
     scenarios: Sequence[Scenario[Any]],
     patch: HarnessPatch,
     *,

@@ -272,14 +272,18 @@ async def _packet(run: RunContext, state: RunState) -> FailurePacket:
 async def _rerun(
     run: RunContext, iteration: int, unique: dict[str, Proposed]
 ) -> dict[str, OptimizerMeasured]:
-    """Each distinct valid candidate rerun on the training scenarios, ``capacity`` at once."""
+    """Each distinct valid candidate rerun on the training scenarios, ``capacity`` at once,
+    recorded in candidate order whichever rerun ends first (the scheduler decides that — trio
+    even at capacity 1 — and the chain must not depend on it)."""
     measured: dict[str, OptimizerMeasured] = {}
     limiter = anyio.CapacityLimiter(run.config.capacity)
+    items = list(unique.values())
+    recorded = [anyio.Event() for _ in items]
 
-    async def evaluate(item: Proposed) -> None:
+    async def evaluate(index: int, item: Proposed) -> None:
         assert item.stacked is not None
         assert item.record.digest is not None
-        async with limiter:
+        try:
             measured[item.record.digest] = await run.measure(
                 "candidate",
                 iteration,
@@ -287,11 +291,15 @@ async def _rerun(
                 item.stacked,
                 candidate_version(item.record.digest),
                 item.record.candidate,
+                limiter=limiter,
+                after=recorded[index - 1] if index else None,
             )
+        finally:
+            recorded[index].set()
 
     async with anyio.create_task_group() as group:
-        for item in unique.values():
-            group.start_soon(evaluate, item)
+        for index, item in enumerate(items):
+            group.start_soon(evaluate, index, item)
     return measured
 
 

@@ -37,7 +37,8 @@ from envharness.records import (
     SessionChain,
     Status,
 )
-from envharness.store import OptimizerRunInfo, Store
+from envharness.store import OptimizerRunInfo
+from envharness.store.locate import AnyStore
 from envharness.store.owners import is_gone, this_process
 
 __all__ = [
@@ -85,7 +86,7 @@ class RunMemo:
     packets: dict[int, Artifact] = field(default_factory=dict)
 
 
-async def read_run(store: Store, run_id: str) -> tuple[OptimizerRunInfo, RunMemo]:
+async def read_run(store: AnyStore, run_id: str) -> tuple[OptimizerRunInfo, RunMemo]:
     """The run ``run_id`` (an id or unique prefix) as its index lists it, and what its chain
     holds — what a resumed run goes on from and what :mod:`envharness.optimizer.history`
     shows, read one way. :class:`~envharness.errors.NotFoundError` when there is no such run."""
@@ -114,7 +115,7 @@ async def read_run(store: Store, run_id: str) -> tuple[OptimizerRunInfo, RunMemo
     return info, memo
 
 
-async def read_packet(store: Store, artifact: Artifact) -> FailurePacket:
+async def read_packet(store: AnyStore, artifact: Artifact) -> FailurePacket:
     """The failure packet a run recorded (``memo.packets[iteration]``), as its engineer saw it.
 
     :class:`~envharness.errors.EnvharnessError` for a format this version cannot read, or a
@@ -132,7 +133,7 @@ async def read_packet(store: Store, artifact: Artifact) -> FailurePacket:
 class RunLog:
     """Appends to one optimizer run's chain through the store's single writer."""
 
-    def __init__(self, store: Store, chain: SessionChain) -> None:
+    def __init__(self, store: AnyStore, chain: SessionChain) -> None:
         self.store = store
         self._chain = chain
 
@@ -141,14 +142,14 @@ class RunLog:
         return self._chain.session_id
 
     @classmethod
-    async def start(cls, store: Store, run_id: str, config: OptimizerConfigRef) -> RunLog:
+    async def start(cls, store: AnyStore, run_id: str, config: OptimizerConfigRef) -> RunLog:
         log = cls(store, SessionChain(run_id))
         await log.append(OptimizerStarted(config=config))
         await log.append(OptimizerStatus(status="running", runner=this_process()))
         return log
 
     @classmethod
-    async def reopen(cls, store: Store, run_id: str) -> tuple[RunLog, RunMemo]:
+    async def reopen(cls, store: AnyStore, run_id: str) -> tuple[RunLog, RunMemo]:
         """The run's chain, read (nothing is written: call :meth:`resumed` once the caller has
         checked it can go on); refused when it completed or another live process runs it."""
         info, memo = await read_run(store, run_id)

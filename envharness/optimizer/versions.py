@@ -20,7 +20,7 @@ from envharness.errors import NotFoundError
 from envharness.optimizer.patches.patch import HarnessPatch
 from envharness.optimizer.results import HarnessVersion
 from envharness.records import OptimizerAccepted, OptimizerDecision, OptimizerStarted
-from envharness.store import HarnessVersionInfo, RecordFilter, Store
+from envharness.store import HarnessVersionInfo, RecordFilter
 from envharness.store.locate import AnyStore
 from envharness.store.postgres import PostgresStore
 
@@ -49,7 +49,7 @@ async def harness_version(store: AnyStore, name: str) -> HarnessVersion:
     return await _read(store, info)
 
 
-async def next_version_name(store: Store) -> str:
+async def next_version_name(store: AnyStore) -> str:
     """``harness-vN`` with N one past the highest the store holds: the name the next accepted
     version asks for (another run may take it first; ``RunLog.accept`` then asks again)."""
     numbers = [

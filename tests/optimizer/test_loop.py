@@ -773,3 +773,81 @@ def test_a_run_whose_process_died_is_marked_interrupted_when_the_store_opens(
     assert statuses == ["running", "running", "interrupted"]
     resumed = HarnessOptimizer(desk(store), ScriptedEngineer([LOOK_UP_FIRST]), config=fast())
     assert resumed.resume(run_id, tickets(5)).run_id == run_id
+
+
+# -- the chain does not depend on which rerun ends first ------------------------------------------
+
+
+class _FirstWaitsForSecond:
+    """A harness whose candidate 0 rerun starts only once candidate 1's has ended (what a
+    scheduler may do on its own): everything else is the harness's."""
+
+    def __init__(self, harness: AsyncEnvironmentHarness) -> None:
+        self._harness = harness
+        self._second_ended = anyio.Event()
+        self.ended: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._harness, name)
+
+    @property
+    def store(self) -> Path | str:
+        return self._harness.store
+
+    @property
+    def is_open(self) -> bool:
+        return self._harness.is_open
+
+    @property
+    def hooks(self) -> Any:
+        return self._harness.hooks
+
+    async def __aenter__(self) -> _FirstWaitsForSecond:
+        await self._harness.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._harness.__aexit__(*exc_info)
+
+    def experiment(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        inner = self._harness.experiment(name, *args, **kwargs)
+        outer = self
+
+        class Held:
+            id = inner.id
+            config = inner.config
+
+            async def run(self) -> Any:
+                if name.endswith("candidate 0"):
+                    await outer._second_ended.wait()
+                result = await inner.run()
+                outer.ended.append(name.rsplit(" ", 1)[-1])
+                if name.endswith("candidate 1"):
+                    outer._second_ended.set()
+                return result
+
+        return Held()
+
+
+def test_candidates_are_recorded_in_their_order_whichever_rerun_ends_first(
+    tmp_path: Path,
+) -> None:
+    harness = _FirstWaitsForSecond(
+        AsyncEnvironmentHarness(
+            tmp_path / "store", environment=SupportDesk, agents={"alice": RefundFirstPolicy}
+        )
+    )
+    optimizer = HarnessOptimizer(
+        harness,  # type: ignore[arg-type]
+        ScriptedEngineer([DO_NOTHING, LOOK_UP_FIRST]),
+        config=fast(candidates=2, iterations=1, capacity=2),
+    )
+    result = anyio.run(lambda: optimizer.optimize_async(tickets(6)))
+    assert harness.ended == ["baseline", "1", "0"], "candidate 1's rerun ended first"
+    measured = [p for p in chain(tmp_path / "store", result.run_id)
+                if isinstance(p, OptimizerMeasured)]  # fmt: skip
+    assert [(m.role, m.candidate) for m in measured] == [
+        ("baseline", None),
+        ("candidate", 0),
+        ("candidate", 1),
+    ]

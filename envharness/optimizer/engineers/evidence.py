@@ -22,7 +22,7 @@ from envharness.records import (
     SessionCreated,
     SessionStatus,
 )
-from envharness.store import Store
+from envharness.store.locate import AnyStore
 
 __all__ = ["RawStep", "SessionTrace", "experiment_traces", "read_trace"]
 
@@ -72,7 +72,7 @@ class SessionTrace:
         return float(found) if found is not None and self.status == "completed" else 0.0
 
 
-async def read_trace(store: Store, session_id: str) -> SessionTrace:
+async def read_trace(store: AnyStore, session_id: str) -> SessionTrace:
     """One session's evidence, folded into steps, its score, hooks and token costs."""
     trace = SessionTrace(session_id=session_id, scenario_id="", trial=None)
     state: str | None = None
@@ -119,7 +119,7 @@ async def read_trace(store: Store, session_id: str) -> SessionTrace:
     return trace
 
 
-async def experiment_traces(store: Store, experiment_id: str) -> list[SessionTrace]:
+async def experiment_traces(store: AnyStore, experiment_id: str) -> list[SessionTrace]:
     """Every session of an experiment, ordered by scenario and trial as recorded."""
     members = await store.experiment_sessions(experiment_id)
     traces = [await read_trace(store, member.session.id) for member in members]

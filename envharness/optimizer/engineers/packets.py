@@ -32,7 +32,7 @@ from envharness.optimizer.engineers.contract import (
 )
 from envharness.optimizer.engineers.evidence import RawStep, SessionTrace
 from envharness.runtime.resume import restore_state
-from envharness.store import Store
+from envharness.store.locate import AnyStore
 
 __all__ = [
     "PacketLimits",
@@ -76,7 +76,7 @@ def hook_view_of(environment: Any, state: Any, participant: str) -> HookView:
 
 
 async def build_packet(
-    store: Store,
+    store: AnyStore,
     traces: Sequence[SessionTrace],
     environment: Environment[Any, Any],
     *,
@@ -124,7 +124,7 @@ async def build_packet(
 class _Views:
     """Hook views by (state digest, participant), each state blob loaded and typed once."""
 
-    def __init__(self, store: Store, environment: Environment[Any, Any]) -> None:
+    def __init__(self, store: AnyStore, environment: Environment[Any, Any]) -> None:
         self._store = store
         self._environment = environment
         self._states: dict[str, Any] = {}

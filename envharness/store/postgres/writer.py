@@ -342,6 +342,12 @@ class PostgresJournal:
                 "a record's position in its session chain is already taken: another writer "
                 "is appending to the same session (only one runner may drive a session)"
             )
+        if isinstance(exc, psycopg_module().errors.InsufficientPrivilege):
+            return StoreError(
+                f"the PostgreSQL store {self._where} refused role {self._where.user!r}: "
+                f"{_first_line(exc)}; a runner needs the grants docs/postgresql.md lists, so "
+                "grant them or give a URL with a role that has them"
+            )
         return StoreError(f"the PostgreSQL store {self._where} failed: {_first_line(exc)}")
 
     def _fail(self, request: _Request, error: StoreError) -> None:
