@@ -27,7 +27,6 @@ from envharness.errors import NotFoundError
 from envharness.records import Artifact, ProtocolViolation, Record
 from envharness.store import RecordFilter
 from envharness.store.locate import AnyStore, reading_store
-from envharness.store.postgres import PostgresStore
 
 __all__ = ["StoredArtifact", "app", "artifact"]
 
@@ -98,7 +97,7 @@ def artifact(
             if name is None:
                 return info.id, found, None, None
             chosen = choose(info.id, found, name, turn)
-            return info.id, found, await _checked_bytes(reader, chosen.sha256), chosen
+            return info.id, found, await reader.backend.artifact(chosen.sha256), chosen
 
     session_id, found, data, chosen = anyio.run(read)
     if data is None or chosen is None:
@@ -159,14 +158,6 @@ def _referenced(record: Record) -> StoredArtifact | None:
     else:
         return None
     return StoredArtifact(record.seq, record.turn, record.participant, name, sha256, size)
-
-
-async def _checked_bytes(reader: AnyStore, sha256: str) -> bytes:
-    """The artifact's bytes, checked against its sha256 by the store that holds them: the
-    same check, and the same message, as the viewer's."""
-    if isinstance(reader, PostgresStore):  # a table there, checked as it is read
-        return await reader.artifact(sha256)
-    return await reader.backend.artifact(sha256)
 
 
 def _list(session_id: str, found: list[StoredArtifact], turn: int | None) -> None:

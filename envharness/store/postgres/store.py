@@ -99,23 +99,6 @@ class PostgresStore(IndexReads):
         )
         return sha256
 
-    async def artifact(self, sha256: str) -> bytes:
-        """An artifact's bytes, checked against its sha256."""
-        rows = await self._read(
-            lambda c: c.execute(
-                "SELECT data FROM artifacts WHERE sha256 = %s", (sha256,)
-            ).fetchall()
-        )
-        if not rows:
-            raise NotFoundError(
-                f"artifact {sha256} is missing from the store {self.where}; run "
-                "`envharness verify` to see what else is damaged"
-            )
-        data = bytes(rows[0][0])
-        if hashlib.sha256(data).hexdigest() != sha256:
-            raise StoreError(f"artifact {sha256} is corrupt; run `envharness verify`")
-        return data
-
     # -- reading a chain -----------------------------------------------------------------------
 
     @property
