@@ -14,9 +14,9 @@ storage.py``), zlib keeps a 1,000-turn episode's states in ~39 B per event inste
 ~1,280 B. Level 6 (zlib's default) is as small as level 9 and 10-25% smaller than level 1 on
 long states, for about the same time. The window is sized to the blob (a window larger than
 the input finds nothing more): setting up zlib's full 32 KiB window and its hash tables is
-most of the cost of compressing a blob of a few hundred bytes. Blobs under
-:data:`SMALLEST_PACKED` bytes are kept raw without trying (zlib adds 6 bytes of its own), and
-any blob that compression would not make smaller is kept raw.
+most of the cost of compressing a blob of a few hundred bytes; so is zeroing zlib's hash
+table, which is sized to the window too. Blobs under :data:`SMALLEST_PACKED` bytes are kept raw
+without trying, and any blob that compression would not make smaller is kept raw.
 
 Every reader goes through :func:`unpack` (the store's readers through :func:`read_blob`,
 ``verify`` directly): it decompresses, then checks the bytes against the digest,
@@ -49,12 +49,17 @@ RAW = 0
 ZLIB = 1
 """``codec`` of a blob kept as a zlib stream (RFC 1950) of its canonical bytes."""
 LEVEL = 6
-SMALLEST_PACKED = 64
-"""Blobs shorter than this are kept raw without trying to compress them."""
+SMALLEST_PACKED = 128
+"""Blobs shorter than this are kept raw without trying to compress them: zlib adds 6 bytes of
+its own, such a state shrinks by 0-25 bytes when it shrinks at all (measured on small game
+states), and each try costs the journal's thread two hand-backs of the GIL to the event loop
+(``compress`` and ``flush`` release it), which the loop's thread pays for too."""
 
 _SQL_TYPES = {str: "text", int: "an integer", float: "a real number", type(None): "null"}
 _LARGEST_WINDOW_BITS = 15
 _SMALLEST_WINDOW_BITS = 9
+_HASH_BITS_OVER_MEMORY = 7
+"""zlib's hash table has ``2 ** (memLevel + 7)`` slots."""
 
 
 class BlobDamage(Exception):
@@ -69,7 +74,12 @@ def pack(data: bytes) -> tuple[int, bytes]:
     if len(data) < SMALLEST_PACKED:
         return RAW, data
     window = min(_LARGEST_WINDOW_BITS, max(_SMALLEST_WINDOW_BITS, len(data).bit_length()))
-    compressor = zlib.compressobj(LEVEL, zlib.DEFLATED, window)
+    # zlib's hash table (2 ** (memLevel + 7) slots) sized to the window, not to its default
+    # 32k slots: setting those up cost more than the rest of compressing a small state (the
+    # journal packs every state of every turn), and a table larger than the window finds no
+    # more matches (the same sizes, measured from 100 B to 170 KB; from 32 KB up, the default).
+    memory = max(1, window - _HASH_BITS_OVER_MEMORY)
+    compressor = zlib.compressobj(LEVEL, zlib.DEFLATED, window, memory)
     stored = compressor.compress(data) + compressor.flush()
     return (ZLIB, stored) if len(stored) < len(data) else (RAW, data)
 

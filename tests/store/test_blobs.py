@@ -43,6 +43,16 @@ def test_a_repetitive_blob_is_kept_compressed_and_comes_back_whole() -> None:
     assert unpack(sha(data), codec, stored) == data
 
 
+@pytest.mark.parametrize("turns", [8, 12, 40, 400, 4000])
+def test_a_small_hash_table_compresses_as_well_as_zlibs_default(turns: int) -> None:
+    """The hash table sized to the window keeps every state as small as the default does."""
+    data = replay_state(turns)
+    codec, stored = pack(data)
+    assert codec == ZLIB
+    assert len(stored) <= len(zlib.compress(data, blobs.LEVEL))
+    assert unpack(sha(data), codec, stored) == data
+
+
 def test_small_and_incompressible_blobs_are_kept_raw() -> None:
     small = b'{"turn":1}'
     assert len(small) < SMALLEST_PACKED
