@@ -13,6 +13,7 @@ the database and empties it, so that little lives only in the log while nothing 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import os
@@ -373,11 +374,21 @@ def _insert(
         connection.executemany(one, rows[whole:])
 
 
-_INSERT_SESSION = (
+_INSERT_SESSIONS = (
     "INSERT INTO sessions (id, experiment_id, scenario_id, created_at, updated_at,"
     " turns_completed, head_seq, head_digest, status, reason, owner, parent_id, parent_seq)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " VALUES "
 )
+_SESSION_VALUES = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+@functools.cache
+def _insert_sessions(count: int) -> str:
+    """The statement that inserts ``count`` sessions' index rows (at most
+    :data:`ROWS_PER_INSERT`)."""
+    return _INSERT_SESSIONS + ", ".join([_SESSION_VALUES] * count)
+
+
 _INDEXED_KINDS = frozenset(
     {
         "outcome",
@@ -411,6 +422,7 @@ def _update_index(
     which share the transaction.
     """
     heads: dict[str, RecordRow] = {}
+    new_sessions: list[tuple[object, ...]] = []
     turns: dict[str, int] = {}
     changed: dict[str, dict[str, object]] = {}
     created: dict[str, tuple[str | None, str, str]] = {}
@@ -465,10 +477,9 @@ def _update_index(
         turn = turns.get(chain_id, 0)
         start = created.get(chain_id)
         if start is not None:
-            connection.execute(
-                _INSERT_SESSION,
+            new_sessions.append(
                 (chain_id, *start, head.at, turn, head.seq, head.digest,
-                 *map(changes.get, _SESSION_COLUMNS)),
+                 *map(changes.get, _SESSION_COLUMNS))
             )  # fmt: skip
             continue
         columns = [name for name in _SESSION_COLUMNS if name in changes]
@@ -490,6 +501,12 @@ def _update_index(
                 " WHERE id = ?",
                 (head.seq, head.digest, head.at, chain_id),
             )
+    # The new sessions' rows, up to ROWS_PER_INSERT to a statement: one statement per session
+    # was the writer's last per-session hand-back of the GIL (see _insert).
+    flat = itertools.chain.from_iterable
+    for first in range(0, len(new_sessions), ROWS_PER_INSERT):
+        chunk = new_sessions[first : first + ROWS_PER_INSERT]
+        connection.execute(_insert_sessions(len(chunk)), tuple(flat(chunk)))
     return heads
 
 

@@ -91,3 +91,29 @@ async def test_rows_across_many_statements_are_stored_as_sealed_in_order(
         kept = dict(connection.execute("SELECT digest, data FROM blobs").fetchall())
     assert [RecordRow(*row) for row in stored] == rows
     assert kept == blobs
+
+
+async def test_sessions_created_together_are_indexed_as_one_by_one(store_path: Path) -> None:
+    """More new sessions than one statement carries, in one commit, and a session created in
+    an earlier commit that the same commit moves on."""
+    count = ROWS_PER_INSERT * 2 + 3
+    lives = [whole_life(f"ses_{index:03d}") for index in range(count)]
+    earlier, earlier_blobs = whole_life("ses_earlier")
+    together = [row for rows, _ in lives for row in rows] + earlier[2:]
+    blobs = {digest: data for _, kept in lives for digest, data in kept.items()}
+    alone, alone_blobs = whole_life("ses_alone")
+    async with open_store(store_path) as store:
+        await store.append(earlier[:2], earlier_blobs)
+        await store.append(together, blobs | earlier_blobs)
+        await store.append(alone, alone_blobs)
+    expected = index_row(store_path, "ses_alone")
+    for index in range(count):
+        row = index_row(store_path, f"ses_{index:03d}")
+        assert row[:4] + row[6:8] + row[9:] == expected[:4] + expected[6:8] + expected[9:]
+        rows = lives[index][0]
+        assert (row[4], row[5], row[8]) == (rows[0].at, rows[-1].at, rows[-1].digest)
+    moved = index_row(store_path, "ses_earlier")
+    assert moved[:4] + moved[6:8] == expected[:4] + expected[6:8]
+    with plain(store_path) as connection:
+        (sessions,) = connection.execute("SELECT count(*) FROM sessions").fetchone()
+    assert sessions == count + 2
