@@ -7,7 +7,6 @@ no executor costs nothing (``tests/runtime/test_evidence_pin.py`` and
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import final
@@ -55,7 +54,7 @@ class _LocalRuns:
         work = self._work
         plan = work.plan_session(work.scenarios[session.scenario], session.trial, session.seed)
         named(plan.session_id)
-        plan = dataclasses.replace(plan, pause=work.pause, settling=free, shared_budget=work.budget)
+        plan = plan.run_by(work.pause, free, work.budget)
         return await work.runner_class(work.store, plan, work.progress).run()
 
     async def resume(
