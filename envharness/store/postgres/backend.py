@@ -26,7 +26,7 @@ import anyio
 
 from envharness.errors import DamagedStoreError, NotFoundError, StoreError
 from envharness.store.postgres.dialect import SqliteStyle
-from envharness.store.postgres.driver import Connection, connect, psycopg_module, target
+from envharness.store.postgres.driver import Connection, connect, failure, psycopg_module, target
 
 __all__ = ["KEPT_READERS", "PostgresBackend"]
 
@@ -184,12 +184,4 @@ class PostgresBackend:
             connection.close()
 
     def _failed(self, exc: Exception) -> StoreError:
-        text = str(exc).strip().splitlines()
-        reason = text[0] if text else type(exc).__name__
-        if isinstance(exc, psycopg_module().errors.InsufficientPrivilege):
-            return StoreError(
-                f"the PostgreSQL store {self.location} refused role "
-                f"{self.where.user!r}: {reason}; grant it what docs/postgresql.md "
-                "lists for this command, or give a URL with a role that has it"
-            )
-        return StoreError(f"the PostgreSQL store {self.location} failed: {reason}")
+        return failure(self.where, exc, who="this command")

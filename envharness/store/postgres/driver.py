@@ -14,7 +14,16 @@ from typing import Any
 from envharness.errors import StoreError
 from envharness.store.off_loop import refuse_event_loop
 
-__all__ = ["INSTALL", "KEEPALIVES", "Connection", "Target", "connect", "psycopg_module", "target"]
+__all__ = [
+    "INSTALL",
+    "KEEPALIVES",
+    "Connection",
+    "Target",
+    "connect",
+    "failure",
+    "psycopg_module",
+    "target",
+]
 
 INSTALL = "pip install 'envharness[postgres]'"
 KEEPALIVES: dict[str, Any] = {
@@ -125,3 +134,18 @@ def connect_error(where: Target, said: str, secret: str | None) -> StoreError:
         f"cannot connect to the PostgreSQL store {where} (user {where.user!r}, host "
         f"{where.host!r}, port {where.port}, database {where.database!r}): {reason}; {fix}"
     )
+
+
+def failure(where: Target, exc: BaseException, *, who: str) -> StoreError:
+    """The store error a psycopg error means, naming the store without its password and only
+    the first line of the server's text. A refused privilege names the role and what ``who``
+    (a runner, this command) needs, since that is what the user must fix."""
+    text = str(exc).strip()
+    reason = text.splitlines()[0] if text else type(exc).__name__
+    if isinstance(exc, psycopg_module().errors.InsufficientPrivilege):
+        return StoreError(
+            f"the PostgreSQL store {where} refused role {where.user!r}: {reason}; {who} needs "
+            "the grants docs/postgresql.md lists, so grant them or give a URL with a role that "
+            "has them"
+        )
+    return StoreError(f"the PostgreSQL store {where} failed: {reason}")

@@ -40,7 +40,7 @@ from envharness.store.journal import (
     commit_in_groups,
 )
 from envharness.store.postgres.dialect import SqliteStyle
-from envharness.store.postgres.driver import Connection, Target, psycopg_module
+from envharness.store.postgres.driver import Connection, Target, failure, psycopg_module
 from envharness.store.postgres.ownership import owner_changes, owner_key
 from envharness.store.postgres.schema import LOCKS
 
@@ -342,13 +342,7 @@ class PostgresJournal:
                 "a record's position in its session chain is already taken: another writer "
                 "is appending to the same session (only one runner may drive a session)"
             )
-        if isinstance(exc, psycopg_module().errors.InsufficientPrivilege):
-            return StoreError(
-                f"the PostgreSQL store {self._where} refused role {self._where.user!r}: "
-                f"{_first_line(exc)}; a runner needs the grants docs/postgresql.md lists, so "
-                "grant them or give a URL with a role that has them"
-            )
-        return StoreError(f"the PostgreSQL store {self._where} failed: {_first_line(exc)}")
+        return failure(self._where, exc, who="a runner")
 
     def _fail(self, request: _Request, error: StoreError) -> None:
         """A chain whose rows failed to commit has a gap from there on: nothing later of it
