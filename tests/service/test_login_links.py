@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import socket
 import stat
 import subprocess
@@ -29,6 +28,7 @@ from envharness.service.link_codes import (
     redeem_stored_code,
 )
 from envharness.store.backend import SqliteBackend
+from tests.service._browser import stop
 from tests.service._support import SessionWriter, World, make_world, write_store
 
 
@@ -221,13 +221,7 @@ def test_a_running_serve_takes_a_fresh_link_without_a_restart(tmp_path: Path) ->
                 assert again.status_code == 400
                 assert "Link expired" in again.text
         finally:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=15)
-            finally:
-                if process.poll() is None:
-                    process.kill()
-                    process.wait()
+            stop(process)
         errors = process.stderr.read()
     assert process.returncode == 0, errors
     assert code not in errors  # no log line holds it

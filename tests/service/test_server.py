@@ -22,6 +22,7 @@ import pytest
 
 from envharness.client import AsyncClient
 from envharness.store import open_store
+from tests.service._browser import stop
 from tests.service._support import (
     SessionWriter,
     World,
@@ -229,13 +230,7 @@ def test_serve_open_never_puts_the_code_on_a_command_line_or_in_a_log(tmp_path: 
                 time.sleep(0.05)
             assert not page.exists()  # used: deleted at once, not left for anyone to find
         finally:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=15)
-            finally:
-                if process.poll() is None:
-                    process.kill()
-                    process.wait()
+            stop(process)
         output = process.stdout.read()
         errors = process.stderr.read()
     assert process.returncode == 0, errors
