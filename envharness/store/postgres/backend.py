@@ -39,7 +39,7 @@ KEPT_READERS = 4
 class PostgresBackend:
     """The database at one PostgreSQL URL; messages name it without its password."""
 
-    __slots__ = ("_idle", "_keep", "_lock", "_url", "location", "where")
+    __slots__ = ("_closings", "_idle", "_keep", "_lock", "_url", "location", "where")
 
     def __init__(self, url: str, *, keep: bool = False) -> None:
         self._url = url
@@ -50,6 +50,9 @@ class PostgresBackend:
         """Where the store is, as messages name it: the URL without its password."""
         self._idle: list[Connection] = []
         self._lock = threading.Lock()
+        self._closings = 0
+        """How many times :meth:`aclose` ran: a read that began before the last one closes its
+        connection rather than keeping it, so nothing stays open after the close."""
 
     def __repr__(self) -> str:
         return f"PostgresBackend({self.location!r})"
@@ -74,6 +77,7 @@ class PostgresBackend:
         """Close the kept read connections, if any (the next read opens one again)."""
         with self._lock:
             idle, self._idle = self._idle, []
+            self._closings += 1
 
         def close_all() -> None:
             for connection in idle:
@@ -133,8 +137,15 @@ class PostgresBackend:
             )
         return data
 
+    def kept_connections(self) -> int:
+        """How many read connections are kept idle now (what :meth:`aclose` would close)."""
+        with self._lock:
+            return len(self._idle)
+
     def _read(self, work: Callable[[Connection], _T]) -> _T:
         psycopg = psycopg_module()
+        with self._lock:
+            closings = self._closings
         connection, kept = self._take()
         try:
             try:
@@ -153,21 +164,34 @@ class PostgresBackend:
         except BaseException:
             connection.close()
             raise
-        self._give_back(connection)
+        self._give_back(connection, closings)
         return result
 
     def _take(self) -> tuple[Connection, bool]:
         """A connection, and whether it was kept idle (and so may have been ended meanwhile)."""
+        found: Connection | None = None
+        ended: list[Connection] = []
         with self._lock:
-            while self._idle:
+            while self._idle and found is None:
                 connection = self._idle.pop()
-                if not (connection.closed or connection.broken):
-                    return connection, True
-        return connect(self._url), False
+                if connection.closed or connection.broken:
+                    ended.append(connection)
+                else:
+                    found = connection
+        for connection in ended:  # its socket goes now, not when it is collected
+            connection.close()
+        return (found, True) if found is not None else (connect(self._url), False)
 
-    def _give_back(self, connection: Connection) -> None:
+    def _give_back(self, connection: Connection, closings: int) -> None:
+        """Keep ``connection`` for the next read, unless the backend was closed since the read
+        that used it began (:meth:`aclose` has already closed what it kept)."""
         with self._lock:
-            if self._keep and len(self._idle) < KEPT_READERS and not connection.broken:
+            if (
+                self._keep
+                and closings == self._closings
+                and len(self._idle) < KEPT_READERS
+                and not connection.broken
+            ):
                 self._idle.append(connection)
                 return
         connection.close()

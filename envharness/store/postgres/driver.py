@@ -72,14 +72,19 @@ def target(url: str) -> Target:
     """The user, host, port and database ``url`` names (libpq's defaults where it names none);
     a URL libpq cannot parse is a :class:`StoreError` that does not repeat it."""
     psycopg = psycopg_module()
+    unparsable = StoreError(
+        "the PostgreSQL store URL cannot be parsed; write it as "
+        "postgresql://USER@HOST:PORT/DATABASE, with any '@' in the user or password written "
+        "%40 (better: put the password in ~/.pgpass or PGPASSWORD rather than in the URL)"
+    )
     try:
         parts = psycopg.conninfo.conninfo_to_dict(url)
     except psycopg.ProgrammingError:
-        raise StoreError(
-            "the PostgreSQL store URL cannot be parsed; write it as "
-            "postgresql://USER@HOST:PORT/DATABASE (put the password in ~/.pgpass or "
-            "PGPASSWORD rather than in the URL)"
-        ) from None
+        raise unparsable from None
+    if "@" in str(parts.get("host") or ""):
+        # libpq splits at the first '@', so a password with a raw '@' leaves its tail in the
+        # host, which every message names: refused before anything can repeat it.
+        raise unparsable
     import getpass
     import os
 
@@ -100,7 +105,7 @@ def connect(url: str) -> Connection:
     options.setdefault("application_name", "envharness")
     try:
         return psycopg.connect(url, autocommit=True, **options)
-    except psycopg.OperationalError as exc:
+    except psycopg.Error as exc:  # a refused login, and a bad option (connect_timeout=abc)
         secret = parts.get("password")
         # ``from None``: psycopg's own error is replaced, not chained, so nothing it held
         # travels on in a traceback.

@@ -1,6 +1,8 @@
 """What the PostgreSQL store says when it cannot be used: a wrong password or a missing
 database (named with user, host and database, never with the password), a newer schema, a
-database that holds no store, an unparsable URL, and the ``postgres`` extra missing."""
+database that holds no store, an unparsable URL (a raw ``@`` in the password among them), a bad
+connection option, and the ``postgres`` extra missing; and a kept read connection never
+outlives the backend's close."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ import pytest
 
 from envharness.errors import StoreError, StoreLayoutError, StoreVersionError
 from envharness.store.postgres import SCHEMA_VERSION, open_postgres_store
+from envharness.store.postgres.backend import PostgresBackend
+from envharness.store.postgres.dialect import SqliteStyle
 from envharness.store.postgres.driver import INSTALL
 from tests import _engines
 
@@ -77,6 +81,53 @@ async def test_a_url_that_does_not_parse_is_not_repeated() -> None:
         async with open_postgres_store(f"postgresql://u:{secret}@[broken/db"):
             pass
     assert secret not in "".join(traceback.format_exception(caught.value))
+
+
+async def test_a_raw_at_sign_in_the_password_is_refused_without_its_tail(
+    postgres_server: _engines.PostgresServer,
+) -> None:
+    # libpq splits at the first '@': the rest of the password would be read as the host,
+    # which every message names.
+    head, tail = secrets.token_hex(4), secrets.token_hex(6)
+    url = f"postgresql://u:{head}@{tail}@{postgres_server.host}:{postgres_server.port}/db"
+    with pytest.raises(StoreError, match=r"cannot be parsed.*%40") as caught:
+        async with open_postgres_store(url):
+            pass
+    told = "".join(traceback.format_exception(caught.value))
+    assert head not in told
+    assert tail not in told
+
+
+async def test_a_bad_connection_option_is_a_store_error_naming_the_store(
+    postgres_server: _engines.PostgresServer, password_role: tuple[str, str]
+) -> None:
+    role, password = password_role
+    url = _url(postgres_server, role, password, "postgres") + "?connect_timeout=abc"
+    with pytest.raises(StoreError, match="cannot connect to the PostgreSQL store") as caught:
+        async with open_postgres_store(url):
+            pass
+    assert "connect_timeout" in str(caught.value)
+    assert password not in "".join(traceback.format_exception(caught.value))
+
+
+async def test_a_read_under_way_when_the_backend_closes_keeps_no_connection(
+    database: str,
+) -> None:
+    backend = PostgresBackend(database, keep=True)
+    started = anyio.Event()
+
+    def slow(connection: SqliteStyle) -> None:
+        anyio.from_thread.run_sync(started.set)
+        connection.execute("SELECT pg_sleep(0.3)")
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(backend.read, slow)
+        await started.wait()
+        await backend.aclose()
+    assert backend.kept_connections() == 0
+    await backend.read(lambda connection: connection.execute("SELECT 1"))  # opens again
+    assert backend.kept_connections() == 1
+    await backend.aclose()
 
 
 async def test_a_newer_schema_is_refused_and_left_as_it_was(
