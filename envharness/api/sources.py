@@ -10,8 +10,8 @@ The blocking face runs the async stream in an anyio blocking portal (the harness
 is open, or one for the duration of the iteration) and hands lines over in bounded batches, so
 a slow consumer slows the export instead of growing a buffer.
 
-On a PostgreSQL store the export works as on SQLite; imported sources are still kept in a
-store directory only, so the import and source methods refuse the URL by name.
+On a PostgreSQL store every method works as on SQLite, on a database that already holds a
+store (an import does not create one there; a first run or ``copy-store`` does).
 """
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ from collections.abc import (
     Iterable,
     Sequence,
 )
-from contextlib import aclosing
+from contextlib import aclosing, asynccontextmanager
 from os import PathLike
 from pathlib import Path
 from typing import TypeVar
 
 from envharness._portal import Portal
-from envharness.errors import ConfigurationError
 from envharness.store.locate import describe, postgres_url, reading_store
-from envharness.store.sources import SourceStore, health_problems
+from envharness.store.postgres import read_postgres_store
+from envharness.store.sources import SourcesAt, SourceStore, health_problems
 from envharness.trajectories.model import Trajectory
 from envharness.trajectories.snapshots import export_snapshot
 from envharness.trajectories.sources import (
@@ -52,7 +52,7 @@ _T = TypeVar("_T")
 
 class AsyncSources:
     """Streams evidence out of (and imports it into) the store at ``store``: a SQLite store's
-    directory, or a PostgreSQL URL (exports only, so far)."""
+    directory, or a PostgreSQL URL."""
 
     def __init__(self, store: str | PathLike[str]) -> None:
         url = postgres_url(store)
@@ -61,16 +61,16 @@ class AsyncSources:
         self.store: Path | str = self._location if url is None else describe(url)
         """The store as messages name it: the directory, or the URL without its password."""
 
-    def _directory(self, feature: str) -> Path:
-        """The SQLite store's directory that imported sources need; refused by name on a
-        PostgreSQL store before anything is read or written."""
+    @asynccontextmanager
+    async def _sources(self) -> AsyncGenerator[SourcesAt, None]:
+        """Where the sources are for one call: the SQLite store's directory, or the backend of
+        the PostgreSQL store at the URL (checked to hold a store of a version this reads; no
+        writer is started: imports write the sources tables only)."""
         if isinstance(self._location, Path):
-            return self._location
-        raise ConfigurationError(
-            f"sources().{feature} is not available on a PostgreSQL store yet (the store is "
-            f"{self.store}): imported sources are kept in a store directory; docs/postgresql.md "
-            "lists what works. Import into a SQLite store directory instead"
-        )
+            yield self._location
+            return
+        async with read_postgres_store(self._location) as store:
+            yield store.backend
 
     async def export_snapshot(self, snapshot_id: str) -> AsyncGenerator[str, None]:
         """The snapshot as JSON lines (without their newline), checked before the first.
@@ -103,8 +103,8 @@ class AsyncSources:
         used to train models. An identical retry stores nothing; a bad or conflicting record
         raises :class:`~envharness.trajectories.sources.SourceImportError` and stores nothing.
         """
-        directory = self._directory("import_file()")
-        return await import_file(directory, source, path, format=format, training=training)
+        async with self._sources() as where:
+            return await import_file(where, source, path, format=format, training=training)
 
     async def import_lines(
         self,
@@ -116,23 +116,24 @@ class AsyncSources:
         training: bool = False,
     ) -> ImportReceipt:
         """Like :meth:`import_file`, from lines already open (a pipe, a download)."""
-        directory = self._directory("import_lines()")
-        return await import_lines(
-            directory, source, lines, format=format, origin=origin, training=training
-        )
+        async with self._sources() as where:
+            return await import_lines(
+                where, source, lines, format=format, origin=origin, training=training
+            )
 
     async def import_records(
         self, source: str, records: Sequence[SourceRow], *, training: bool = False
     ) -> ImportReceipt:
         """Import records sealed in Python (by a
         :class:`~envharness.trajectories.sources.SourceChain`) as one batch."""
-        directory = self._directory("import_records()")
-        return await import_records(directory, source, records, training=training)
+        async with self._sources() as where:
+            return await import_records(where, source, records, training=training)
 
     async def health(self, source: str | None = None) -> list[SourceHealth]:
         """Where each source stands: acknowledged position and hash, backlog, gaps, capture
         failures and refused imports (``envharness sources``)."""
-        return await SourceStore(self._directory("health()")).health(source)
+        async with self._sources() as where:
+            return await SourceStore(where).health(source)
 
     async def problems(self, source: str | None = None) -> dict[str, list[str]]:
         """Each unhealthy source (of all, or ``source``) with why, in words with the fix:
@@ -140,9 +141,9 @@ class AsyncSources:
         stored chain (every hash is recomputed, as by ``verify``). Healthy sources are absent,
         so an empty answer means every source is sound (``envharness sources`` exits 0)."""
         found = {health.source: health_problems(health) for health in await self.health(source)}
-        for chain, position, problem in await SourceStore(self._directory("problems()")).verify(
-            source
-        ):
+        async with self._sources() as where:
+            breaks = await SourceStore(where).verify(source)
+        for chain, position, problem in breaks:
             at = f" at position {position}" if position is not None else ""
             found.setdefault(chain, []).append(
                 f"its stored chain is broken{at}: {problem}; stored records are never "
@@ -153,8 +154,8 @@ class AsyncSources:
 
     async def trajectories(self, source: str | None = None) -> list[Trajectory]:
         """The trajectory of every imported episode (of ``source``, or of all sources)."""
-        directory = self._directory("trajectories()")
-        return [trajectory async for trajectory in source_trajectories(directory, source)]
+        async with self._sources() as where:
+            return [trajectory async for trajectory in source_trajectories(where, source)]
 
 
 class Sources:

@@ -28,7 +28,7 @@ __all__ = ["LEFT_BEHIND", "app", "copy_store_command"]
 
 LEFT_BEHIND = (
     "not copied (kept beside the evidence in a store directory, not yet in PostgreSQL): "
-    "service tokens, stop and pause requests, snapshots and datasets, imported sources"
+    "service tokens, stop and pause requests, snapshots and datasets"
 )
 
 app = typer.Typer()
@@ -52,8 +52,8 @@ def copy_store_command(
         ),
     ],
 ) -> None:
-    """Copy every session, experiment and optimizer run from SRC into the empty DST, checking
-    every digest; SQLite to PostgreSQL or back. SRC is only read."""
+    """Copy every session, experiment, optimizer run and imported source from SRC into the
+    empty DST, checking every digest; SQLite to PostgreSQL or back. SRC is only read."""
     _refuse_same(source, destination)
     existing = _existing(destination)
     read_from, write_to = _location(source), _location(destination)
@@ -86,6 +86,7 @@ def copy_store_command(
         report = anyio.run(copy)
     typer.echo(
         f"{report.chains} chains, {report.records} records, {report.blobs} blobs, "
+        f"{report.sources} imported sources ({report.imported} records), "
         f"{report.artifacts} artifacts copied"
     )
     if postgres_url(source) is None:

@@ -25,6 +25,7 @@ from envharness.cli.edge import EXIT_NO
 from envharness.cli.options import JsonLines
 from envharness.cli.render import printable
 from envharness.cli.state import CliState
+from envharness.store.locate import describe
 from envharness.store.sources import ImportReceipt, SourceHealth
 from envharness.trajectories.sources import FORMATS
 
@@ -78,7 +79,7 @@ def import_(
     Importing the same records again stores nothing; a record that conflicts with one
     already imported, does not chain, or leaves a gap refuses the whole file (exit 2).
     """
-    api = AsyncSources(CliState.of(ctx).store)
+    api = AsyncSources(CliState.of(ctx, postgres=True).location)
 
     async def imported() -> ImportReceipt:
         if file == "-":
@@ -113,7 +114,7 @@ def sources(
     a break in its stored chain (every hash is recomputed) — with each named on stderr.
     Capture failures the source reported are shown, not counted: no import can mend them.
     """
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
 
     async def listed() -> tuple[list[SourceHealth], dict[str, list[str]]]:
         api = AsyncSources(store)
@@ -127,7 +128,7 @@ def sources(
         for line in health_table(found):
             typer.echo(line)
     else:
-        typer.echo(f"no imported sources in {shlex.quote(printable(str(store)))}", err=True)
+        typer.echo(f"no imported sources in {shlex.quote(printable(describe(store)))}", err=True)
     for name, reasons in problems.items():
         typer.echo(f"unhealthy: {printable(name)}: {printable('; '.join(reasons))}", err=True)
     if problems:

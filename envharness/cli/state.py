@@ -57,6 +57,8 @@ ON_POSTGRES = (
     "harness runs",
     "optimize",
     "copy-store",
+    "import",
+    "sources",
     "serve",
     "login-link",
     "token issue",

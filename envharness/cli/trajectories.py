@@ -20,7 +20,6 @@ from envharness.cli.edge import CliError
 from envharness.cli.options import check_choice
 from envharness.cli.render import printable
 from envharness.cli.state import CliState
-from envharness.store import Store
 from envharness.store.locate import describe, reading_store
 from envharness.trajectories import Trajectory, project, source_trajectories
 
@@ -72,11 +71,6 @@ def trajectories(
     if sessions and (origin is not None or source is not None):
         raise CliError("give trajectory ids, or --origin/--source to list them, not both")
     store = CliState.of(ctx, postgres=True).location
-    if isinstance(store, str) and (origin == "imported" or source is not None):
-        raise CliError(
-            "imported sources are not available on a PostgreSQL store yet (docs/postgresql.md): "
-            "it lists its sessions' trajectories only"
-        )
 
     async def projected() -> list[Trajectory]:
         async with reading_store(store) as reader:
@@ -85,7 +79,7 @@ def trajectories(
             found = []
             if origin != "imported" and source is None:
                 found += [await project(reader, info.id) for info in await reader.sessions()]
-            if origin != "native" and isinstance(reader, Store):
+            if origin != "native":
                 found += [t async for t in source_trajectories(reader.backend, source)]
             return found
 

@@ -20,9 +20,8 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 
 from envharness.store import SessionInfo
-from envharness.store.backend import SqliteBackend
 from envharness.store.locate import AnyStore
-from envharness.store.sources import EpisodeInfo
+from envharness.store.sources import EpisodeInfo, SourcesAt
 from envharness.trajectories import Trajectory, project
 from envharness.trajectories.sources.projection import project_info
 
@@ -47,7 +46,7 @@ class Projections:
         key = ("native", info.id, info.records, info.status, info.updated_at)
         return await self._get(key, lambda: project(store, info.id))
 
-    async def imported(self, sources: SqliteBackend, episode: EpisodeInfo) -> Trajectory:
+    async def imported(self, sources: SourcesAt, episode: EpisodeInfo) -> Trajectory:
         """The trajectory of one imported episode, up to its last stored record."""
         key = ("imported", episode.source, episode.episode, episode.last_position,
                episode.head_hash, episode.records, episode.training)  # fmt: skip

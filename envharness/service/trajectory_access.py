@@ -18,9 +18,8 @@ Snapshots, datasets and sources hold whole trajectories of every participant and
 records: they are for admin and viewer tokens only (the endpoints' roles), and a participant
 gets 403 from them whatever it names, so the answer never depends on what exists.
 
-A PostgreSQL store holds no imported sources yet (``envharness import`` writes to a store
-directory): there, listings show none and an imported trajectory's id names nothing (404),
-and an import is refused by name (:func:`sources_backend`).
+Imported sources are read from the store's own backend, SQLite or PostgreSQL alike
+(:func:`sources_backend`).
 """
 
 from __future__ import annotations
@@ -35,6 +34,7 @@ from envharness.service.state import Service
 from envharness.service.wire.trajectories import EvidenceCheck, SegmentOut, TrajectorySummary
 from envharness.store import SessionInfo
 from envharness.store.backend import SqliteBackend
+from envharness.store.postgres.backend import PostgresBackend
 from envharness.store.snapshots import SnapshotStore
 from envharness.store.sources import EpisodeInfo, SourceStore
 from envharness.trajectories import (
@@ -57,11 +57,9 @@ __all__ = [
 ]
 
 
-def sources_backend(service: Service) -> SqliteBackend | None:
-    """The database of the store's imported sources; ``None`` for a PostgreSQL store, which
-    keeps none yet."""
-    backend = service.store.backend
-    return backend if isinstance(backend, SqliteBackend) else None
+def sources_backend(service: Service) -> SqliteBackend | PostgresBackend:
+    """The database of the store's imported sources: the store's own, on either engine."""
+    return service.store.backend
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,14 +114,8 @@ class TrajectoryAccess:
                 execution = EXECUTION_OF.get(info.status, "running")
                 if wanted.execution in (None, execution):
                     found.append(Candidate(info.id, session=info))
-        backend = sources_backend(self.access.service)
-        if (
-            wanted.origin in (None, "imported")
-            and wanted.experiment is None
-            and self.full
-            and backend is not None
-        ):
-            sources = SourceStore(backend)
+        if wanted.origin in (None, "imported") and wanted.experiment is None and self.full:
+            sources = SourceStore(sources_backend(self.access.service))
             names = [health.source for health in await sources.health()]
             for name in names:
                 if wanted.source not in (None, name):
@@ -161,10 +153,8 @@ class TrajectoryAccess:
         service = self.access.service
         if candidate.session is not None:
             return await service.projections.native(service.store, candidate.session)
-        backend = sources_backend(service)
         assert candidate.episode is not None
-        assert backend is not None  # an episode is listed only from a store that has sources
-        return await service.projections.imported(backend, candidate.episode)
+        return await service.projections.imported(sources_backend(service), candidate.episode)
 
     # -- one trajectory ------------------------------------------------------------------------
 
@@ -177,11 +167,8 @@ class TrajectoryAccess:
         if not self.full:
             raise not_found(f"trajectory {wanted!r}")
         source, episode = imported
-        backend = sources_backend(self.access.service)
-        if backend is None:
-            raise not_found(f"trajectory {wanted!r}")
         try:
-            found = await SourceStore(backend).episode(source, episode)
+            found = await SourceStore(sources_backend(self.access.service)).episode(source, episode)
         except NotFoundError:
             raise not_found(f"trajectory {wanted!r}") from None
         return await self.project(Candidate(wanted, episode=found))

@@ -53,7 +53,6 @@ from envharness.store.artifacts import ArtifactFiles
 from envharness.store.blobs import SELECT_BLOB, BlobDamage, unpack
 from envharness.store.damage import header_problem
 from envharness.store.database import DATABASE_NAME
-from envharness.store.sources import verify_sources
 from envharness.store.verify_indexes import EntrySum, check_indexes, why
 from envharness.store.wal import wal_breaks
 
@@ -197,6 +196,9 @@ def _verify(
     breaks.extend(_text_breaks(connection))
     # Imported sources keep their own chains (envharness.store.sources); they count as chains.
     sources = imported = 0
+    # Imported here: the sources reach the PostgreSQL backend, whose own verify builds on this.
+    from envharness.store.sources.verify import verify_sources
+
     try:
         sources, imported, source_breaks = verify_sources(connection)
         breaks.extend(ChainBreak(*source_break) for source_break in source_breaks)

@@ -7,7 +7,6 @@ source's chain — which builds on the binding, so the join lives here, above bo
 
 from __future__ import annotations
 
-from envharness.store import Store
 from envharness.store.locate import AnyStore
 from envharness.trajectories.binding import Evidence, JournalEvidence, StoreChains
 from envharness.trajectories.sources.evidence import SourceEvidence
@@ -17,9 +16,6 @@ __all__ = ["evidence_for"]
 
 def evidence_for(store: AnyStore) -> Evidence:
     """The evidence reader exports and datasets use by default for ``store``: the journal for
-    native trajectories, the source chains (``SourceEvidence``) for imported ones. A
-    PostgreSQL store keeps no imported sources yet, so it has the journal only."""
-    native = JournalEvidence(StoreChains(store))
-    if isinstance(store, Store):
-        return Evidence(native, imported=SourceEvidence(store.backend))
-    return Evidence(native)
+    native trajectories, the source chains (``SourceEvidence``) for imported ones, on either
+    engine."""
+    return Evidence(JournalEvidence(StoreChains(store)), imported=SourceEvidence(store.backend))

@@ -30,7 +30,6 @@ import msgspec
 
 from envharness.errors import ConfigurationError
 from envharness.records import utc_now_text
-from envharness.store import Store
 from envharness.store.locate import AnyStore
 from envharness.store.snapshots import (
     SNAPSHOT_PREFIX,
@@ -137,12 +136,6 @@ async def project(store: AnyStore, trajectory_id: str) -> Trajectory:
     from envharness.trajectories.sources.projection import project_episode, split_trajectory_id
 
     if (imported := split_trajectory_id(trajectory_id)) is not None:
-        if not isinstance(store, Store):
-            raise ConfigurationError(
-                f"imported trajectory {trajectory_id!r}: imported sources are not available on "
-                f"a PostgreSQL store yet (the store is {store.where}); docs/postgresql.md "
-                "lists what is. Import into a SQLite store directory instead"
-            )
         return await project_episode(store.backend, *imported)
     return await project_session(store, trajectory_id)
 

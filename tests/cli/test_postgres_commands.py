@@ -115,8 +115,8 @@ def test_verify_checks_every_chain_and_names_an_altered_record(
         broken = invoke("--store", altered, "verify")
 
     assert whole.exit_code == 0, whole.output
-    # 14 sessions, the experiment and the optimizer run: not the source imported beside them
-    assert whole.stdout.startswith("verified 16 chains, ")
+    # 14 sessions, the experiment, the optimizer run and the source imported beside them
+    assert whole.stdout.startswith("verified 17 chains, ")
     assert whole.stdout.rstrip().endswith(": OK")
     assert broken.exit_code == 1
     assert session in broken.stdout
@@ -137,7 +137,7 @@ def test_the_store_can_be_named_by_the_environment(
 @pytest.mark.parametrize(
     ("command", "named"),
     [
-        (["sources"], "sources"),
+        (["quickstart"], "quickstart"),
     ],
     ids=lambda value: value if isinstance(value, str) else " ".join(value),
 )

@@ -12,7 +12,6 @@ import hashlib
 import os
 import re
 import secrets
-import signal
 import stat
 import subprocess
 import sys
@@ -46,6 +45,7 @@ from envharness.store.postgres import open_postgres_store, read_postgres_store
 from envharness.store.postgres.backend import PostgresBackend
 from envharness.store.tokens import TokenStore
 from tests import _engines
+from tests.service._browser import stop
 from tests.service._support import BASE, ExperimentWriter, SessionWriter
 from tests.store.postgres._support import password_role_on
 
@@ -260,9 +260,8 @@ async def test_every_view_answers_with_the_documented_grants(documented_viewer: 
     assert checked.json()["check"]["ok"] is True
     assert reduced.status_code == 200
     assert refused.status_code == 404
-    assert imported.status_code == 404  # a PostgreSQL store holds no imported sources yet
-    assert importing.status_code == 409, importing.text
-    assert "a PostgreSQL store takes no import yet" in importing.text
+    assert imported.status_code == 404  # no source of that name was imported
+    assert importing.status_code == 422, importing.text  # a bad line, refused before any write
 
 
 async def test_tokens_are_issued_checked_and_revoked_in_the_database(evidence: Evidence) -> None:
@@ -532,13 +531,7 @@ def test_serve_and_login_link_on_postgresql(
             assert home.status_code == 200
             assert evidence.pair in home.text
         finally:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=15)
-            finally:
-                if process.poll() is None:
-                    process.kill()
-                    process.wait()
+            stop(process)
         printed = "".join(lines) + process.stdout.read()
         errors = process.stderr.read()
     assert process.returncode == 0, errors

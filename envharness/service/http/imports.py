@@ -14,7 +14,7 @@ from starlette.responses import Response
 
 from envharness.errors import EnvharnessError, NotFoundError
 from envharness.service.http.bodies import spool_body, spooled_lines
-from envharness.service.problems import HTTPProblem, not_found, trajectory_problems
+from envharness.service.problems import not_found, trajectory_problems
 from envharness.service.routing import ADMIN, READERS, Call, Endpoint, json_response
 from envharness.service.trajectory_access import sources_backend
 from envharness.service.wire.trajectories import ImportReceipt, SourcePage
@@ -60,13 +60,8 @@ class ImportQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
 
 async def list_sources(call: Call[SourcesQuery]) -> Response:
-    backend = sources_backend(call.service)
-    if backend is None:
-        if call.query.source is not None:
-            raise not_found(f"source {call.query.source!r}")
-        return json_response(SourcePage(sources=[]))
     try:
-        found = await SourceStore(backend).health(call.query.source)
+        found = await SourceStore(sources_backend(call.service)).health(call.query.source)
     except NotFoundError:
         raise not_found(f"source {call.query.source!r}") from None
     return json_response(SourcePage(sources=found))
@@ -75,12 +70,6 @@ async def list_sources(call: Call[SourcesQuery]) -> Response:
 async def import_source(call: Call[ImportQuery]) -> Response:
     query = call.query
     backend = sources_backend(call.service)
-    if backend is None:
-        raise HTTPProblem(
-            409,
-            "imported sources are kept in a store directory: a PostgreSQL store takes no "
-            "import yet (docs/postgresql.md); import into a SQLite store instead",
-        )
     # Spooled, never held: the import reads its lines in a worker thread, in bounded memory.
     async with spool_body(call, limit=IMPORT_LIMIT, content_types=_IMPORT_TYPES) as body:
         with trajectory_problems(EnvharnessError):

@@ -88,11 +88,8 @@ async def _require_trajectory(call: Call[Any], wanted: str) -> None:
     if imported is None:
         await call.access.session(wanted)
         return
-    backend = sources_backend(call.service)
-    if backend is None:
-        raise not_found(f"trajectory {wanted!r}")
     try:
-        await SourceStore(backend).episode(*imported)
+        await SourceStore(sources_backend(call.service)).episode(*imported)
     except NotFoundError:
         raise not_found(f"trajectory {wanted!r}") from None
 

@@ -305,8 +305,7 @@ async def _preview(call: Call[NoParameters], dataset: Dataset) -> Html:
 
 
 async def sources_page(call: Call[NoParameters]) -> Response:
-    backend = sources_backend(call.service)
-    found = [] if backend is None else await SourceStore(backend).health()
+    found = await SourceStore(sources_backend(call.service)).health()
     listing = (
         join(_source(health) for health in found)
         if found

@@ -8,8 +8,10 @@ the same and its indexes are rebuilt from the records by the same rules), and it
 compared with the source's at the end. A destination that already holds records is refused:
 chains copied into a store with chains of its own could collide, and nothing there is touched.
 
-What lives beside the evidence (service tokens, snapshots, datasets, imported sources) is not
-copied: those stay SQLite-only until the store seam carries them (``docs/postgresql.md``).
+Imported sources are copied after the chains, as they were stored (their import log and
+records unchanged, every hash recomputed: :mod:`envharness.store.sources.transfer`). What else
+lives beside the evidence (service tokens, snapshots, datasets) is not copied
+(``docs/postgresql.md``).
 """
 
 from __future__ import annotations
@@ -18,14 +20,15 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from typing import Protocol
 
-import anyio
 import msgspec
 
-from envharness.errors import StoreError
+from envharness.errors import NotFoundError, StoreError
 from envharness.records import Artifact, RecordRow, decode_payload
+from envharness.store.backend import SqliteBackend
 from envharness.store.optimizer_index import OptimizerRunInfo
+from envharness.store.postgres.backend import PostgresBackend
 from envharness.store.reader import ExperimentInfo, SessionInfo
-from envharness.store.store import Store
+from envharness.store.sources.transfer import copy_sources, refuse_held_sources
 from envharness.store.verify import STATEFUL, digest_holds
 
 __all__ = ["COPY_BATCH_ROWS", "CopyReport", "EvidenceStore", "copy_store"]
@@ -47,6 +50,8 @@ class EvidenceStore(Protocol):
         self, rows: Sequence[RecordRow], blobs: Mapping[str, bytes] | None = None
     ) -> None: ...
     async def put_artifact(self, data: bytes) -> str: ...
+    @property
+    def backend(self) -> SqliteBackend | PostgresBackend: ...
 
 
 class CopyReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -54,6 +59,9 @@ class CopyReport(msgspec.Struct, frozen=True, kw_only=True):
     records: int
     blobs: int
     artifacts: int
+    sources: int = 0
+    """Imported sources copied, and their records."""
+    imported: int = 0
 
 
 async def copy_store(
@@ -70,6 +78,7 @@ async def copy_store(
             "the destination store already holds records; copy into a new, empty store "
             "(nothing was written to it)"
         )
+    await refuse_held_sources(destination.backend)
     chains = await _chains(source)
     records = 0
     blobs: set[str] = set()
@@ -85,8 +94,14 @@ async def copy_store(
             f"the destination's index lists {len(copied)} chains after the copy, the source's "
             f"{len(chains)} (first missing: {missing[:3]}); run `envharness verify` on both"
         )
+    sources, imported = await copy_sources(source.backend, destination.backend)
     return CopyReport(
-        chains=len(chains), records=records, blobs=len(blobs), artifacts=len(artifacts)
+        chains=len(chains),
+        records=records,
+        blobs=len(blobs),
+        artifacts=len(artifacts),
+        sources=sources,
+        imported=imported,
     )
 
 
@@ -167,14 +182,8 @@ _CITING = frozenset(str(kind.__struct_config__.tag) for kind in (*STATEFUL, Arti
 
 
 async def _artifact(store: EvidenceStore, sha256: str) -> bytes:
-    """An artifact's bytes from either store, checked against its sha256."""
-    if isinstance(store, Store):
-        problem = await anyio.to_thread.run_sync(store.artifacts.check, sha256)
-        if problem is not None:
-            raise StoreError(f"{problem}; run `envharness verify` on the source")
-        return await anyio.to_thread.run_sync(store.artifacts.get, sha256)
-    read = getattr(store, "artifact", None)
-    if read is None:
-        raise StoreError(f"the source store cannot give artifact {sha256}")
-    data: bytes = await read(sha256)
-    return data
+    """An artifact's bytes from either store, checked against its sha256 by its backend."""
+    try:
+        return await store.backend.artifact(sha256)
+    except NotFoundError as missing:
+        raise StoreError(str(missing)) from None  # a store error: the copy stops, as on damage

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from envharness.store.postgres.driver import Connection
@@ -48,6 +48,9 @@ class _Result:
     def fetchall(self) -> list[Any]:
         return list(self._cursor.fetchall()) if self._cursor.description else []
 
+    def fetchmany(self, size: int) -> list[Any]:
+        return list(self._cursor.fetchmany(size)) if self._cursor.description else []
+
     def __iter__(self) -> Iterator[Any]:
         return iter(self.fetchall())
 
@@ -65,3 +68,8 @@ class SqliteStyle:
     ) -> _Result:
         arguments = dict(parameters) if isinstance(parameters, Mapping) else tuple(parameters)
         return _Result(self._connection.execute(translate(statement), arguments))
+
+    def executemany(self, statement: str, rows: Iterable[Sequence[object]]) -> None:
+        """``statement`` once per row, as ``sqlite3`` runs it (psycopg pipelines them)."""
+        with self._connection.cursor() as cursor:
+            cursor.executemany(translate(statement), rows)

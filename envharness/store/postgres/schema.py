@@ -25,6 +25,9 @@ class LOCKS:
     NAMESPACE = 0x656E76  # "env"
     POSITIONS = 1
     MIGRATION = 2
+    SOURCE_IMPORTS = NAMESPACE + 1
+    """The first key of a source's import lock; the second is a digest of the source's name
+    (:mod:`envharness.store.sources.store`)."""
 
 
 def _append_only(table: str, what: str) -> str:

@@ -1,4 +1,5 @@
-"""Re-check a PostgreSQL store: every chain's records, head, blobs and artifacts.
+"""Re-check a PostgreSQL store: every chain's records, head, blobs and artifacts, and every
+imported source's chain.
 
 One ``REPEATABLE READ`` transaction: the chains, their committed heads and their records are
 read in one snapshot, so sessions may be written while it runs and a record appended meanwhile
@@ -16,6 +17,7 @@ import functools
 import hashlib
 from collections.abc import Callable
 
+from envharness.store.postgres.dialect import SqliteStyle
 from envharness.store.postgres.driver import Connection
 from envharness.store.postgres.queries import record_row
 from envharness.store.verify import ChainBreak, VerifyReport, check_record
@@ -69,7 +71,17 @@ def verify_chains(
             breaks.extend(found)
             if on_session is not None:
                 on_session(chain_id)
-    return VerifyReport(sessions=len(heads) + len(unindexed), records=total, breaks=tuple(breaks))
+        # Imported sources keep their own chains; they count as chains, as on SQLite. Imported
+        # here: the sources reach the PostgreSQL backend, whose store builds on this module.
+        from envharness.store.sources.verify import verify_sources
+
+        sources, imported, source_breaks = verify_sources(SqliteStyle(connection), begin=None)
+        breaks.extend(ChainBreak(*found) for found in source_breaks)
+    return VerifyReport(
+        sessions=len(heads) + len(unindexed) + sources,
+        records=total + imported,
+        breaks=tuple(breaks),
+    )
 
 
 def _check_chain(

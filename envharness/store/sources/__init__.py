@@ -41,7 +41,7 @@ from envharness.store.sources.reports import (
     health_problems,
 )
 from envharness.store.sources.spool import RowSpool
-from envharness.store.sources.store import SourceStore, positions_of
+from envharness.store.sources.store import SourcesAt, SourceStore, positions_of
 from envharness.store.sources.verify import SourceBreak, verify_sources
 
 __all__ = [
@@ -63,6 +63,7 @@ __all__ = [
     "SourceImportError",
     "SourceRow",
     "SourceStore",
+    "SourcesAt",
     "chain_problem",
     "check_batch",
     "check_source_id",

@@ -1,24 +1,45 @@
 """Read-side queries of the sources tables: each source's health, and where its episodes lie.
 
-Both run inside one read transaction (the caller's connection), so every figure of an answer
-comes from the same snapshot of the store.
+Health runs inside one read transaction (the caller's connection), so every figure of an answer
+comes from the same snapshot of the store. The SQL is what SQLite and PostgreSQL both run (on
+PostgreSQL through :class:`~envharness.store.postgres.dialect.SqliteStyle`); the two places the
+engines differ — how a read transaction sees one snapshot, and what orders imports made in the
+same microsecond — are a :class:`Dialect`.
 """
 
 from __future__ import annotations
 
-import sqlite3
+from typing import Any, NamedTuple
 
 import msgspec
 
 from envharness.store.sources.chain import CAPTURE_FAILED
 from envharness.store.sources.reports import EpisodeInfo, SourceGap, SourceHealth
 
-__all__ = ["episodes_of", "health_of"]
+__all__ = ["POSTGRES", "SQLITE", "Dialect", "episodes_of", "health_of"]
 
 
-def health_of(connection: sqlite3.Connection, only: str | None) -> list[SourceHealth]:
+class Dialect(NamedTuple):
+    """What the sources' reads say differently per engine."""
+
+    begin: str
+    """Starts a read transaction that sees one snapshot for every statement in it (SQLite's
+    plain ``BEGIN`` does; PostgreSQL's default, read committed, would not)."""
+    import_order: str
+    """Orders one source's import log: by time, then by insertion where SQLite keeps it
+    (``rowid``); PostgreSQL's table has no such column, and its imports into one source are
+    serialized by a lock and timed once they hold it, so a tie there is broken by id."""
+
+
+SQLITE = Dialect(begin="BEGIN", import_order="at, rowid")
+POSTGRES = Dialect(begin="BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", import_order="at, id")
+
+
+def health_of(connection: Any, only: str | None, dialect: Dialect = SQLITE) -> list[SourceHealth]:
+    """Every source's health (or ``only`` that one's), in name order; ``connection`` is a
+    ``sqlite3`` connection or a :class:`~envharness.store.postgres.dialect.SqliteStyle`."""
     where, arguments = ("WHERE source = ?", (only,)) if only is not None else ("", ())
-    connection.execute("BEGIN")  # one snapshot for every query below
+    connection.execute(dialect.begin)  # one snapshot for every query below
     try:
         names = [
             str(row[0])
@@ -26,12 +47,12 @@ def health_of(connection: sqlite3.Connection, only: str | None) -> list[SourceHe
                 f"SELECT DISTINCT source FROM source_imports {where} ORDER BY source", arguments
             )
         ]
-        return [_one_health(connection, name) for name in names]
+        return [_one_health(connection, name, dialect) for name in names]
     finally:
         connection.execute("COMMIT")
 
 
-def _one_health(connection: sqlite3.Connection, source: str) -> SourceHealth:
+def _one_health(connection: Any, source: str, dialect: Dialect) -> SourceHealth:
     held = connection.execute(
         "SELECT head_position, head_hash, updated_at FROM sources WHERE id = ?", (source,)
     ).fetchone()
@@ -42,7 +63,7 @@ def _one_health(connection: sqlite3.Connection, source: str) -> SourceHealth:
     ).fetchone()
     imports = connection.execute(
         "SELECT status, format, at, first_position, last_position, problem, problem_kind"
-        " FROM source_imports WHERE source = ? ORDER BY at, rowid",
+        f" FROM source_imports WHERE source = ? ORDER BY {dialect.import_order}",
         (source,),
     ).fetchall()
     offered = max((int(row[4]) for row in imports if row[4] is not None), default=-1)
@@ -99,32 +120,63 @@ def _detail(payload: object) -> str:
     return repr(payload)[:200]
 
 
-def episodes_of(
-    connection: sqlite3.Connection, source: str, episode: str | None = None
-) -> list[EpisodeInfo]:
-    only, arguments = (" AND r.episode = ?", (source, episode)) if episode else ("", (source,))
+def episodes_of(connection: Any, source: str, episode: str | None = None) -> list[EpisodeInfo]:
+    """``source``'s episodes (or the one named), in the order their first records were
+    imported. Grouped by episode and import in SQL both engines run; the few groups per
+    episode (one per import that brought some of it) are merged here."""
+    only, arguments = (" AND episode = ?", (source, episode)) if episode else ("", (source,))
     rows = connection.execute(
-        "SELECT e.episode, e.first, e.last, e.count, r.hash, e.formats, e.importers, e.training"
-        " FROM (SELECT r.episode, MIN(r.position) AS first, MAX(r.position) AS last,"
-        " COUNT(*) AS count, json_group_array(DISTINCT i.format) AS formats,"
-        " json_group_array(DISTINCT i.importer) AS importers, MIN(i.training) AS training"
-        " FROM source_records r JOIN source_imports i ON i.id = r.import_id"
-        f" WHERE r.source = ?{only} GROUP BY r.episode) AS e"
-        " JOIN source_records r ON r.source = ? AND r.position = e.last ORDER BY e.first",
+        "SELECT g.episode, g.first, g.last, g.count, r.hash, i.format, i.importer, i.training"
+        " FROM (SELECT episode, import_id, MIN(position) AS first, MAX(position) AS last,"
+        " COUNT(*) AS count FROM source_records"
+        f" WHERE source = ?{only} GROUP BY episode, import_id) AS g"
+        " JOIN source_imports i ON i.id = g.import_id"
+        " JOIN source_records r ON r.source = ? AND r.position = g.last",
         (*arguments, source),
     ).fetchall()
-    names = msgspec.json.Decoder(list[str])
-    return [
-        EpisodeInfo(
+    merged: dict[str, _Episode] = {}
+    for name, first, last, count, head_hash, format_, importer, training in rows:
+        found = merged.setdefault(str(name), _Episode())
+        found.add(int(first), int(last), int(count), str(head_hash), str(format_), str(importer))
+        found.training = found.training and bool(training)
+    return sorted(
+        (found.info(source, name) for name, found in merged.items()),
+        key=lambda info: info.first_position,
+    )
+
+
+class _Episode:
+    """One episode's figures, summed over the imports that brought its records."""
+
+    __slots__ = ("count", "first", "formats", "head_hash", "importers", "last", "training")
+
+    def __init__(self) -> None:
+        self.first = self.last = -1
+        self.count = 0
+        self.head_hash = ""
+        self.formats: set[str] = set()
+        self.importers: set[str] = set()
+        self.training = True
+
+    def add(
+        self, first: int, last: int, count: int, head_hash: str, format_: str, importer: str
+    ) -> None:
+        self.first = first if self.first < 0 else min(self.first, first)
+        if last > self.last:
+            self.last, self.head_hash = last, head_hash
+        self.count += count
+        self.formats.add(format_)
+        self.importers.add(importer)
+
+    def info(self, source: str, episode: str) -> EpisodeInfo:
+        return EpisodeInfo(
             source=source,
-            episode=str(episode),
-            first_position=int(first),
-            last_position=int(last),
-            records=int(count),
-            head_hash=str(head_hash),
-            formats=tuple(sorted(names.decode(formats))),
-            importers=tuple(sorted(names.decode(importers))),
-            training=bool(training),
+            episode=episode,
+            first_position=self.first,
+            last_position=self.last,
+            records=self.count,
+            head_hash=self.head_hash,
+            formats=tuple(sorted(self.formats)),
+            importers=tuple(sorted(self.importers)),
+            training=self.training,
         )
-        for episode, first, last, count, head_hash, formats, importers, training in rows
-    ]

@@ -17,15 +17,18 @@ from __future__ import annotations
 import contextlib
 import functools
 import sqlite3
+import zlib
 from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
-from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 
 from envharness.errors import ConfigurationError, NotFoundError, StoreError
 from envharness.records import new_id, utc_now_text
-from envharness.store.backend import SqliteBackend, backend_of
+from envharness.store.backend import BackendOrPath, SqliteBackend, backend_of
+from envharness.store.postgres.backend import PostgresBackend
+from envharness.store.postgres.dialect import SqliteStyle
+from envharness.store.postgres.schema import LOCKS
 from envharness.store.sources.chain import (
     COLUMNS,
     SourceRow,
@@ -34,15 +37,21 @@ from envharness.store.sources.chain import (
     position_span,
 )
 from envharness.store.sources.errors import SourceChainError, SourceConflictError, SourceImportError
-from envharness.store.sources.reads import episodes_of, health_of
+from envharness.store.sources.reads import POSTGRES, SQLITE, episodes_of, health_of
 from envharness.store.sources.reports import EpisodeInfo, ImportBatch, ImportReceipt, SourceHealth
 from envharness.store.sources.spool import CHUNK_ROWS, RowSpool
 from envharness.store.sources.verify import SourceBreak, verify_sources
 
-__all__ = ["SourceStore", "positions_of"]
+__all__ = ["SourceStore", "SourcesAt", "positions_of"]
 
 _PAGE = 500
 _T = TypeVar("_T")
+
+SourcesAt = BackendOrPath | PostgresBackend
+"""Where a store's sources are: its backend (SQLite or PostgreSQL), or a SQLite store's
+directory."""
+
+_Connection = sqlite3.Connection | SqliteStyle
 
 _INSERT = f"INSERT INTO source_records ({COLUMNS}, import_id) VALUES ({', '.join('?' * 12)})"
 _INSERT_IMPORT = (
@@ -54,12 +63,16 @@ _INSERT_IMPORT = (
 
 class SourceStore:
     """The imported sources of one store. Each call is one short transaction in a worker
-    thread, on a connection of its own (imports are rare and batch-sized: they wait for the
-    journal's lock like any other writer, up to the busy timeout)."""
+    thread, on a connection of its own (imports are rare and batch-sized: on SQLite they wait
+    for the journal's lock like any other writer, up to the busy timeout; on PostgreSQL for
+    the source's own advisory lock, so imports into different sources do not wait on each
+    other)."""
 
-    def __init__(self, database: SqliteBackend | Path) -> None:
-        self.backend = backend_of(database)
-        self.directory = self.backend.directory
+    def __init__(self, database: SourcesAt) -> None:
+        self.backend: SqliteBackend | PostgresBackend = (
+            database if isinstance(database, PostgresBackend) else backend_of(database)
+        )
+        self._dialect = POSTGRES if isinstance(self.backend, PostgresBackend) else SQLITE
         self._ready = False
 
     async def append(self, batch: ImportBatch, rows: Sequence[SourceRow]) -> ImportReceipt:
@@ -101,13 +114,16 @@ class SourceStore:
         records ``chunks`` gives in order."""
         import_id = new_id("imp")
         span = (first.position, last.position)
+        if isinstance(self.backend, PostgresBackend):
+            return await self._store_postgres(self.backend, batch, span, chunks, import_id)
+        backend = self.backend
 
         def run() -> ImportReceipt:
-            if not self.backend.exists():
+            if not backend.exists():
                 # No store yet: a batch it would refuse must not create one to refuse it in.
                 _check_gap(batch, first.position, head=-1)
                 _check_link(batch, first, head=-1, head_hash=None)
-            connection = self.backend.connect(create=True)
+            connection = backend.connect(create=True)
             try:
                 try:
                     connection.execute("BEGIN IMMEDIATE")
@@ -122,12 +138,42 @@ class SourceStore:
                 _note(connection, batch, span, refused)
                 raise
             except sqlite3.Error as exc:
-                raise self.backend.translate(exc) from exc
+                raise backend.translate(exc) from exc
             finally:
                 connection.close()
 
         # Not abandoned on cancel: the caller learns whether the batch was stored.
         return await anyio.to_thread.run_sync(run)
+
+    async def _store_postgres(
+        self,
+        backend: PostgresBackend,
+        batch: ImportBatch,
+        span: tuple[int, int],
+        chunks: Callable[[], Iterator[Sequence[SourceRow]]],
+        import_id: str,
+    ) -> ImportReceipt:
+        """The import transaction on PostgreSQL. What ``BEGIN IMMEDIATE`` gives on SQLite, a
+        transaction-level advisory lock on the source's name gives here: a second import into
+        the same source waits until the first commits, then compares against its records.
+        (A row lock cannot serve: a new source has no row yet.) The time is taken once the
+        lock is held, so the import log's order is the order imports were stored in."""
+
+        def run(connection: SqliteStyle) -> ImportReceipt:
+            connection.execute(
+                "SELECT pg_advisory_xact_lock(?, ?)",
+                (LOCKS.SOURCE_IMPORTS, _lock_key(batch.source)),
+            )
+            return _apply(connection, batch, span, chunks(), import_id, utc_now_text())
+
+        try:
+            return await backend.write(run)
+        except SourceImportError as refused:  # rolled back: noted in a transaction of its own
+            with contextlib.suppress(StoreError):
+                await backend.write(
+                    functools.partial(_log_refusal, batch=batch, span=span, refused=refused)
+                )
+            raise
 
     async def note_refusal(
         self, batch: ImportBatch, span: tuple[int, int] | None, refused: SourceImportError
@@ -140,9 +186,17 @@ class SourceStore:
         effort: a store that cannot be opened is left alone, and the caller still raises the
         refusal itself."""
 
+        if isinstance(self.backend, PostgresBackend):
+            with contextlib.suppress(StoreError):
+                await self.backend.write(
+                    functools.partial(_log_refusal, batch=batch, span=span, refused=refused)
+                )
+            return
+        backend = self.backend
+
         def run() -> None:
             try:
-                connection = self.backend.connect(create=False)
+                connection = backend.connect(create=False)
             except StoreError:
                 return
             try:
@@ -163,7 +217,7 @@ class SourceStore:
 
     async def health(self, source: str | None = None) -> list[SourceHealth]:
         """Every source (or the one named), in name order; refused-only sources included."""
-        found = await self._read(lambda c: health_of(c, source))
+        found = await self._read(lambda c: health_of(c, source, self._dialect))
         if source is not None and not found:
             raise NotFoundError(
                 f"no source {source!r} in the store at {self.backend.location!r}; "
@@ -174,7 +228,7 @@ class SourceStore:
     async def verify(self, source: str | None = None) -> list[SourceBreak]:
         """Re-check the stored chain of every source (or of ``source``) from its bytes, as
         ``envharness verify`` does: each problem by source and position, never raised."""
-        found = await self._read(lambda c: verify_sources(c, source))
+        found = await self._read(lambda c: verify_sources(c, source, begin=self._dialect.begin))
         return found[2]
 
     async def episodes(self, source: str) -> list[EpisodeInfo]:
@@ -222,7 +276,7 @@ class SourceStore:
         while True:
             arguments = (source, after, *extra)
 
-            def fetch(connection: sqlite3.Connection) -> list[SourceRow]:
+            def fetch(connection: _Connection) -> list[SourceRow]:
                 return [SourceRow(*row) for row in connection.execute(query, arguments)]  # noqa: B023 - called at once
 
             page = await self._read(fetch)
@@ -232,10 +286,15 @@ class SourceStore:
                 return
             after = page[-1].position
 
-    async def _read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+    async def _read(self, work: Callable[[Any], _T]) -> _T:
+        """``work`` given a ``sqlite3`` connection, or on PostgreSQL one that takes the same
+        SQL (:class:`SqliteStyle`): the reads are written once, in SQL both engines run."""
+        if isinstance(self.backend, PostgresBackend):
+            return await self.backend.read(work)  # the store's opener checked its schema
         if not self._ready:
             # Like read_store: refuse a missing or newer store, migrate an older one.
-            opened = await anyio.to_thread.run_sync(lambda: self.backend.connect(create=False))
+            backend = self.backend
+            opened = await anyio.to_thread.run_sync(lambda: backend.connect(create=False))
             await anyio.to_thread.run_sync(opened.close)
             self._ready = True
 
@@ -248,8 +307,15 @@ def positions_of(rows: Sequence[SourceRow]) -> tuple[int, int] | None:
     return (min(positions), max(positions)) if positions else None
 
 
+def _lock_key(source: str) -> int:
+    """The second key of ``source``'s import lock: a signed 32-bit digest of its name (two
+    names that share one only wait for each other, never mix)."""
+    digest = zlib.crc32(source.encode())
+    return digest - (1 << 32) if digest >= 1 << 31 else digest
+
+
 def _apply(
-    connection: sqlite3.Connection,
+    connection: _Connection,
     batch: ImportBatch,
     span: tuple[int, int],
     chunks: Iterator[Sequence[SourceRow]],
@@ -396,21 +462,33 @@ def _insert_refusal(
     span: tuple[int, int] | None,
     refused: SourceImportError,
 ) -> None:
-    low, high = span or (None, None)
     connection.execute("BEGIN IMMEDIATE")
     try:
-        known = connection.execute("SELECT 1 FROM sources WHERE id = ?", (batch.source,))
-        if known.fetchone() is not None:  # a new (or mistyped) source: nothing to note it in
-            connection.execute(
-                _INSERT_IMPORT,
-                (
-                    new_id("imp"), batch.source, utc_now_text(), batch.format, batch.importer,
-                    batch.origin, int(batch.training), low, high, 0, 0, "refused", str(refused),
-                    refused.problem, refused.position,
-                ),
-            )  # fmt: skip
+        _log_refusal(connection, batch=batch, span=span, refused=refused)
         connection.execute("COMMIT")
     except BaseException:
         if connection.in_transaction:
             connection.execute("ROLLBACK")
         raise
+
+
+def _log_refusal(
+    connection: _Connection,
+    *,
+    batch: ImportBatch,
+    span: tuple[int, int] | None,
+    refused: SourceImportError,
+) -> None:
+    """Inside a write transaction: the import log's row for a refused batch, when the source
+    holds records (a new or mistyped source has no health to count it against)."""
+    low, high = span or (None, None)
+    known = connection.execute("SELECT 1 FROM sources WHERE id = ?", (batch.source,))
+    if known.fetchone() is not None:
+        connection.execute(
+            _INSERT_IMPORT,
+            (
+                new_id("imp"), batch.source, utc_now_text(), batch.format, batch.importer,
+                batch.origin, int(batch.training), low, high, 0, 0, "refused", str(refused),
+                refused.problem, refused.position,
+            ),
+        )  # fmt: skip

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import sqlite3
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from envharness.store.sources.chain import COLUMNS, SourceRow, chain_problem, position_span
 
@@ -20,19 +19,24 @@ class SourceBreak(NamedTuple):
 
 
 def verify_sources(
-    connection: sqlite3.Connection, only: str | None = None
+    connection: Any, only: str | None = None, *, begin: str | None = "BEGIN"
 ) -> tuple[int, int, list[SourceBreak]]:
     """Re-check every source's chain (or ``only`` that one) and its acknowledged head, in one
     read transaction.
 
-    Returns the number of chains and records checked and each problem found, by source and
-    position (a tampered row is reported, never raised).
+    ``connection`` is a ``sqlite3`` connection or, on PostgreSQL, a
+    :class:`~envharness.store.postgres.dialect.SqliteStyle`, with ``begin`` the statement that
+    starts a read transaction there (:class:`~envharness.store.sources.reads.Dialect`), or
+    ``None`` inside the caller's own (PostgreSQL's ``verify`` reads the sessions' chains and
+    the sources' in one snapshot). Returns the number of chains and records checked and each
+    problem found, by source and position (a tampered row is reported, never raised).
     """
     breaks: list[SourceBreak] = []
     total = 0
     arguments = (only,) if only is not None else ()
     index_where, records_where = (" WHERE id = ?", " WHERE source = ?") if arguments else ("", "")
-    connection.execute("BEGIN")
+    if begin is not None:
+        connection.execute(begin)
     try:
         heads = {
             str(row[0]): (row[1], row[2])
@@ -48,12 +52,13 @@ def verify_sources(
         for source in chains:
             total += _verify_source(connection, source, heads.get(source), breaks)
     finally:
-        connection.execute("COMMIT")
+        if begin is not None:
+            connection.execute("COMMIT")
     return len(chains), total, breaks
 
 
 def _verify_source(
-    connection: sqlite3.Connection,
+    connection: Any,
     source: str,
     head: tuple[object, object] | None,
     breaks: list[SourceBreak],

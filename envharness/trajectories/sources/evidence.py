@@ -16,8 +16,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 
-from envharness.store.backend import BackendOrPath, backend_of
-from envharness.store.sources import SourceRow, SourceStore, chain_problem
+from envharness.store.sources import SourceRow, SourcesAt, SourceStore, chain_problem
 from envharness.trajectories.binding import EvidenceRow
 from envharness.trajectories.errors import EvidenceMismatchError
 from envharness.trajectories.model import Trajectory
@@ -34,8 +33,8 @@ class SourceEvidence:
     """Reads imported trajectories' records from ``store`` (its backend, or a SQLite store's
     directory; an :class:`~envharness.trajectories.binding.EvidenceReader`)."""
 
-    def __init__(self, store: BackendOrPath) -> None:
-        self.sources = SourceStore(backend_of(store))
+    def __init__(self, store: SourcesAt) -> None:
+        self.sources = SourceStore(store)
 
     async def rows(self, trajectory: Trajectory) -> AsyncGenerator[EvidenceRow, None]:
         journal = trajectory.journal
@@ -82,7 +81,7 @@ class SourceEvidence:
             )
 
 
-async def verify_imported(store: BackendOrPath, trajectory: Trajectory) -> int:
+async def verify_imported(store: SourcesAt, trajectory: Trajectory) -> int:
     """Raise :class:`EvidenceMismatchError` (naming the first record found wrong) unless the
     stored chain of an imported trajectory's source still matches its binding; returns how
     many of the trajectory's own records were read."""

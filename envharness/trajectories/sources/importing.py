@@ -18,7 +18,6 @@ from typing import Protocol
 import anyio
 
 from envharness.errors import ConfigurationError
-from envharness.store.backend import BackendOrPath, backend_of
 from envharness.store.sources import (
     ImportBatch,
     ImportReceipt,
@@ -26,6 +25,7 @@ from envharness.store.sources import (
     SourceFormatError,
     SourceImportError,
     SourceRow,
+    SourcesAt,
     SourceStore,
     check_source_id,
     positions_of,
@@ -93,7 +93,7 @@ def importer_for(format: str) -> Importer:
 
 
 async def import_records(
-    store: BackendOrPath,
+    store: SourcesAt,
     source: str,
     records: Sequence[SourceRow],
     *,
@@ -114,7 +114,7 @@ async def import_records(
         origin=origin,
         training=training,
     )
-    sources = SourceStore(backend_of(store))
+    sources = SourceStore(store)
     for row in records:  # the checks a line gets: stored records are never removed
         problem = row_problem(batch.source, row)
         if problem is not None:
@@ -129,7 +129,7 @@ async def import_records(
 
 
 async def import_lines(
-    store: BackendOrPath,
+    store: SourcesAt,
     source: str,
     lines: Iterable[bytes],
     *,
@@ -153,7 +153,7 @@ async def import_lines(
         origin=origin,
         training=training,
     )
-    sources = SourceStore(backend_of(store))
+    sources = SourceStore(store)
     # Checked as read, into a spool on disk: the batch is never held whole (docs/imports.md).
     spool = RowSpool(
         batch.source, prefix=f"{origin}: " if origin else "", checked=reader.checks_chain
@@ -178,7 +178,7 @@ async def import_lines(
 
 
 async def import_file(
-    store: BackendOrPath,
+    store: SourcesAt,
     source: str,
     path: str | PathLike[str],
     *,

@@ -23,8 +23,7 @@ from contextlib import aclosing
 import msgspec
 
 from envharness.errors import NotFoundError
-from envharness.store.backend import BackendOrPath, backend_of
-from envharness.store.sources import EpisodeInfo, SourceRow, SourceStore
+from envharness.store.sources import EpisodeInfo, SourceRow, SourcesAt, SourceStore
 from envharness.trajectories.errors import TrajectoryError
 from envharness.trajectories.model import (
     CollectionStatus,
@@ -251,17 +250,17 @@ def project_rows(info: EpisodeInfo, rows: Iterable[SourceRow]) -> Trajectory:
     return projector.trajectory()
 
 
-async def project_episode(store: BackendOrPath, source: str, episode: str) -> Trajectory:
+async def project_episode(store: SourcesAt, source: str, episode: str) -> Trajectory:
     """The trajectory of one imported episode; :class:`NotFoundError` when there is none."""
-    info = await SourceStore(backend_of(store)).episode(source, episode)
+    info = await SourceStore(store).episode(source, episode)
     return await project_info(store, info)
 
 
-async def project_info(store: BackendOrPath, info: EpisodeInfo) -> Trajectory:
+async def project_info(store: SourcesAt, info: EpisodeInfo) -> Trajectory:
     """The trajectory of the episode ``info`` describes (as a listing found it): its own
     records only, read through the episode index."""
     projector = EpisodeProjector(info)
-    rows = SourceStore(backend_of(store)).rows(info.source, episode=info.episode)
+    rows = SourceStore(store).rows(info.source, episode=info.episode)
     async with aclosing(rows) as found:
         async for row in found:
             projector.feed(row)
@@ -269,11 +268,11 @@ async def project_info(store: BackendOrPath, info: EpisodeInfo) -> Trajectory:
 
 
 async def source_trajectories(
-    store: BackendOrPath, source: str | None = None
+    store: SourcesAt, source: str | None = None
 ) -> AsyncIterator[Trajectory]:
     """The trajectory of every imported episode (of ``source``, or of every source), in
     source order, then in the order episodes began."""
-    sources = SourceStore(backend_of(store))
+    sources = SourceStore(store)
     names = [source] if source is not None else [health.source for health in await sources.health()]
     for name in names:
         try:

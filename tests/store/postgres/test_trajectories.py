@@ -181,7 +181,7 @@ async def test_bad_input_on_postgres_is_named(stores: tuple[Path, str, list[str]
         await harness.create_dataset("bad", ["xyz"])
     with pytest.raises(NotFoundError, match="no dataset 'nope'"):
         await harness.dataset("nope")
-    with pytest.raises(ConfigurationError, match=r"imported sources.*docs/postgresql\.md"):
+    with pytest.raises(NotFoundError, match="no records of source 'tool/run'"):
         await harness.trajectory("tool/run:episode-1")
     with pytest.raises(ConfigurationError, match="session_ids must be a list"):
         await harness.snapshot(ids[0])  # type: ignore[arg-type]
@@ -195,14 +195,11 @@ async def test_bad_input_on_postgres_is_named(stores: tuple[Path, str, list[str]
     with pytest.raises(ConfigurationError, match="already exists with other snapshots"):
         await harness.create_dataset("taken", [entitled.metadata.id], reward="turns")
     sources = harness.sources()
-    for refused_call in (
-        sources.health,
-        sources.problems,
-        sources.trajectories,
-        lambda: sources.import_file("acme/evals", "run.jsonl"),
-    ):
-        with pytest.raises(ConfigurationError, match=r"not available on a PostgreSQL store yet"):
-            await refused_call()
+    assert await sources.health() == []
+    assert await sources.problems() == {}
+    assert await sources.trajectories() == []
+    with pytest.raises(NotFoundError, match="no source 'acme/evals'"):
+        await sources.health("acme/evals")
 
 
 def test_altered_evidence_on_postgres_is_refused_before_a_snapshot_is_written(
