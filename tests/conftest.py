@@ -115,13 +115,44 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+ONE_WORK_UNIT = ("tests/research/",)
+"""Folders whose modules xdist hands to one worker together, as if they were one module: those
+that load torch, the trainers and SmolLM2 in the test process (~5 s of CPU to import, ~2 s to
+load the model) pay that once instead of once on every worker that runs one of them."""
+
+LONGEST_FIRST = (
+    "tests/research/",
+    "tests/service/test_properties.py",
+    "tests/test_examples.py",
+    "tests/service/test_browser.py",
+    "tests/runtime/executors/test_ray.py",
+    "tests/optimizer/test_redteam.py",
+    "tests/cli/test_trajectories.py",
+    "tests/service/test_trajectory_api.py",
+    "tests/optimizer/test_loop.py",
+    "tests/cli/test_optimize.py",
+    "tests/service/test_api.py",
+    "tests/service/test_harness_api.py",
+    "tests/store/test_wal.py",
+    "tests/service/test_auth.py",
+    "tests/test_command_agent.py",
+    "tests/cli/test_lifecycle_commands.py",
+    "tests/llm/test_openai_compatible.py",
+    "tests/optimizer/test_sandbox.py",
+)
+"""The modules that take longest, longest first (measured with ``--durations`` and per-module
+sums of ``--junitxml`` times): a work unit taken up late would end the run alone. A module
+missing here (renamed, or new) only falls back to the heuristic below."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """In an xdist worker (``tools/dev.py test`` runs ``--dist loadscope``: a module's tests run
     together on one worker, so its module-scoped fixtures are built once), the modules come in
-    the order the workers should take them up: modules with module-scoped fixtures (a real
-    model, a browser) and slow tests first, then the larger before the smaller, so that no
-    slow module is left to end the run alone. Each module's own order is kept; a run without
-    xdist keeps the collected order."""
+    the order the workers should take them up: the longest known ones first
+    (:data:`LONGEST_FIRST`), then modules with module-scoped fixtures (a real model, a browser)
+    and slow tests, then the larger before the smaller, so that no slow module is left to end
+    the run alone. Each module's own order is kept; a run without xdist keeps the collected
+    order."""
     if not hasattr(config, "workerinput"):
         return
     weight: dict[str, tuple[bool, bool, int]] = {}
@@ -132,7 +163,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         shared = shared or any(chain and chain[-1].scope in ("module", "class") for chain in defs)
         slow = slow or item.get_closest_marker("slow") is not None
         weight[item.location[0]] = (shared, slow, count + 1)
-    items.sort(key=lambda item: weight[item.location[0]], reverse=True)
+
+    def order(path: str) -> tuple[int, bool, bool, int]:
+        known = next(
+            (rank for rank, prefix in enumerate(LONGEST_FIRST) if path.startswith(prefix)),
+            len(LONGEST_FIRST),
+        )
+        shared, slow, count = weight[path]
+        return known, not shared, not slow, -count
+
+    items.sort(key=lambda item: order(item.location[0]))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's controller, under ``--dist loadscope``: its scheduler, with the modules of each
+    folder in :data:`ONE_WORK_UNIT` as one work unit. Other modes keep xdist's own."""
+    if config.getoption("dist", None) != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FoldersAsOneUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            for folder in ONE_WORK_UNIT:
+                if nodeid.startswith(folder):
+                    return folder
+            return str(super()._split_scope(nodeid))
+
+    return FoldersAsOneUnit(config, log)
 
 
 _exit_status: list[int] = []

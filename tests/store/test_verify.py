@@ -325,11 +325,14 @@ async def test_verify_repeatedly_while_sessions_are_written_finds_nothing(
     async with open_store(store_path) as store:
         done = anyio.Event()
         written = 0
+        reports: list[VerifyReport] = []
 
         async def writer() -> None:
+            """Writes until three passes of verify have run beside it (and 20 sessions at
+            least): what the test needs, however fast either side is on this machine."""
             nonlocal written
             try:
-                for _ in range(150):
+                while written < 20 or len(reports) < 3:
                     chain, created = new_session()
                     await store.append([created])
                     for turn in range(1, 3):
@@ -339,7 +342,6 @@ async def test_verify_repeatedly_while_sessions_are_written_finds_nothing(
             finally:
                 done.set()
 
-        reports: list[VerifyReport] = []
         with anyio.fail_after(60):
             async with anyio.create_task_group() as group:
                 group.start_soon(writer)
@@ -347,8 +349,8 @@ async def test_verify_repeatedly_while_sessions_are_written_finds_nothing(
                     reports.append(await store.verify())
         reports.append(await store.verify())
     assert [b for report in reports for b in report.breaks] == []
-    assert len(reports) > 2
-    assert reports[-1].sessions == written == 150
+    assert len(reports) > 3
+    assert reports[-1].sessions == written >= 20
 
 
 # -- values of the wrong type are reported, never raised ---------------------------------------
