@@ -11,17 +11,26 @@ including its mistakes, are what the harness has to work around.
 :class:`SmolDeskPolicy` is that policy with SmolLM2-135M-Instruct on the support desk
 (:mod:`envharness.demos.support_desk`): ``--agent agent=research.policies:SmolDeskPolicy``.
 The model is loaded once per process and shared by every session's agent (a fresh agent per
-session, as the runtime requires; scoring is serialised by a lock).
+session, as the runtime requires; scoring is serialised by a lock), and so are the scores of
+prompts already seen (:class:`ScoreMemo`): reruns show the model the same prompts again.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-__all__ = ["LikelihoodPolicy", "Menu", "SmolDeskPolicy", "desk_menu", "score_candidates"]
+__all__ = [
+    "LikelihoodPolicy",
+    "Menu",
+    "ScoreMemo",
+    "SmolDeskPolicy",
+    "desk_menu",
+    "score_candidates",
+]
 
 Menu = Callable[[Any], tuple[list[dict[str, str]], list[dict[str, Any]]]]
 """observation → (chat messages, candidate actions)."""
@@ -114,24 +123,66 @@ def _cache_of(output: Any) -> Any:
     return cache if cache is not None else output.past_key_values
 
 
+class ScoreMemo:
+    """Scores already computed, by prompt and answers; the oldest go first past ``size``.
+
+    The scores are a pure function of the prompt and the answers, and an optimizer reruns the
+    same scenarios with the same seeds: most prompts come again (in the suite's optimizer run on
+    the support desk, 14 prompts are 5 distinct ones), and each costs a forward pass of the
+    model. Not thread-safe by itself: the policy holds its scoring lock around it.
+    """
+
+    def __init__(self, size: int = 4096) -> None:
+        if size < 1:
+            raise ValueError(f"a score memo keeps at least 1 prompt's scores; size={size!r}")
+        self._size = size
+        self._scores: OrderedDict[str, list[float]] = OrderedDict()
+
+    def get(self, key: str) -> list[float] | None:
+        scores = self._scores.get(key)
+        if scores is not None:
+            self._scores.move_to_end(key)
+        return scores
+
+    def put(self, key: str, scores: list[float]) -> None:
+        self._scores[key] = scores
+        if len(self._scores) > self._size:
+            self._scores.popitem(last=False)
+
+
 class LikelihoodPolicy:
     """Takes the action on ``menu(observation)`` the model finds most likely (see module)."""
 
     def __init__(
-        self, model: Any, tokenizer: Any, menu: Menu, *, implementation: str, lock: Any = None
+        self,
+        model: Any,
+        tokenizer: Any,
+        menu: Menu,
+        *,
+        implementation: str,
+        lock: Any = None,
+        memo: ScoreMemo | None = None,
     ) -> None:
         self._model = model
         self._tokenizer = tokenizer
         self._menu = menu
         self._lock = lock or threading.Lock()
+        self._memo = memo if memo is not None else ScoreMemo()
         self.implementation = implementation
         self.choices: list[dict[str, Any]] = []
+        self.scored = 0
+        """Prompts this policy ran through the model (the others were remembered)."""
 
     def act(self, observation: Any) -> dict[str, Any]:
         messages, candidates = self._menu(observation)
         answers = [json.dumps(candidate) for candidate in candidates]
+        key = json.dumps([messages, answers], sort_keys=True)
         with self._lock:
-            scores = score_candidates(self._model, self._tokenizer, messages, answers)
+            scores = self._memo.get(key)
+            if scores is None:
+                scores = score_candidates(self._model, self._tokenizer, messages, answers)
+                self._memo.put(key, scores)
+                self.scored += 1
         best = max(range(len(candidates)), key=lambda index: scores[index])
         self.choices.append(candidates[best])
         return candidates[best]
@@ -144,6 +195,7 @@ class SmolDeskPolicy(LikelihoodPolicy):
     _shared: ClassVar[tuple[Any, Any] | None] = None
     _load_lock: ClassVar[threading.Lock] = threading.Lock()
     _score_lock: ClassVar[threading.Lock] = threading.Lock()
+    _shared_memo: ClassVar[ScoreMemo] = ScoreMemo()  # shared, as the model is
 
     runs_inline = False  # scoring takes ~0.1-0.5 s of CPU: keep it off the event loop
 
@@ -155,6 +207,7 @@ class SmolDeskPolicy(LikelihoodPolicy):
             desk_menu,
             implementation="smollm2-135m-instruct-likelihood@1",
             lock=self._score_lock,
+            memo=self._shared_memo,
         )
 
     @classmethod

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from research.policies import LikelihoodPolicy, desk_menu, score_candidates
+from research.policies import LikelihoodPolicy, ScoreMemo, desk_menu, score_candidates
 
 OBSERVATION = {
     "ticket": "Ada asks for a refund of 20.00 on order A-1000. Refund it and reply.",
@@ -60,6 +60,34 @@ def test_the_policy_takes_the_most_likely_menu_action(loaded: tuple[Any, Any]) -
     messages, _ = desk_menu(OBSERVATION)
     scores = score_candidates(model, tokenizer, messages, [json.dumps(c) for c in candidates])
     assert action == candidates[scores.index(max(scores))]
+
+
+def test_a_prompt_seen_before_is_not_run_through_the_model_again(loaded: tuple[Any, Any]) -> None:
+    model, tokenizer = loaded
+    memo = ScoreMemo()
+    first = LikelihoodPolicy(model, tokenizer, desk_menu, implementation="t@1", memo=memo)
+    again = LikelihoodPolicy(model, tokenizer, desk_menu, implementation="t@1", memo=memo)
+    chosen = first.act(OBSERVATION)
+    assert again.act(OBSERVATION) == chosen
+    assert (first.scored, again.scored) == (1, 0)
+    looked_up = {**OBSERVATION, "done": [{"tool": "lookup_order", "order_id": "A-1000"}]}
+    again.act(looked_up)  # another prompt: scored
+    assert again.scored == 1
+    messages, candidates = desk_menu(looked_up)
+    scores = score_candidates(model, tokenizer, messages, [json.dumps(c) for c in candidates])
+    assert again.choices[-1] == candidates[scores.index(max(scores))]
+
+
+def test_the_memo_forgets_the_least_recently_used_past_its_size() -> None:
+    memo = ScoreMemo(size=2)
+    memo.put("a", [1.0])
+    memo.put("b", [2.0])
+    assert memo.get("a") == [1.0]  # now the most recently used
+    memo.put("c", [3.0])
+    assert memo.get("b") is None
+    assert (memo.get("a"), memo.get("c")) == ([1.0], [3.0])
+    with pytest.raises(ValueError, match="at least 1 prompt's scores; size=0"):
+        ScoreMemo(size=0)
 
 
 def test_the_desk_menu_shows_what_the_agent_has_seen() -> None:

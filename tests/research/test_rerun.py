@@ -134,23 +134,33 @@ def test_a_run_without_failures_has_nothing_to_learn(tmp_path: Path) -> None:
         pass
 
 
+def grpo_arguments(store: Path, out: Path, *extra: str) -> list[str]:
+    return ["grpo", "--store", str(store), "--out", str(out),
+            "--environment", "envharness.demos.support_desk:SupportDesk",
+            "--scenarios", "envharness.demos.support_desk:tickets", "--turns", "8",
+            "--sandbox", "local", "--batch-size", "4", "-K", "4", "--max-completion-length", "16",
+            *extra]  # fmt: skip
+
+
 def grpo_command(store: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*script("train_engineer.py"), "grpo", "--store", str(store), "--out", str(out),
-         "--environment", "envharness.demos.support_desk:SupportDesk",
-         "--scenarios", "envharness.demos.support_desk:tickets", "--turns", "8",
-         "--sandbox", "local", "--batch-size", "4", "-K", "4", "--max-completion-length", "16",
-         *extra],
+        [*script("train_engineer.py"), *grpo_arguments(store, out, *extra)],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
 
 
-def test_the_grpo_command_learns_from_the_support_desks_failures(tmp_path: Path) -> None:
+def test_the_grpo_command_learns_from_the_support_desks_failures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The script's ``main`` in this process, which saves a fresh interpreter's import of torch
+    and the trainers (~5 s of CPU); the two commands below run the script itself."""
+    from research.train_engineer import main
+
     out = tmp_path / "grpo"
     policy = "agent=envharness.demos.support_desk:RefundFirstPolicy"
-    done = grpo_command(tmp_path / "store", out, "--agent", policy, "--model", "tiny",
-                        "--max-steps", "2")  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    code = main(grpo_arguments(tmp_path / "store", out, "--agent", policy, "--model", "tiny",
+                               "--max-steps", "2"))  # fmt: skip
+    assert code == 0, capsys.readouterr().err
     record = json.loads((out / "run.json").read_text())
     assert record["global_step"] == 2
     assert len(record["failure_batches"]) == 2  # 8 tickets, batches of 4, all failing

@@ -148,15 +148,18 @@ def test_no_pairs_means_nothing_to_learn(tiny_model: Path, tmp_path: Path) -> No
 
 
 def test_the_cli_trains_and_says_nothing_to_learn_with_exit_0(
-    tiny_model: Path, sft_rows: list[dict[str, Any]], tmp_path: Path
+    tiny_model: Path,
+    sft_rows: list[dict[str, Any]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     data = tmp_path / "sft.jsonl"
     data.write_text("".join(json.dumps(row) + "\n" for row in sft_rows))
     out = tmp_path / "ckpt"
-    done = _cli("sft", "--model", str(tiny_model), "--data", str(data), "--out", str(out),
-                "--max-steps", "2")  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.splitlines()[-1])["global_step"] == 2
+    code, stdout, stderr = _main(capsys, "sft", "--model", str(tiny_model), "--data", str(data),
+                                 "--out", str(out), "--max-steps", "2")  # fmt: skip
+    assert code == 0, stderr
+    assert json.loads(stdout.splitlines()[-1])["global_step"] == 2
     assert json.loads((out / "run.json").read_text())["settings"]["data"]
 
     empty = tmp_path / "empty.jsonl"
@@ -175,27 +178,34 @@ def test_the_cli_trains_and_says_nothing_to_learn_with_exit_0(
         ("tiny", '{"prompt": [{"role": "user", "content": "x"}]}\n', "needs either 'messages'"),
         ("tiny", '{"messages": [{"role": "robot", "content": "x"}]}\n', "messages[0] must be"),
         ("tiny", '{"messages": [{"role": "user", "content": "x"}]}\n', "no assistant turn"),
-        (None, None, "longer than max_length 8 tokens"),
     ],
 )
 def test_bad_input_is_named_with_exit_2(
-    model: str | None,
-    content: str | None,
-    message: str,
-    sft_rows: list[dict[str, Any]],
-    tiny_model: Path,
-    tmp_path: Path,
+    model: str, content: str | None, message: str, sft_rows: list[dict[str, Any]], tmp_path: Path
 ) -> None:
     data = tmp_path / "sft.jsonl"
     data.write_text(content if content is not None else json.dumps(sft_rows[0]) + "\n")
-    extra = ["--max-length", "8"] if model is None else []
-    out = str(tmp_path / "o")
-    # Rows too long for the model: its tokenizer measures them, so the one built for the session.
-    model = model or str(tiny_model)
-    done = _cli("sft", "--model", model, "--data", str(data), "--out", out, *extra)
+    done = _cli("sft", "--model", model, "--data", str(data), "--out", str(tmp_path / "o"))
     assert done.returncode == 2
     assert message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_rows_longer_than_max_length_are_named_with_exit_2(
+    sft_rows: list[dict[str, Any]],
+    tiny_model: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The model's own tokenizer measures the rows (the one built for the session), so the
+    trainers' libraries are loaded: the command runs in this process, which has them already."""
+    data = tmp_path / "sft.jsonl"
+    data.write_text(json.dumps(sft_rows[0]) + "\n")
+    code, _, stderr = _main(capsys, "sft", "--model", str(tiny_model), "--data", str(data),
+                            "--out", str(tmp_path / "o"), "--max-length", "8")  # fmt: skip
+    assert code == 2
+    assert "longer than max_length 8 tokens" in stderr
+    assert "Traceback" not in stderr
 
 
 def test_a_model_directory_that_is_not_a_checkpoint_is_named(tmp_path: Path) -> None:
@@ -216,6 +226,18 @@ def _prompts(count: int) -> list[list[dict[str, str]]]:
         ]
         for n in range(count)
     ]
+
+
+def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """The script's ``main`` in this process: what it prints and returns, without paying a fresh
+    interpreter's import of torch and the trainers (~5 s of CPU) again; the bad-input cases
+    above run the script itself."""
+    from research.train_engineer import main
+
+    capsys.readouterr()
+    code = main(list(args))
+    printed = capsys.readouterr()
+    return code, printed.out, printed.err
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
