@@ -202,7 +202,8 @@ def parallel(pytest_args: list[str]) -> list[str]:
     them busy (measured on 2 cores: 283 s of pytest with 3 workers, 342 s with 2).
     ``--dist loadscope`` runs a module's tests on one worker, so its module-scoped fixtures (a
     real model, a browser) are built once; the modules are taken up in the order
-    tests/conftest.py gives them (slow and shared-fixture modules first), not xdist's. None
+    tests/conftest.py gives them (the longest known first, its ``LONGEST_FIRST``; the whole of
+    tests/research/ is one unit, so torch and SmolLM2 load once a run), not xdist's. None
     when the arguments already choose (``-n``, ``-p no:xdist``, ``--dist``);
     ENVHARNESS_TEST_WORKERS overrides the number."""
     chosen = {"-n", "--numprocesses", "no:xdist", "-pno:xdist", "--dist"}
