@@ -49,6 +49,7 @@ from envharness.optimizer import (
 )
 from envharness.optimizer.results import report_lines
 from envharness.runtime.hooking import BLOCK_LIMITS, DEFAULT_MAX_BLOCKS, DEFAULT_ON_BLOCK_LIMIT
+from envharness.store.locate import describe
 
 __all__ = ["app", "load_scenarios", "optimize", "selftest"]
 
@@ -86,16 +87,17 @@ def selftest(
     The support-desk demo's frozen policy refunds before it looks the order up, so every
     ticket fails; the mining engineer must find the precondition hook in the recorded
     failures, and the reruns must prove it: baseline 0/N, then N/N as harness-v1. Uses a
-    temporary store unless --store is given.
+    temporary store unless --store is given (a directory or a PostgreSQL database).
     """
     _check_choice("--sandbox", sandbox, SANDBOXES)
-    state = CliState.of(ctx)
+    state = CliState.of(ctx, postgres=True)
     given = state.store_given
     with tempfile.TemporaryDirectory(prefix="envharness-selftest-") as scratch:
-        store = state.store if given else Path(scratch) / "store"
+        store = state.location if given else Path(scratch) / "store"
         typer.echo(
             f"selftest: support desk, {count} tickets, mining engineer (offline, no model), "
-            f"{sandbox} sandbox, store {printable(str(store))}" + ("" if given else " (temporary)")
+            f"{sandbox} sandbox, store {printable(describe(store))}"
+            + ("" if given else " (temporary)")
         )
         harness = AsyncEnvironmentHarness(
             store, environment=SupportDesk, agents={"agent": RefundFirstPolicy}

@@ -11,6 +11,9 @@ frozen into a snapshot (declared fit for training: it is synthetic data made for
 a dataset is made from it, and a small source is imported — two episodes written the way
 another tool would send them (:data:`REPLAY`) — so that every trajectory page has content.
 
+The store is a directory or a PostgreSQL database (a ``postgresql://`` URL): the same steps,
+through the same functions, record the same evidence into either.
+
 The plan is data (:data:`EXPERIMENT`, :data:`STANDALONE` and :data:`BRANCH`): a later feature
 adds a step after :func:`write_quickstart`'s runs rather than a second demo.
 """
@@ -40,6 +43,7 @@ from envharness.fixtures import (
 )
 from envharness.store import RecordFilter, read_store
 from envharness.store.database import DATABASE_NAME
+from envharness.store.locate import opening_store, postgres_url, reading_store, without_password
 from envharness.store.sources import SourceRow
 from envharness.trajectories import Entitlement, create_dataset, freeze
 from envharness.trajectories.sources import SourceChain
@@ -263,7 +267,9 @@ class Frozen:
 class QuickstartSummary:
     """What was written, and which session is worth looking at first."""
 
-    store: Path
+    store: Path | str
+    """The store directory, or the PostgreSQL URL without its password (see
+    :attr:`password_left_out`): what the suggested commands name."""
     experiment: str
     """The experiment's id (``exp_…``)."""
     experiment_name: str
@@ -282,6 +288,9 @@ class QuickstartSummary:
     """The snapshot, dataset and imported source (``None`` when not asked for)."""
     earlier: int = 0
     """Sessions the store already held: a rerun adds to a store, it never replaces one."""
+    password_left_out: bool = False
+    """The URL held a password, left out of :attr:`store`: the suggested commands connect
+    with the one in ``~/.pgpass`` or ``$PGPASSWORD``."""
 
 
 def rerun_note(summary: QuickstartSummary) -> str | None:
@@ -296,7 +305,7 @@ def rerun_note(summary: QuickstartSummary) -> str | None:
 
 
 async def write_quickstart(
-    store: Path,
+    store: Path | str,
     *,
     turns: int,
     experiment: Plan = EXPERIMENT,
@@ -306,9 +315,9 @@ async def write_quickstart(
     progress: Callable[[int, int], None] | None = None,
 ) -> QuickstartSummary:
     """Run the experiment, then each standalone session, then the branch step, into
-    ``store``; then freeze the experiment's trajectories, make a dataset of them and import
-    :data:`REPLAY` (``freeze_and_import``); count what was recorded. ``progress`` is called
-    with (sessions started, sessions planned)."""
+    ``store`` (a directory, or a PostgreSQL URL); then freeze the experiment's trajectories,
+    make a dataset of them and import :data:`REPLAY` (``freeze_and_import``); count what was
+    recorded. ``progress`` is called with (sessions started, sessions planned)."""
     planned = (
         len(experiment.scenarios) * experiment.trials
         + sum(len(plan.scenarios) for plan in standalone)
@@ -360,28 +369,47 @@ async def write_quickstart(
     frozen = None
     if freeze_and_import:
         frozen = await _freeze_and_import(store, [m.result.id for m in result.sessions])
-    return dataclasses.replace(summary, branch=branched, frozen=frozen, earlier=earlier)
+    url = postgres_url(store)
+    named, left_out = (store, False) if url is None else without_password(url)
+    return dataclasses.replace(
+        summary,
+        store=named,
+        branch=branched,
+        frozen=frozen,
+        earlier=earlier,
+        password_left_out=left_out,
+    )
 
 
-async def _sessions_in(store: Path) -> int:
+async def _sessions_in(store: Path | str) -> int:
+    """Sessions already in ``store``. A database is opened for writing here, so that one
+    that cannot be reached, or a role that may not write, is refused before the first run."""
+    if isinstance(store, str):
+        async with opening_store(store) as opened:
+            return len(await opened.sessions())
     if not await anyio.Path(store / DATABASE_NAME).exists():
         return 0
     return len(await (await read_store(store)).sessions())
 
 
-async def _freeze_and_import(store: Path, experiment_sessions: list[str]) -> Frozen:
+async def _freeze_and_import(store: Path | str, experiment_sessions: list[str]) -> Frozen:
     """A training-entitled snapshot of the experiment's sessions, a dataset of it, and the
     imported :data:`REPLAY` — the same functions ``snapshot create``, ``dataset create`` and
     ``import`` call."""
-    reader = await read_store(store)
-    snapshot = await freeze(
-        reader, experiment_sessions, label="quickstart sweep", entitlement=ENTITLEMENT
-    )
-    snapshot_id = snapshot.metadata.id
-    # The players share one total (a cooperative game): one reward is rightly both players'.
-    dataset = await create_dataset(
-        reader, f"quickstart-{snapshot_id[4:12]}", [snapshot_id], reward="total", shared_reward=True
-    )
+    async with reading_store(store) as reader:
+        snapshot = await freeze(
+            reader, experiment_sessions, label="quickstart sweep", entitlement=ENTITLEMENT
+        )
+        snapshot_id = snapshot.metadata.id
+        # The players share one total (a cooperative game): one reward is rightly both
+        # players'.
+        dataset = await create_dataset(
+            reader,
+            f"quickstart-{snapshot_id[4:12]}",
+            [snapshot_id],
+            reward="total",
+            shared_reward=True,
+        )
     records = replay_records()
     await AsyncSources(store).import_records(REPLAY, records)
     return Frozen(
@@ -394,7 +422,7 @@ async def _freeze_and_import(store: Path, experiment_sessions: list[str]) -> Fro
 
 
 async def _branch(
-    store: Path,
+    store: Path | str,
     plan: Plan,
     parent: Session,
     step: BranchStep,
@@ -428,21 +456,21 @@ async def _branch(
 
 
 async def _summarise(
-    store: Path, experiment: str, name: str, grouped: int, sessions: list[Session]
+    store: Path | str, experiment: str, name: str, grouped: int, sessions: list[Session]
 ) -> QuickstartSummary:
-    reader = await read_store(store)
     written = {session.id for session in sessions}
-    records = sum(info.records for info in await reader.sessions() if info.id in written)
     counts = {"action.blocked": 0, "finding": 0, "artifact": 0}
     showcase: tuple[int, str] | None = None
     notable = RecordFilter(kinds=tuple(counts))
-    for session in sessions:
-        kinds = [row.kind async for row in reader.rows(session.id, notable)]
-        for kind in counts:
-            counts[kind] += kinds.count(kind)
-        interest = ("action.blocked" in kinds) + ("finding" in kinds)
-        if showcase is None or interest > showcase[0]:
-            showcase = (interest, session.id)
+    async with reading_store(store) as reader:
+        records = sum(info.records for info in await reader.sessions() if info.id in written)
+        for session in sessions:
+            kinds = [row.kind async for row in reader.rows(session.id, notable)]
+            for kind in counts:
+                counts[kind] += kinds.count(kind)
+            interest = ("action.blocked" in kinds) + ("finding" in kinds)
+            if showcase is None or interest > showcase[0]:
+                showcase = (interest, session.id)
     return QuickstartSummary(
         store=store,
         experiment=experiment,

@@ -138,7 +138,9 @@ def score_lines(scores: Sequence[Score]) -> Iterator[str]:
 
 
 def quickstart_lines(summary: QuickstartSummary) -> Iterator[str]:
-    where = _shell(summary.store.resolve())
+    # A URL is named as written (its query kept), so the commands reach the same database.
+    store = summary.store
+    where = _shell(store.resolve()) if isinstance(store, Path) else shlex.quote(printable(store))
     statuses: dict[str, int] = {}
     for session in summary.sessions:
         statuses[session.status] = statuses.get(session.status, 0) + 1
@@ -188,6 +190,11 @@ def quickstart_lines(summary: QuickstartSummary) -> Iterator[str]:
     if frozen is not None:
         yield f"  {prefix} trajectories"
     yield f"  {prefix} export {summary.showcase} | head -3"
+    if summary.password_left_out:
+        yield (
+            "the password in the URL is left out of these commands: they take it from "
+            "~/.pgpass or $PGPASSWORD (docs/postgresql.md)"
+        )
 
 
 def verify_lines(report: VerifyReport) -> Iterator[str]:

@@ -82,7 +82,7 @@ def quickstart(
     ] = 8,
 ) -> None:
     """Write a store of synthetic sessions to explore. Its numbers measure nothing."""
-    store = CliState.of(ctx).store
+    store = CliState.of(ctx, postgres=True).location
     with ProgressLine() as line:
         summary = anyio.run(
             lambda: write_quickstart(

@@ -28,6 +28,8 @@ __all__ = ["DEFAULT_STORE", "ON_POSTGRES", "STORE_ENV", "CliState"]
 DEFAULT_STORE = Path("environment-sessions")
 STORE_ENV = "ENVHARNESS_STORE"
 ON_POSTGRES = (
+    "quickstart",
+    "selftest",
     "run",
     "resume",
     "continue",

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from os import PathLike, fspath
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from envharness.store.postgres import PostgresStore, open_postgres_store, read_postgres_store
 from envharness.store.postgres.driver import target
@@ -24,6 +25,7 @@ __all__ = [
     "opening_store",
     "postgres_url",
     "reading_store",
+    "without_password",
 ]
 
 URL_SCHEMES = ("postgresql://", "postgres://")
@@ -49,6 +51,27 @@ def describe(location: str | PathLike[str]) -> str:
     a directory as given."""
     url = postgres_url(location)
     return fspath(location) if url is None else str(target(url))
+
+
+def without_password(url: str) -> tuple[str, bool]:
+    """``url`` as a printed command may carry it, and whether it held a password.
+
+    Unlike :func:`describe`, the URL is kept as written (its hosts, database and query, e.g.
+    ``sslmode``), so that the command reaches the same database; only the password goes, from
+    the user part and from a ``password=`` query parameter. The command then connects with
+    the password from ``~/.pgpass`` or ``$PGPASSWORD``, as libpq does for any URL without one.
+    """
+    parts = urlsplit(url)
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    user, colon, _ = userinfo.partition(":")
+    pairs = parts.query.split("&") if parts.query else []
+    kept = [pair for pair in pairs if unquote(pair.partition("=")[0]) != "password"]
+    netloc = f"{user}@{hosts}" if at and user else hosts
+    # Joined by hand: urlunsplit drops an empty host, turning postgresql:///db into a path.
+    query = f"?{'&'.join(kept)}" if kept else ""
+    fragment = f"#{parts.fragment}" if parts.fragment else ""
+    shareable = f"{parts.scheme}://{netloc}{parts.path}{query}{fragment}"
+    return shareable, bool(colon) or len(kept) != len(pairs)
 
 
 @asynccontextmanager

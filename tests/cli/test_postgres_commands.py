@@ -134,26 +134,6 @@ def test_the_store_can_be_named_by_the_environment(
     assert len(result.stdout.splitlines()) == 14
 
 
-@pytest.mark.parametrize(
-    ("command", "named"),
-    [
-        (["quickstart"], "quickstart"),
-    ],
-    ids=lambda value: value if isinstance(value, str) else " ".join(value),
-)
-def test_a_command_that_needs_a_store_directory_refuses_the_url_by_name(
-    invoke: Invoke, stores: tuple[Path, str], command: list[str], named: str
-) -> None:
-    _, url = stores
-
-    result = invoke("--store", url, *command)
-
-    assert result.exit_code == 2
-    assert f"{named}` does not work on a PostgreSQL store yet" in result.stderr
-    assert "docs/postgresql.md" in result.stderr
-    assert "sessions list" in result.stderr  # what does work
-
-
 def test_an_empty_database_and_a_wrong_password_are_told_without_the_password(
     invoke: Invoke, postgres_server: _engines.PostgresServer
 ) -> None:

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from envharness.errors import StoreLayoutError
-from envharness.store.locate import describe, opening_store, postgres_url, reading_store
+from envharness.store.locate import (
+    describe,
+    opening_store,
+    postgres_url,
+    reading_store,
+    without_password,
+)
 from envharness.store.postgres import PostgresStore
 from envharness.store.store import Store
 from tests import _engines
@@ -36,6 +42,30 @@ def test_a_url_is_described_without_its_password() -> None:
 
     assert named == "postgresql://envh@db.internal:6543/evidence"
     assert describe(Path("some/store")) == "some/store"
+
+
+@pytest.mark.parametrize(
+    ("given", "shareable", "had_password"),
+    [
+        ("postgresql://envh:s3cret@db:6543/ev", "postgresql://envh@db:6543/ev", True),
+        ("postgresql://:s3cret@db/ev", "postgresql://db/ev", True),
+        ("postgresql://envh:p%40ss@db/ev?sslmode=require", "postgresql://envh@db/ev?sslmode=require",
+         True),
+        ("postgresql://envh@db/ev?password=s3cret&application_name=a+b",
+         "postgresql://envh@db/ev?application_name=a+b", True),
+        ("postgresql://envh@db/ev?pass%77ord=s3cret", "postgresql://envh@db/ev", True),
+        ("postgresql://envh:s3cret@h1:5432,h2:5433/ev", "postgresql://envh@h1:5432,h2:5433/ev",
+         True),
+        ("postgresql:///ev?host=/run/postgresql", "postgresql:///ev?host=/run/postgresql", False),
+        ("postgres://envh@[::1]:5432/ev", "postgres://envh@[::1]:5432/ev", False),
+    ],
+)  # fmt: skip
+def test_a_url_to_print_in_a_command_keeps_all_but_its_password(
+    given: str, shareable: str, had_password: bool
+) -> None:
+    # Unlike describe, the query (sslmode, a socket directory) is kept: the command must reach
+    # the same database.
+    assert without_password(given) == (shareable, had_password)
 
 
 @pytest.mark.anyio

@@ -13,7 +13,7 @@ append-only by trigger (``UPDATE``, ``DELETE`` and ``TRUNCATE`` raise), whatever
 from __future__ import annotations
 
 from envharness.errors import StoreError, StoreLayoutError, StoreVersionError
-from envharness.store.postgres.driver import Connection, Target, psycopg_module
+from envharness.store.postgres.driver import Connection, Target, failure, psycopg_module
 
 __all__ = ["LOCKS", "SCHEMA_VERSION", "current_version", "migrate", "refuse_unreadable"]
 
@@ -223,12 +223,18 @@ _VERSION_TABLE = "envharness_schema"
 _READ_VERSION = f"SELECT version FROM {_VERSION_TABLE}"
 
 
-def current_version(connection: Connection) -> int | None:
-    """The schema version of the connected database; ``None`` when it holds no store."""
+def current_version(connection: Connection, where: Target) -> int | None:
+    """The schema version of the connected database; ``None`` when it holds no store.
+
+    It is the first table any command reads, so a role without grants is refused here, by
+    name and with where the grants are listed, rather than as the driver's bare error."""
     found = connection.execute("SELECT to_regclass(%s)", (_VERSION_TABLE,)).fetchone()
     if found is None or found[0] is None:
         return None
-    row = connection.execute(_READ_VERSION).fetchone()
+    try:
+        row = connection.execute(_READ_VERSION).fetchone()
+    except psycopg_module().errors.InsufficientPrivilege as exc:
+        raise failure(where, exc, who="every role that opens the store") from None
     return None if row is None else int(row[0])
 
 
@@ -237,7 +243,7 @@ def migrate(connection: Connection, where: Target, *, create: bool) -> None:
 
     Refuses a newer store (nothing changed) and, without ``create``, a database that holds no
     store."""
-    found = current_version(connection)
+    found = current_version(connection, where)
     if found == SCHEMA_VERSION:
         return
     _refuse(found, where, create=create)
@@ -245,7 +251,7 @@ def migrate(connection: Connection, where: Target, *, create: bool) -> None:
     lock = (LOCKS.NAMESPACE, LOCKS.MIGRATION)
     connection.execute("SELECT pg_advisory_lock(%s, %s)", lock)
     try:
-        found = current_version(connection)  # another runner may have migrated meanwhile
+        found = current_version(connection, where)  # another runner may have migrated meanwhile
         if found == SCHEMA_VERSION:
             return
         _refuse(found, where, create=create)
@@ -261,9 +267,11 @@ def migrate(connection: Connection, where: Target, *, create: bool) -> None:
                 connection.execute(script)
             connection.execute(f"UPDATE {_VERSION_TABLE} SET version = %s", (SCHEMA_VERSION,))
     except psycopg.Error as exc:
+        # The first line only: the rest quotes the DDL at length.
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise StoreError(
             f"the PostgreSQL store {where} could not be brought to schema version "
-            f"{SCHEMA_VERSION} (nothing was changed): {str(exc).strip()}; the role "
+            f"{SCHEMA_VERSION} (nothing was changed): {reason}; the role "
             f"{where.user!r} needs CREATE on the database's schema to set it up"
         ) from None
     finally:

@@ -211,7 +211,7 @@ async def read_postgres_store(url: str) -> AsyncIterator[PostgresStore]:
     def check() -> None:
         connection = connect(url)
         try:
-            found = current_version(connection)
+            found = current_version(connection, where)
         finally:
             connection.close()
         refuse_unreadable(found, where)
