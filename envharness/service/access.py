@@ -67,7 +67,7 @@ from envharness.store import (
     SessionInfo,
     Store,
 )
-from envharness.store.named_reads import NamedReads, read_named
+from envharness.store.named_reads import NamedReads, ReadAhead, read_named
 
 __all__ = ["Access"]
 
@@ -123,8 +123,9 @@ class Access:
 
         Every query — the token's pending check, the session, the participant's roster, the
         page — is made in one worker-thread call on one reader: the hop costs more than they
-        do. The answers keep their order: a revoked token's 401, then the session's 404, then
-        a participant's 404 for another participant's records.
+        do; on PostgreSQL they are read ahead in one statement, one round trip. The answers
+        keep their order: a revoked token's 401, then the session's 404, then a participant's
+        404 for another participant's records.
         """
         refusal: HTTPProblem | None = None
         selection: RecordFilter | None = None
@@ -135,7 +136,16 @@ class Access:
                 refusal = problem
         principal = self.principal
 
+        pending = principal.pending
+        ahead = ReadAhead(
+            session_id,
+            token=None if pending is None or pending.confirmed else pending.digest,
+            participant=None if self.sees_everything else principal.participant,
+            page=selection,
+        )
+
         def read(reads: NamedReads) -> tuple[bool, SessionInfo | None, list[RecordRow]]:
+            reads.read_ahead(ahead)
             if not confirm_in(reads, principal):
                 return False, None, []
             info = self._visible(reads, session_id)

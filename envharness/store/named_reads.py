@@ -9,6 +9,11 @@ them (the roster is read with SQLite's ``json_each``). So each is a named method
 :class:`~envharness.store.postgres.named_reads.PostgresReads` for PostgreSQL — and
 :func:`read_named` is the one place that picks the engine, as
 :mod:`~envharness.store.locate` is for opening a store.
+
+On SQLite a read is a function call; on PostgreSQL each statement is a round trip to the
+server. A caller that knows which reads it is about to make says so first
+(:meth:`NamedReads.read_ahead`), and the PostgreSQL reads make them in one statement; the
+caller then makes its reads and checks exactly as before.
 """
 
 from __future__ import annotations
@@ -22,10 +27,11 @@ from envharness.store.backend import SqliteBackend
 from envharness.store.postgres.backend import PostgresBackend
 from envharness.store.postgres.named_reads import PostgresReads
 from envharness.store.raw_rows import page_rows, session_by_id
+from envharness.store.read_ahead import ReadAhead
 from envharness.store.reader import RecordFilter, SessionInfo
 from envharness.store.token_rows import TokenInfo, participant_sessions_in, resolve_in
 
-__all__ = ["AnyBackend", "NamedReads", "SqliteReads", "read_named"]
+__all__ = ["AnyBackend", "NamedReads", "ReadAhead", "SqliteReads", "read_named"]
 
 _T = TypeVar("_T")
 
@@ -35,6 +41,10 @@ AnyBackend = SqliteBackend | PostgresBackend
 
 class NamedReads(Protocol):
     """Reads on one connection, in one worker-thread call (blocking)."""
+
+    def read_ahead(self, plan: ReadAhead) -> None:
+        """Make ``plan``'s reads now, where making them together saves round trips."""
+        ...
 
     def token(self, digest: str, now: str) -> TokenInfo | None:
         """The token whose secret has this sha256, if it is active at ``now``."""
@@ -63,6 +73,9 @@ class SqliteReads:
 
     def __init__(self, connection: sqlite3.Connection) -> None:
         self._connection = connection
+
+    def read_ahead(self, plan: ReadAhead) -> None:
+        """Nothing: SQLite's reads are calls in this process, with no round trip to save."""
 
     def token(self, digest: str, now: str) -> TokenInfo | None:
         return resolve_in(self._connection, digest, now)

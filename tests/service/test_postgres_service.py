@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import httpx
@@ -31,7 +31,7 @@ from typer.testing import CliRunner, Result
 
 from envharness.cli import app as cli_app
 from envharness.errors import ConfigurationError, StoreError
-from envharness.records import Artifact, SegmentStarted
+from envharness.records import Artifact, RecordRow, SegmentStarted
 from envharness.service.access import Access
 from envharness.service.app import create_app
 from envharness.service.auth import Principal
@@ -39,11 +39,13 @@ from envharness.service.http import events
 from envharness.service.http.events import experiment_events, record_events
 from envharness.service.link_codes import issue_stored_code, service_directory
 from envharness.service.state import Address, Service
-from envharness.store import RecordFilter
+from envharness.store import RecordFilter, SessionInfo
 from envharness.store.owners import this_process
 from envharness.store.postgres import open_postgres_store, read_postgres_store
 from envharness.store.postgres.backend import PostgresBackend
-from envharness.store.tokens import TokenStore
+from envharness.store.postgres.named_reads import PostgresReads
+from envharness.store.read_ahead import ReadAhead
+from envharness.store.tokens import TokenInfo, TokenStore
 from tests import _engines
 from tests.service._browser import stop
 from tests.service._support import BASE, ExperimentWriter, SessionWriter
@@ -176,6 +178,142 @@ async def test_a_session_whose_runner_is_gone_shows_as_interrupted(evidence: Evi
         gone = await client.get(f"/api/sessions/{writer.id}", headers=bearer(evidence, "viewer"))
     assert running.json()["session"]["status"] == "running"
     assert gone.json()["session"]["status"] == "interrupted"
+
+
+class _Counted:
+    """The psycopg connection the named reads run on, counting the statements sent on it."""
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+        self.statements: list[str] = []
+
+    def execute(self, query: str, arguments: Any = None) -> Any:
+        self.statements.append(query)
+        return self.connection.execute(query, arguments)
+
+    def cursor(self, **options: Any) -> Any:
+        cursor, statements = self.connection.cursor(**options), self.statements
+
+        class Counted:
+            def execute(self, query: str, arguments: Any = None) -> Any:
+                statements.append(query)
+                return cursor.execute(query, arguments)
+
+        return Counted()
+
+
+class _Answers(NamedTuple):
+    token: TokenInfo | None
+    session: SessionInfo | None
+    roster: frozenset[str] | None
+    page: list[RecordRow]
+
+
+def _answers(connection: _Counted, plan: ReadAhead, *, ahead: bool) -> _Answers:
+    """What the named reads answer for ``plan``'s arguments, read ahead or one by one."""
+    reads = PostgresReads(connection)
+    if ahead:
+        reads.read_ahead(plan)
+    return _Answers(
+        None if plan.token is None else reads.token(plan.token, "2000-01-01T00:00:00"),
+        reads.session(plan.session_id),
+        None
+        if plan.participant is None
+        else reads.participant_sessions(plan.participant, [plan.session_id]),
+        [] if plan.page is None else reads.page(plan.session_id, plan.page),
+    )
+
+
+async def test_reads_made_ahead_answer_as_the_reads_one_by_one_in_one_statement(
+    evidence: Evidence,
+) -> None:
+    """A GET's token check, session (with its runner's liveness), roster and page, read in
+    one statement, answer exactly as each read alone: for a revoked or unknown token, a
+    session that is not there, a participant outside the roster, a running session."""
+    tokens = TokenStore(PostgresBackend(evidence.url))
+    revoked = await tokens.issue("viewer", label="revoked")
+    await tokens.revoke(revoked.info.id)
+    digest = {
+        name: hashlib.sha256(secret.encode()).hexdigest()
+        for name, secret in {**evidence.secrets, "revoked": revoked.secret}.items()
+    }
+    writer = SessionWriter(["alice"], turns=1)
+    everything, alices = RecordFilter(limit=5), RecordFilter(participant="alice", after=2)
+    plans = [
+        ReadAhead(evidence.pair, token=digest["viewer"], page=everything),
+        ReadAhead(evidence.pair, token=digest["alice"], participant="alice", page=alices),
+        ReadAhead(evidence.solo, token=digest["alice"], participant="alice", page=alices),
+        ReadAhead(evidence.pair, token=digest["revoked"], page=everything),
+        ReadAhead(evidence.pair, token="0" * 64, participant="nobody"),
+        ReadAhead("ses_not_there", token=digest["admin"], participant="alice", page=everything),
+        ReadAhead(writer.id, page=RecordFilter(kinds=("segment.started",))),
+    ]
+
+    def compare() -> list[_Answers]:
+        found = []
+        with psycopg.connect(evidence.url, autocommit=True) as raw:
+            for plan in plans:
+                ahead, alone = _Counted(raw), _Counted(raw)
+                answered = _answers(ahead, plan, ahead=True)
+                assert answered == _answers(alone, plan, ahead=False), plan
+                assert len(ahead.statements) == 1, ahead.statements
+                assert len(alone.statements) > 1
+                found.append(answered)
+        return found
+
+    async with open_postgres_store(evidence.url) as store:
+        rows, blobs = writer.start()
+        owned = writer.chain.seal(SegmentStarted(segment=1, cause="resume", runner=this_process()))
+        await store.append([*rows, owned], blobs)
+        running = await anyio.to_thread.run_sync(compare)
+        stored = [row async for row in store.rows(evidence.pair, everything)]
+    gone = await anyio.to_thread.run_sync(compare)
+    viewer, alice, outside, refused, unknown, missing, _ = running
+    assert viewer.token is not None
+    assert viewer.session is not None
+    assert viewer.page == stored  # rows read in binary are the rows the store reads
+    assert [row.seq for row in viewer.page] == [0, 1, 2, 3, 4]
+    assert alice.roster == frozenset({evidence.pair})
+    assert {row.participant for row in alice.page} == {"alice"}
+    assert outside.roster == frozenset()
+    assert refused.token is None
+    assert unknown.token is None
+    assert unknown.roster == frozenset()
+    assert missing.session is None
+    assert missing.page == []
+    assert running[-1].session is not None
+    assert running[-1].session.status == "running"
+    assert gone[-1].session is not None
+    assert gone[-1].session.status == "interrupted"
+    assert gone[-1].page == running[-1].page
+    assert {row.kind for row in gone[-1].page} == {"segment.started"}
+
+
+async def test_a_read_ahead_answers_only_its_own_arguments_and_once(evidence: Evidence) -> None:
+    def reads() -> list[str]:
+        with psycopg.connect(evidence.url, autocommit=True) as raw:
+            counted = _Counted(raw)
+            named = PostgresReads(counted)
+            named.read_ahead(ReadAhead(evidence.pair, participant="alice"))
+            assert named.session(evidence.solo) is not None  # another session: read anew
+            assert named.session(evidence.pair) is not None  # read ahead
+            assert named.session(evidence.pair) is not None  # once only: read anew
+            assert named.participant_sessions("bob", [evidence.pair]) == frozenset({evidence.pair})
+            return counted.statements
+
+    statements = await anyio.to_thread.run_sync(reads)
+    assert len(statements) == 4
+
+
+async def test_a_revoked_token_is_refused_before_a_missing_session(evidence: Evidence) -> None:
+    async with serving(evidence) as (service, client):
+        issued = await service.tokens.issue("viewer", label="revoked later")
+        token = {"Authorization": f"Bearer {issued.secret}"}
+        before = await client.get(f"/api/sessions/{evidence.pair}/records", headers=token)
+        await TokenStore(PostgresBackend(evidence.url)).revoke(issued.info.id)
+        after = await client.get("/api/sessions/ses_not_there/records", headers=token)
+    assert before.status_code == 200
+    assert after.status_code == 401  # not the 404 the read made ahead would also allow
 
 
 async def test_an_artifact_is_served_from_its_table(evidence: Evidence) -> None:
@@ -527,16 +665,17 @@ def test_serve_and_login_link_on_postgresql(
                 sign_in = browser.get(f"/login?code={link.group(2)}")
                 assert browser.post("/login", data={"code": link.group(2)}).status_code == 303
                 home = browser.get("/")
+                listed = browser.get("/sessions")  # the overview shows only the 8 latest
                 expired = browser.post("/login", data={"code": link.group(2)})
             assert home.status_code == 200
-            assert evidence.pair in home.text
+            assert evidence.pair in listed.text
         finally:
             stop(process)
         printed = "".join(lines) + process.stdout.read()
         errors = process.stderr.read()
     assert process.returncode == 0, errors
     assert "stopped" in errors
-    shown = [printed, errors, fresh.output, sign_in.text, home.text, expired.text]
+    shown = [printed, errors, fresh.output, sign_in.text, home.text, listed.text, expired.text]
     shown += [path.read_text() for path in state_home.rglob("*") if path.is_file()]
     assert not [text for text in shown if secret in text]
     gone = invoke("--store", url, "login-link")  # the address left with the server

@@ -19,6 +19,14 @@ Each against two baselines, Starlette routes under the same uvicorn settings:
   issue's baseline ("bare Starlette over the same SQLite query"): envharness/by hand is the
   price of authentication, isolation and the checks, not of the query.
 
+With a PostgreSQL server (``--postgres URL`` of an empty database, or else one started as
+the tests start theirs, ``tests/_engines.py``), two more columns: **envharness PG**, ``serve``
+over the same session copied into it with ``copy-store`` (the same bytes), and **PG by
+hand**, the by-hand server's query on one kept psycopg connection. The tables are
+analyzed after the copy (``ANALYZE``), as autovacuum would soon do: on a fresh table the planner
+sorts the whole session for every page. Without psycopg or a server the PostgreSQL columns
+are skipped, saying why.
+
 All are uvicorn with the same settings, each in a process of its own on a free 127.0.0.1
 port; the client is a raw socket (HTTP/1.1 keep-alive for GET, one HTTP/1.0 connection per
 stream), so little of the time is the client's. Rounds alternate between the servers and
@@ -31,6 +39,7 @@ Run it from the repository root::
 
     .venv/bin/python tools/bench/service.py                   # 300 turns, pages of 100
     .venv/bin/python tools/bench/service.py --limit 1000 --seconds 3
+    .venv/bin/python tools/bench/service.py --postgres postgresql://me@127.0.0.1/empty_db
 
 On a machine shared with other work, the absolute rates swing widely; the ratios, measured
 in the same rounds, much less. Where a GET's time went before this issue (issue 20), and what
@@ -48,13 +57,15 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 import anyio
 
 from envharness import AsyncEnvironmentHarness, Scenario
 from envharness.fixtures import SyntheticAgent, SyntheticEnvironment, SyntheticScenarioInput
+from envharness.store.postgres.backend import PostgresBackend
 from envharness.store.tokens import TokenStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,8 +82,9 @@ async def write_session(store: Path, turns: int) -> str:
     return session.id
 
 
-async def viewer_token(store: Path) -> str:
-    return (await TokenStore(store).issue("viewer", label="tools/bench/service.py")).secret
+async def viewer_token(store: Path | str) -> str:
+    backend = PostgresBackend(store) if isinstance(store, str) else store
+    return (await TokenStore(backend).issue("viewer", label="tools/bench/service.py")).secret
 
 
 class Served:
@@ -235,13 +247,22 @@ def serve_by_hand(store: str) -> None:
     from starlette.responses import Response, StreamingResponse
     from starlette.routing import Route
 
-    database = (Path(store) / "evidence.sqlite3").resolve().as_uri() + "?mode=ro"
-    connection = sqlite3.connect(database, uri=True, check_same_thread=False)
     lock = threading.Lock()
     query = (
         "SELECT session_id, seq, kind, turn, participant, at, payload, prev, digest FROM records"
         " WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?"
     )
+    status_query = "SELECT status FROM sessions WHERE id = ?"
+    if store.startswith("postgresql://"):
+        import psycopg
+
+        connection: Any = psycopg.connect(store, autocommit=True)
+        query, status_query = query.replace("?", "%s"), status_query.replace("?", "%s")
+        unlimited = None  # LIMIT NULL
+    else:
+        database = (Path(store) / "evidence.sqlite3").resolve().as_uri() + "?mode=ro"
+        connection = sqlite3.connect(database, uri=True, check_same_thread=False)
+        unlimited = -1
 
     class Row(msgspec.Struct):
         session_id: str
@@ -270,13 +291,11 @@ def serve_by_hand(store: str) -> None:
 
     def stream_rows(session_id: str) -> tuple[str, list[tuple[object, ...]]]:
         with lock:
-            [(status,)] = connection.execute(
-                "SELECT status FROM sessions WHERE id = ?", (session_id,)
-            ).fetchall()
-            return status, connection.execute(query, (session_id, -1, -1)).fetchall()
+            [(status,)] = connection.execute(status_query, (session_id,)).fetchall()
+            return status, connection.execute(query, (session_id, -1, unlimited)).fetchall()
 
     def row(found: tuple[object, ...]) -> Row:
-        return Row(*found[:6], msgspec.Raw(found[6]), *found[7:])  # type: ignore[arg-type]
+        return Row(*found[:6], msgspec.Raw(bytes(found[6])), *found[7:])  # type: ignore[arg-type]
 
     async def records(request: Request) -> Response:
         limit = int(request.query_params.get("limit", "100"))
@@ -311,6 +330,37 @@ def serve_by_hand(store: str) -> None:
     )
 
 
+@contextmanager
+def postgres_database(url: str | None) -> Iterator[str | None]:
+    """``url``, or an empty database on a server started for the run as the tests start
+    theirs; ``None`` (and why, printed) when there is no driver or no server."""
+    if url is not None:
+        yield url
+        return
+    sys.path.insert(0, str(ROOT))
+    try:
+        from tests import _engines
+
+        _engines.require_psycopg()
+        with _engines.running_postgres() as postgres, _engines.fresh_database(postgres) as fresh:
+            yield fresh
+    except _engines.EngineUnavailable as exc:
+        print(f"PostgreSQL columns skipped: {str(exc).splitlines()[0]}")
+        yield None
+
+
+def copy_into(store: Path, url: str) -> str:
+    """The store copied into the database at ``url`` (every digest checked), its statistics
+    gathered; a viewer token's secret there."""
+    command = [sys.executable, "-m", "envharness.cli", "copy-store", str(store), url]
+    subprocess.run(command, check=True, cwd=ROOT, capture_output=True)
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute("ANALYZE")
+    return anyio.run(viewer_token, url)
+
+
 def _serve_app(app: object, name: str) -> None:
     import uvicorn
 
@@ -327,64 +377,75 @@ def _serve_app(app: object, name: str) -> None:
         uvicorn.Server(config).run(sockets=[sock])
 
 
-def main(turns: int, limit: int, seconds: float, rounds: int) -> None:
-    with tempfile.TemporaryDirectory(prefix="envharness-bench-") as directory:
+def main(turns: int, limit: int, seconds: float, rounds: int, postgres: str | None = None) -> None:
+    with (
+        tempfile.TemporaryDirectory(prefix="envharness-bench-") as directory,
+        postgres_database(postgres) as url,
+        ExitStack() as running,
+    ):
         store = Path(directory) / "store"
         session_id = anyio.run(write_session, store, turns)
-        token = anyio.run(viewer_token, store)
+        tokens = {"envharness": anyio.run(viewer_token, store)}
         records_path = f"/api/sessions/{session_id}/records?limit={limit}"
         events_path = f"/api/sessions/{session_id}/events"
-        ours_command = [
-            sys.executable, "-m", "envharness.cli", "--store", str(store), "serve", "--port", "0",
-        ]  # fmt: skip
-        with server(ours_command, r"http://127\.0\.0\.1:(\d+)/login") as ours:
-            page = Connection(ours.port, token).get(records_path)
-            events = stream(ours.port, token, events_path)
-            records = events.count(b"event: record\n")
-            page_file, events_file = Path(directory) / "page.json", Path(directory) / "events"
-            page_file.write_bytes(page)
-            events_file.write_bytes(events)
-            bare_command = [sys.executable, __file__, "--bare", str(page_file), str(events_file)]
-            hand_command = [sys.executable, __file__, "--by-hand", str(store)]
-            with (
-                server(bare_command, r"bare on port (\d+)") as bare,
-                server(hand_command, r"by hand on port (\d+)") as by_hand,
-            ):
-                servers = {"bare": bare, "by hand": by_hand, "envharness": ours}
-                for other in (bare, by_hand):
-                    assert Connection(other.port, token).get(records_path) == page
-                    assert stream(other.port, token, events_path) == events
-                print(
-                    f"one session: {records:,} records; a page of {limit}: {len(page):,} bytes; "
-                    f"the whole stream: {len(events):,} bytes; best of {rounds} rounds of "
-                    f"{seconds:g} s; server CPU per request or stream over all rounds"
+        serve = [sys.executable, "-m", "envharness.cli", "--store"]
+        login = r"http://127\.0\.0\.1:(\d+)/login"
+        ours = running.enter_context(server([*serve, str(store), "serve", "--port", "0"], login))
+        page = Connection(ours.port, tokens["envharness"]).get(records_path)
+        events = stream(ours.port, tokens["envharness"], events_path)
+        records = events.count(b"event: record\n")
+        page_file, events_file = Path(directory) / "page.json", Path(directory) / "events"
+        page_file.write_bytes(page)
+        events_file.write_bytes(events)
+        by_hand = [sys.executable, __file__, "--by-hand"]
+        commands = {
+            "bare": ([sys.executable, __file__, "--bare", str(page_file), str(events_file)],
+                     r"bare on port (\d+)"),
+            "by hand": ([*by_hand, str(store)], r"by hand on port (\d+)"),
+        }  # fmt: skip
+        if url is not None:
+            tokens["envharness PG"] = copy_into(store, url)
+            commands["PG by hand"] = ([*by_hand, url], r"by hand on port (\d+)")
+            commands["envharness PG"] = ([*serve, url, "serve", "--port", "0"], login)
+        servers = {
+            name: running.enter_context(server(*command)) for name, command in commands.items()
+        }
+        servers["envharness"] = ours
+        for name, other in servers.items():  # the same bytes from each
+            token = tokens.get(name, "")
+            assert Connection(other.port, token).get(records_path) == page, name
+            assert stream(other.port, token, events_path) == events, name
+        print(
+            f"one session: {records:,} records; a page of {limit}: {len(page):,} bytes; "
+            f"the whole stream: {len(events):,} bytes; best of {rounds} rounds of "
+            f"{seconds:g} s; server CPU per request or stream over all rounds (not the "
+            "PostgreSQL server's)"
+        )
+        get = {name: Rates() for name in servers}
+        sse = {name: Rates() for name in servers}
+        for _ in range(rounds):
+            for name, served in servers.items():
+                token = tokens.get(name, "")
+                get[name].measure(
+                    served,
+                    lambda port, token=token: requests(port, token, records_path, seconds),  # type: ignore[misc]
                 )
-                get = {name: Rates() for name in servers}
-                sse = {name: Rates() for name in servers}
-                for _ in range(rounds):
-                    for name, served in servers.items():
-                        get[name].measure(
-                            served, lambda port: requests(port, token, records_path, seconds)
-                        )
-                        sse[name].measure(
-                            served, lambda port: streams(port, token, events_path, records, seconds)
-                        )
-    print(
-        f"{'':19} {'bare':>8} {'by hand':>8} {'envharness':>10} {'/bare':>6} {'/by hand':>8}"
-        f"   CPU: {'bare':>7} {'by hand':>8} {'envharness':>10}"
-    )
+                sse[name].measure(
+                    served,
+                    lambda port, token=token: streams(port, token, events_path, records, seconds),  # type: ignore[misc]
+                )
     for label, rates, unit in (
         ("GET records req/s", get, 1.0),
         ("SSE records/s", sse, float(records)),
     ):  # fmt: skip
         best = {name: rate.best * unit for name, rate in rates.items()}
-        cpu = {name: f"{rate.cpu_ms():.2f} ms" for name, rate in rates.items()}
-        print(
-            f"{label:19} {best['bare']:>8,.0f} {best['by hand']:>8,.0f} "
-            f"{best['envharness']:>10,.0f} {best['envharness'] / best['bare']:>6.2f} "
-            f"{best['envharness'] / best['by hand']:>8.2f}   CPU: {cpu['bare']:>7} "
-            f"{cpu['by hand']:>8} {cpu['envharness']:>10}"
-        )
+        print(f"{label}:")
+        for name, rate in rates.items():
+            print(f"  {name:14} {best[name]:>9,.0f}   CPU {rate.cpu_ms():6.2f} ms")
+        ratios = [("envharness", "bare"), ("envharness", "by hand")]
+        if "envharness PG" in best:
+            ratios += [("envharness PG", "PG by hand"), ("envharness PG", "envharness")]
+        print("  " + "   ".join(f"{a} / {b}: {best[a] / best[b]:.2f}" for a, b in ratios))
 
 
 class Rates:
@@ -418,5 +479,9 @@ if __name__ == "__main__":
     parser.add_argument("--limit", type=int, default=100, help="records per GET page")
     parser.add_argument("--seconds", type=float, default=2.0, help="length of each round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--postgres", metavar="URL",
+        help="an empty PostgreSQL database for the PG columns (default: start a server)",
+    )  # fmt: skip
     options = parser.parse_args()
-    main(options.turns, options.limit, options.seconds, options.rounds)
+    main(options.turns, options.limit, options.seconds, options.rounds, options.postgres)

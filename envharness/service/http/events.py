@@ -180,7 +180,9 @@ async def _poll(
     service: Service, session_id: str, selection: RecordFilter, after: int
 ) -> tuple[SessionInfo, list[RecordRow]]:
     """The session's head and, when it moved past ``after``, the first page of the selected
-    records after ``after``: one worker-thread call, since a hop costs more than the queries."""
+    records after ``after``: one worker-thread call, since a hop costs more than the queries.
+    Nothing is read ahead (:class:`~envharness.store.read_ahead.ReadAhead`): most polls find
+    the head where it was, and on PostgreSQL the head alone costs half the combined read."""
     wanted = msgspec.structs.replace(selection, after=after, limit=PAGE_SIZE)
 
     def read(reads: NamedReads) -> tuple[SessionInfo | None, list[RecordRow]]:

@@ -14,13 +14,14 @@ from collections.abc import Sequence
 from envharness.store.postgres.driver import Connection
 from envharness.store.postgres.ownership import owner_key
 
-__all__ = ["owners_gone"]
+__all__ = ["HELD_KEYS", "owners_gone"]
 
-_HELD = (
+HELD_KEYS = (
     "SELECT (classid::bigint << 32) | objid::bigint FROM pg_locks"
     " WHERE locktype = 'advisory' AND objsubid = 1 AND granted"
     " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
 )
+"""The keys of the owner locks held in this database, each as a signed bigint."""
 
 
 def owners_gone(connection: Connection, rows: Sequence[Sequence[object]]) -> list[dict[str, bool]]:
@@ -30,7 +31,7 @@ def owners_gone(connection: Connection, rows: Sequence[Sequence[object]]) -> lis
     several connections (two open stores), each holding the locks of its own chains."""
     if not any(isinstance(row[-1], str) for row in rows):
         return [{} for _ in rows]
-    held = {_signed(int(key)) for (key,) in connection.execute(_HELD).fetchall()}
+    held = {_signed(int(key)) for (key,) in connection.execute(HELD_KEYS).fetchall()}
     return [
         {row[-1]: owner_key(str(row[0])) not in held} if isinstance(row[-1], str) else {}
         for row in rows
