@@ -65,6 +65,12 @@ async def test_a_store_goes_to_postgresql_and_back_unchanged(database: str, tmp_
             there = await copy_store(source, middle)
             report = await middle.verify()
             info = await middle.experiment(chains[0])
+            analyzed = await middle.backend.read_native(
+                lambda connection: connection.execute(
+                    "SELECT count(*) FROM pg_stat_user_tables WHERE relname = 'records'"
+                    " AND last_analyze IS NOT NULL"
+                ).fetchone()
+            )
             async with open_store(tmp_path / "back") as back:
                 again = await copy_store(middle, back)
                 returned = {chain: [row async for row in back.rows(chain)] for chain in chains}
@@ -75,6 +81,7 @@ async def test_a_store_goes_to_postgresql_and_back_unchanged(database: str, tmp_
     assert report.ok, report.breaks
     assert back_report.ok, back_report.breaks
     assert (info.status, info.sessions.completed) == ("completed", 1)
+    assert analyzed == (1,)  # the planner has statistics before the first page is served
 
 
 async def test_a_destination_with_records_is_refused_and_left_alone(
