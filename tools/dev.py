@@ -173,10 +173,15 @@ def demo(extra_args: list[str]) -> int:
 
 
 def test(pytest_args: list[str]) -> int:
+    """Lint, types, then the tests; the checkout's bytecode is written first, since the
+    tests start hundreds of interpreters (workers, agents, the CLI) and where
+    PYTHONDONTWRITEBYTECODE is set none of them would keep what it compiled: each would
+    compile envharness again (0.68 s to import the CLI and a pool worker, 0.37 s compiled)."""
     steps = [
         [str(PYTHON), "-m", "ruff", "format", "--check", "."],
         [str(PYTHON), "-m", "ruff", "check", "."],
         [str(PYTHON), "-m", "mypy"],
+        [str(PYTHON), "-m", "compileall", "-q", "envharness", "research", "tests", "tools"],
         [str(PYTHON), "-m", "pytest", *parallel(pytest_args), *pytest_args],
     ]
     failed = []
