@@ -9,7 +9,7 @@ import re
 import socket
 import threading
 from collections.abc import AsyncGenerator, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import aclosing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,7 @@ from envharness.service.app import create_app
 from envharness.service.state import Address, Service
 from envharness.store import Store, open_store, read_store
 from envharness.store.tokens import TokenStore
+from tests.service._asgi import ClosingASGITransport
 
 BASE = "http://127.0.0.1:8765"
 TRIO, SOLO, FLAKY, BRANCH = 10, 11, 12, 13
@@ -245,7 +246,7 @@ class World:
         if role in self.secrets:
             headers["Authorization"] = f"Bearer {self.secrets[role]}"
         return httpx.AsyncClient(
-            transport=httpx.ASGITransport(self.app), base_url=BASE, headers=headers, **options
+            transport=ClosingASGITransport(self.app), base_url=BASE, headers=headers, **options
         )
 
 
@@ -326,11 +327,11 @@ async def until_keep_alive(stream: AsyncGenerator[bytes, None]) -> list[bytes]:
     """An event stream's chunks up to its first keep-alive (within 5 s); the stream is closed."""
     chunks = []
     with anyio.fail_after(5):
-        async for chunk in stream:
-            chunks.append(chunk)
-            if chunk == KEEP_ALIVE:
-                break
-    await stream.aclose()
+        async with aclosing(stream) as opened:
+            async for chunk in opened:
+                chunks.append(chunk)
+                if chunk == KEEP_ALIVE:
+                    break
     return chunks
 
 
@@ -347,7 +348,7 @@ def run_api_doc_example(
     real = envharness.client.Client
 
     def over_the_app(base_url: str, token: str | None = None, **options: Any) -> Any:
-        return real(base_url, token, transport=httpx.ASGITransport(world.app))
+        return real(base_url, token, transport=ClosingASGITransport(world.app))
 
     monkeypatch.setattr(envharness.client, "Client", over_the_app)
     monkeypatch.setenv("ENVHARNESS_TOKEN", world.secrets[role])

@@ -26,23 +26,26 @@ memory stays flat however long the export."""
 
 
 async def export_response(lines: AsyncGenerator[bytes, None], *, filename: str) -> Response:
-    """``lines`` as a JSON-lines download, its first line (and so its check) taken first."""
+    """``lines`` as a JSON-lines download, its first line (and so its check) taken first.
+
+    The chunks' generator is started here, so the one the response receives already holds
+    ``lines`` open: closing it reaches ``lines`` (and the read it holds) however the response
+    ends, even before its first write. A generator never started closes without running, and
+    would have left ``lines`` to the garbage collector."""
+    chunks = _chunked(lines)
     try:
-        first = await anext(lines)
-    except StopAsyncIteration:
-        first = b""
+        await anext(chunks)  # reads the first line: a refused export raises here
     except TrajectoryError as error:
-        await lines.aclose()
         raise trajectory_problem(error) from None
-    return ClosingStream(
-        _chunked(first, lines), media_type="application/x-ndjson", filename=filename
-    )
+    return ClosingStream(chunks, media_type="application/x-ndjson", filename=filename)
 
 
-async def _chunked(first: bytes, rest: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
-    """``first`` and then every line of ``rest``, gathered into writes of about :data:`CHUNK`
-    bytes; ``rest`` is closed however the stream ends."""
+async def _chunked(rest: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
+    """An empty chunk once the first line of ``rest`` is read, then every line gathered into
+    writes of about :data:`CHUNK` bytes; ``rest`` is closed however the stream ends."""
     async with aclosing(rest) as lines:
+        first = await anext(lines, b"")
+        yield b""
         buffer = [first]
         size = len(first)
         async for line in lines:

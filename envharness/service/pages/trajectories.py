@@ -10,6 +10,7 @@ time.
 from __future__ import annotations
 
 from collections import Counter
+from contextlib import aclosing
 from typing import Annotated
 from urllib.parse import urlencode
 
@@ -113,9 +114,9 @@ async def trajectories_page(call: Call[TrajectoriesPageQuery]) -> Response:
             parameter="outcome",
         )  # fmt: skip
     base = TrajectoryFilter(origin=query.origin, experiment=query.experiment, source=query.source)
-    found: list[Trajectory] = []
-    async for _, trajectory in trajectories.select(await trajectories.candidates(base), base):
-        found.append(trajectory)
+    candidates = await trajectories.candidates(base)
+    async with aclosing(trajectories.select(candidates, base)) as selected:
+        found: list[Trajectory] = [trajectory async for _, trajectory in selected]
     counts: dict[str, Counter[str]] = {
         "origin": Counter(t.provenance.origin for t in found),
         "execution": Counter(t.execution.state for t in found),
