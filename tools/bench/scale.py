@@ -17,7 +17,9 @@ what a long experiment sees), then this process's CPU time per session — the d
 committing every worker's records through the one writer — and the rate that share alone would
 allow (the single writer's ceiling on this machine), and the workers' CPU time per session (all
 of them together: the pool's with their start, Ray's actors' read from ``/proc`` around the
-run, since they are the raylet's children, not this process's). The ratio
+run, since they are the raylet's children, not this process's); for Ray also the actor calls
+the driver made a session, pushes and pulls (each costs the driver about half a millisecond of
+CPU, more than the frames it carries). The ratio
 of 2 workers to 1 (steady rates, same run) is the figure issue 14 sets a target for: at least
 1.6x on a 2-core machine. With the driver at ``d`` and a worker at ``w`` of CPU per session, one
 worker is bound by ``max(w, d)`` and two on two cores by ``w + d`` shared between both cores, so
@@ -82,6 +84,8 @@ class Timing:
         self.cpu = 0.0
         self.workers_cpu = 0.0
         """CPU time of the workers this run started and ended (their start included)."""
+        self.calls: dict[str, int] = {}
+        """Ray actor calls the driver made during the run, by kind (Ray runs only)."""
 
     def saw(self, session_id: str, turn: int, planned: int) -> None:
         if self.first is None:
@@ -132,6 +136,35 @@ def actors_cpu() -> float:
     return total
 
 
+class CallCounts:
+    """Counts the driver's actor calls by wrapping :class:`RayChannel`'s two call sites (a
+    bench's instrument: the executor itself keeps no counters)."""
+
+    def __init__(self) -> None:
+        self.counts = {"push": 0, "pull": 0}
+
+    def install(self) -> None:
+        from envharness.runtime.executors.ray_channel import RayChannel
+
+        pull = "_collect" if hasattr(RayChannel, "_collect") else "_pull"  # before: _pull
+        for kind, name in (("push", "_push"), ("pull", pull)):
+            setattr(RayChannel, name, self._counting(kind, getattr(RayChannel, name)))
+
+    def _counting(self, kind: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.counts[kind] += 1
+            return method(*args, **kwargs)
+
+        return counted
+
+    def now(self) -> dict[str, int]:
+        return dict(self.counts)
+
+
+CALLS = CallCounts()
+
+
 def children_cpu() -> float:
     """CPU time of this process's children that have ended (an executor's workers end, and are
     waited for, before its experiment's ``run`` returns)."""
@@ -168,12 +201,14 @@ async def measure(
         else:
             workers_cpu_now = children_cpu
         experiment = harness.experiment(name, scenarios, turns=turns, executor=executor)
+        calls = CALLS.now()
         cpu, workers_cpu = time.process_time(), workers_cpu_now()
         timing.started = time.perf_counter()
         result = await experiment.run(progress=timing.saw)
         timing.ended = time.perf_counter()
         timing.cpu = time.process_time() - cpu
         timing.workers_cpu = workers_cpu_now() - workers_cpu
+        timing.calls = {kind: CALLS.now()[kind] - calls[kind] for kind in calls}
     if result.completed != sessions:
         raise SystemExit(f"{name}: only {result.completed} of {sessions} sessions completed")
     return timing
@@ -273,6 +308,15 @@ async def main(args: argparse.Namespace) -> None:
                 f"{timing.steady:>9.1f} {per * 1e3:>22.2f} {1 / per:>17.0f} "
                 f"{workers:>23}"
             )
+            if name.startswith("ray"):
+                said = ", ".join(
+                    f"{count / args.sessions:.2f} {kind}es"
+                    if kind == "push"
+                    else f"{count / args.sessions:.2f} {kind}s"
+                    for kind, count in timing.calls.items()
+                )
+                total = sum(timing.calls.values()) / args.sessions
+                print(f"{'':<8} actor calls a session: {total:.2f} ({said})")
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     for kind in ("pool", "ray"):
@@ -324,4 +368,5 @@ if __name__ == "__main__":
             log_to_driver=False,
             logging_level=logging.WARNING,
         )
+        CALLS.install()
     anyio.run(optimizer_main if options.optimizer else main, options)

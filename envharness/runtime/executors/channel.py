@@ -10,9 +10,9 @@ only moves bytes: pipes for the pool, actor calls for Ray.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-__all__ = ["Channel", "WorkerSpawner"]
+__all__ = ["Channel", "LazySends", "TellsWaiting", "WorkerSpawner"]
 
 
 class Channel(Protocol):
@@ -28,6 +28,28 @@ class Channel(Protocol):
     async def receive(self) -> bytes: ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class LazySends(Protocol):
+    """A driver's end whose every send is a call of its own (Ray's): a frame no session needs
+    at once (an acknowledgement) may wait to ride on the next call that goes anyway.
+
+    ``send_soon`` queues the frame and returns; the frame goes with the next call, and by
+    itself only once the worker has nothing left to do but wait for the driver (it says so,
+    see :class:`TellsWaiting`) or after a short hold — a worker is never left waiting on a
+    frame the driver keeps back.
+    """
+
+    async def send_soon(self, frame: bytes) -> None: ...
+
+
+@runtime_checkable
+class TellsWaiting(Protocol):
+    """A worker's end that wants to know when the worker can go no further without the driver:
+    every session it runs waits for the driver's word (an acknowledgement), or it runs none."""
+
+    def waiting(self, stuck: bool) -> None: ...
 
 
 class WorkerSpawner(Protocol):

@@ -257,7 +257,7 @@ class _RemoteRuns:
     async def _attempt(self, link: Link, remote: Remote, attempt: NextAttempt) -> None:
         link.sessions[remote.key] = remote
         try:
-            await link.send(attempt(remote.key))
+            await link.send_soon(attempt(remote.key))  # a busy worker's next pull takes it
             try:
                 await remote.ended.wait()
             except anyio.get_cancelled_exc_class():

@@ -15,7 +15,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from envharness.errors import ConfigurationError, StoreError
 from envharness.records import Cost, RecordRow, RunnerRef, Status, decode_payload
-from envharness.runtime.executors.channel import Channel, WorkerSpawner
+from envharness.runtime.executors.channel import Channel, LazySends, WorkerSpawner
 from envharness.runtime.executors.frames import (
     Ack,
     Acks,
@@ -119,6 +119,8 @@ class Link:
         self.lost: str | None = None
         """Why the worker is gone, when it died."""
         self._closing = False
+        self._lazy: LazySends | None = None
+        """The channel, when it lets frames ride on its next call (found once it is open)."""
         self.reading = anyio.CancelScope(shield=True)
         """Shielded: a stopped experiment's sessions record ``stopped`` through this link, so
         it keeps reading until the worker closes its end (cancelled only when it does not)."""
@@ -133,6 +135,19 @@ class Link:
             return
         try:
             await self.channel.send(encode(frame))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            self._lose(f"{self.name} cannot be reached: {exc}")
+
+    async def send_soon(self, frame: Any) -> None:
+        """Send what no session needs this instant (an acknowledgement, a session for a worker
+        busy with others): a carrier that pays a call per send lets it ride on the next call
+        (:class:`~.channel.LazySends`)."""
+        lazy = self._lazy
+        if lazy is None or self.lost is not None:
+            await self.send(frame)
+            return
+        try:
+            await lazy.send_soon(encode(frame))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             self._lose(f"{self.name} cannot be reached: {exc}")
 
@@ -175,6 +190,7 @@ class Link:
         first = await self._open(opening)
         channel = self.channel
         assert channel is not None
+        self._lazy = channel if isinstance(channel, LazySends) else None
         if isinstance(first, Refused):
             raise WorkerError(f"{self.name} refused the experiment: {first.message}")
         if not isinstance(first, Ready):
@@ -248,17 +264,17 @@ class Link:
                     except (anyio.WouldBlock, anyio.EndOfStream):  # none yet, or no more
                         break
                     if not pending.done:
-                        await self.send(_acks(done))
+                        await self.send_soon(_acks(done))
                         done = []
                     error = await _failure(pending)
                     done.append(batch)
                 if error is not None:
                     failed = done.pop()
                     if done:
-                        await self.send(_acks(done))
-                    await self.send(Ack(failed, error))
+                        await self.send_soon(_acks(done))
+                    await self.send_soon(Ack(failed, error))
                 else:
-                    await self.send(_acks(done))
+                    await self.send_soon(_acks(done))
 
     async def _keep_artifact(self, frame: Artifact) -> None:
         try:

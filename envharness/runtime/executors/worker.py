@@ -30,7 +30,7 @@ from envharness.contracts.scenario import Scenario
 from envharness.errors import ConfigurationError, StoreError
 from envharness.records import RecordRow
 from envharness.runtime.budgets import BudgetWatch
-from envharness.runtime.executors.channel import Channel
+from envharness.runtime.executors.channel import Channel, TellsWaiting
 from envharness.runtime.executors.frames import (
     PROTOCOL,
     Ack,
@@ -144,12 +144,14 @@ class _Acknowledged:
     """A batch handed to the driver: done once it says the batch is committed (or not).
 
     Behaves as the journal's :class:`~envharness.store.journal.Pending` does for the recorder.
+    While a session waits for one, its worker counts it among those waiting for the driver.
     """
 
-    __slots__ = ("_done", "error")
+    __slots__ = ("_done", "_worker", "error")
 
-    def __init__(self) -> None:
+    def __init__(self, worker: _Worker) -> None:
         self._done = anyio.Event()
+        self._worker = worker
         self.error: StoreError | None = None
 
     @property
@@ -159,11 +161,16 @@ class _Acknowledged:
     def resolve(self, error: str | None) -> None:
         self.error = None if error is None else StoreError(error)
         self._done.set()
+        self._worker.awaited(self, False)
 
     async def committed(self) -> None:
         if not self._done.is_set():
-            with anyio.CancelScope(shield=True):  # handed over: learn whether it is stored
-                await self._done.wait()
+            self._worker.awaited(self, True)
+            try:
+                with anyio.CancelScope(shield=True):  # handed over: learn whether it is stored
+                    await self._done.wait()
+            finally:
+                self._worker.awaited(self, False)
         if self.error is not None:
             raise self.error
 
@@ -181,14 +188,14 @@ class _Evidence:
     async def submit(
         self, rows: Sequence[RecordRow], blobs: Mapping[str, bytes] | None = None
     ) -> Pending:
-        waiting = _Acknowledged()
+        waiting = _Acknowledged(self._worker)
         batch = next(self._worker.numbers)
         self._worker.acks[batch] = waiting
         await self._worker.send(Batch(self._key, batch, list(rows), dict(blobs or {})))
         return cast(Pending, waiting)
 
     async def put_artifact(self, data: bytes) -> str:
-        waiting = _Acknowledged()
+        waiting = _Acknowledged(self._worker)
         request = next(self._worker.numbers)
         self._worker.acks[request] = waiting
         await self._worker.send(Artifact(request, data))
@@ -211,6 +218,32 @@ class _Worker:
         self._paused: tuple[str | None] | None = None
         self._gone = False
         """Whether the driver went away: nothing more can be committed."""
+        self._tell = channel.waiting if isinstance(channel, TellsWaiting) else None
+        self._awaited: set[_Acknowledged] = set()
+        """What sessions wait for now: the driver's word on these."""
+        self._stuck = False
+        """What the channel was last told: every session waits for the driver (or none runs)."""
+        self._starting = 0
+        """Sessions the driver sent whose task has not begun yet (they will send frames)."""
+
+    def awaited(self, waiting: _Acknowledged, awaits: bool) -> None:
+        """A session began or stopped waiting for the driver's word on ``waiting``."""
+        if awaits:
+            self._awaited.add(waiting)
+        else:
+            self._awaited.discard(waiting)
+        self._tell_if_stuck()
+
+    def _tell_if_stuck(self, again: bool = False) -> None:
+        """Tell a channel that wants to know (Ray's, which holds acknowledgements back for the
+        next call) when the worker can go no further without the driver: on a change, and
+        ``again`` after each frame of the driver's that left it stuck (the channel may have
+        held its word back while that frame was on its way)."""
+        if self._tell is not None:
+            stuck = len(self._awaited) >= len(self._sessions) + self._starting
+            if stuck != self._stuck or (again and stuck):
+                self._stuck = stuck
+                self._tell(stuck)
 
     async def send(self, frame: Any) -> None:
         """Send to the driver; once it is gone, a :class:`StoreError` — to a session, the
@@ -241,6 +274,7 @@ class _Worker:
 
     async def listen(self) -> bool:
         """Follow the driver's frames until it closes the experiment (``True``) or goes away."""
+        self._tell_if_stuck()  # no session yet: it waits for the driver's first
         while True:
             try:
                 frame = decode_driver_frame(await self._channel.receive())
@@ -255,6 +289,7 @@ class _Worker:
                     if (waiting := self.acks.pop(batch, None)) is not None:
                         waiting.resolve(None)
             elif isinstance(frame, Run | Resume):
+                self._starting += 1
                 self._group.start_soon(self._session, frame)
             elif isinstance(frame, Stored):
                 if frame.sha256 is not None:
@@ -276,6 +311,7 @@ class _Worker:
             elif isinstance(frame, Close):
                 self._resolve_all(_CLOSED)  # a session still waiting is cancelled next
                 return True
+            self._tell_if_stuck(again=True)
 
     def _later(self, frame: Any) -> Callable[[], None]:
         """A callback that sends ``frame`` from a task of its own (callbacks are sync)."""
@@ -293,6 +329,8 @@ class _Worker:
         ended: Ended | None = None
         with anyio.CancelScope() as scope:
             self._sessions[key] = (scope, pause)
+            self._starting -= 1
+            self._tell_if_stuck()
             try:
                 ended = await self._play(run, pause)
             except StoreError as exc:
@@ -303,6 +341,7 @@ class _Worker:
                 ended = Ended(key, crash=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
             finally:
                 del self._sessions[key]
+                self._tell_if_stuck()
         with anyio.CancelScope(shield=True):
             await self._send_quietly(ended or Ended(key))
 

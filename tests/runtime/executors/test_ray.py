@@ -4,7 +4,8 @@ Every Ray test of the suite lives in this module: each module that asks for Ray 
 cluster of its own (~10 s), so they share this one. What it pins down: Ray's behaviour the
 executor stands on (a task's result reaches a driver on either backend; one async actor runs
 several anyio task groups at once), the carrier (frames both ways in order and batched, the end
-of a worker told apart from its death), an experiment's evidence identical to in-process, a
+of a worker told apart from its death, frames held for the next pull sent at once to a worker
+that waits for them), an experiment's evidence identical to in-process, a
 worker killed with SIGKILL mid-experiment, actors kept by an open executor from one experiment
 to the next, a local cluster of an experiment's own (in a process of its own, ~7 s: the one
 test here that starts a second cluster, started with the first Ray test so that it runs while
@@ -13,6 +14,7 @@ the others do), and the bad inputs.
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import shutil
@@ -36,7 +38,7 @@ from envharness.fixtures import (
     SyntheticScenarioInput,
 )
 from envharness.records import RunnerRef, SegmentStarted
-from envharness.runtime.executors import WorkerError
+from envharness.runtime.executors import WorkerError, ray_channel
 from envharness.runtime.executors import ray_cluster as joining
 from envharness.runtime.executors.channel import Channel
 from envharness.runtime.executors.ray import RayExecutor, RaySpawner
@@ -220,6 +222,27 @@ async def _send_all(channel: Channel, frames: list[bytes]) -> None:
 # The driver's end waits in worker threads the same way on either backend, so the tests below
 # run on asyncio only; the test above and the experiments run on both.
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_frame_held_for_the_next_call_goes_alone_once_the_hold_ends(
+    spawners: dict[str, RaySpawner],
+) -> None:
+    """No call comes (the driver is not receiving) and the worker never says it waits (this
+    echo cannot): the held frame is pushed by itself when the hold ends, so a worker whose
+    sessions send nothing for a while still gets its acknowledgements."""
+    channel = await spawners["echo"].start(0)
+    assert isinstance(channel, RayChannel)
+    await channel.send(b"first")
+    assert await _receive(channel) == b"firstfirst"  # its pull said: the worker does not wait
+    with anyio.fail_after(RAY_WAIT_S):
+        await channel.send_soon(b"held")  # returns once pushed: nothing else would take it
+    assert channel._queued == []  # gone before the receive below, whose pull could carry it
+    assert await _receive(channel) == b"heldheld"
+    await channel.send(b"stop")
+    with pytest.raises(anyio.EndOfStream):
+        await _receive(channel)
+    await channel.aclose()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_a_worker_that_raises_breaks_the_channel_after_its_last_frames(
     spawners: dict[str, RaySpawner],
 ) -> None:
@@ -311,6 +334,31 @@ async def test_ray_records_the_same_evidence_as_in_process(
     ray_cluster: _engines.RayCluster, tmp_path: Path
 ) -> None:
     assert os.getpid() not in await _same_evidence_as_in_process(tmp_path, RayExecutor(workers=2))
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_worker_waiting_for_a_held_acknowledgement_gets_it_without_the_hold_ending(
+    ray_cluster: _engines.RayCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Acknowledgements and sessions ride on the driver's next pull; a worker left with nothing
+    to do but wait for them says so and is sent them at once. With the hold made endless, one
+    session at a time on one actor (each waits for its first and last commits with no other
+    session whose frames would bring a pull back) still runs to the end."""
+    monkeypatch.setattr(ray_channel, "RIDE_SECONDS", math.inf)
+    store = tmp_path / "one-at-a-time"
+    run = AsyncEnvironmentHarness(
+        store,
+        environment=SyntheticEnvironment,
+        agents={"agent": SyntheticAgent},
+        max_concurrency=1,
+    ).experiment("sweep", SCENARIOS, turns=3, executor=RayExecutor(workers=1))
+    turns: list[int] = []
+    with anyio.fail_after(RAY_WAIT_S):
+        result = await run.run(progress=lambda session_id, turn, planned: turns.append(turn))
+    assert (result.status, result.completed) == ("completed", 3)
+    assert turns.count(0) == 3  # each session's start was committed before its first turn
+    async with reading_store(store) as reading:
+        assert (await reading.verify()).ok
 
 
 class PacedAgent:

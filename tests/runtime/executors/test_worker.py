@@ -22,6 +22,7 @@ from envharness.runtime.executors.frames import (
     Ready,
     Refused,
     Run,
+    Settling,
     decode_worker_frame,
     encode,
 )
@@ -138,3 +139,53 @@ async def test_batches_acknowledged_together_in_one_frame_each_count_as_committe
         await driver.aclose()
     assert batches
     assert (frame.status, frame.turns_completed, frame.crash) == ("completed", 3, None)
+
+
+class TellingChannel(MemoryChannel):
+    """A worker's end that wants to know when the worker can go no further without the driver
+    (as Ray's does, to hold acknowledgements back for its next call)."""
+
+    def __init__(self, inner: MemoryChannel) -> None:
+        super().__init__(inner._send, inner._receive)
+        self.told: list[bool] = []
+        self.changed = anyio.Event()
+
+    def waiting(self, stuck: bool) -> None:
+        self.told.append(stuck)
+        self.changed.set()
+        self.changed = anyio.Event()
+
+
+async def test_a_worker_says_when_every_session_it_runs_waits_for_the_driver() -> None:
+    """Stuck with no session, not once one plays, stuck while its last batch waits for its
+    acknowledgement, not once acknowledged, stuck once it ended (said on each change, and
+    again after each frame of the driver's that leaves it stuck)."""
+    driver, plain = pair()
+    worker = TellingChannel(plain)
+
+    async def told(count: int) -> list[bool]:
+        """What the worker said, each change once, after waiting for ``count`` changes."""
+        with anyio.fail_after(10):  # a guard against a hang, not a speed check
+            while len(changes := _changes(worker.told)) < count:
+                await worker.changed.wait()
+        return changes
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(serving, worker)
+        await driver.send(opening(((SCENARIO,), short_plan, SessionRunner, None)))
+        assert isinstance(decode_worker_frame(await driver.receive()), Ready)
+        assert worker.told == [True]  # no session yet: it waits for the driver's first
+        await driver.send(encode(Run(0, 0, 0, 7)))
+        batches: list[int] = []
+        while not isinstance(frame := decode_worker_frame(await driver.receive()), Settling):
+            if isinstance(frame, Batch):
+                batches.append(frame.batch)
+        assert await told(3) == [True, False, True]  # the session waits for its batches
+        await driver.send(encode(Acks(batches)))
+        assert isinstance(decode_worker_frame(await driver.receive()), Ended)
+        assert await told(5) == [True, False, True, False, True]
+        await driver.aclose()
+
+
+def _changes(said: list[bool]) -> list[bool]:
+    return [value for i, value in enumerate(said) if i == 0 or value != said[i - 1]]
