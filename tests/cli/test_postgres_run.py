@@ -74,16 +74,6 @@ def test_one_session_runs_into_postgresql_and_a_stop_of_it_is_refused_as_ended(
     assert "is not running (it is completed)" in stopped.output
 
 
-def test_commands_that_need_a_store_directory_still_refuse_the_url(
-    invoke: Invoke, database: str
-) -> None:
-    refused = invoke("--store", database, "sources")
-    assert refused.exit_code != 0
-    assert "does not work on a PostgreSQL store yet" in refused.output
-    assert "run, resume, continue, stop, pause" in refused.output
-    assert SECRET not in refused.output
-
-
 def test_a_session_paused_in_postgresql_resumes_from_the_command_line(
     invoke: Invoke, database: str
 ) -> None:
