@@ -248,6 +248,17 @@ def distinct_answers(count: int) -> list[str]:
     return found
 
 
+async def candidate_reruns(store: Path, run_id: str) -> list[float]:
+    """Seconds each candidate's rerun took, as the run recorded them (its evidence, not a
+    clock of the bench's own)."""
+    reader = await read_store(store)
+    return [
+        record.payload.seconds
+        async for record in reader.records(run_id)
+        if isinstance(record.payload, OptimizerMeasured) and record.payload.role == "candidate"
+    ]
+
+
 async def capacity_one(
     directory: Path, capacity: int, candidates: int, scenarios: int, sandbox: str
 ) -> dict[str, Any]:
@@ -266,12 +277,7 @@ async def capacity_one(
     result = await HarnessOptimizer(harness, engineer, config=config).optimize_async(
         tickets(scenarios)
     )
-    reader = await read_store(store)
-    reruns = [
-        record.payload.seconds
-        async for record in reader.records(result.run_id)
-        if isinstance(record.payload, OptimizerMeasured) and record.payload.role == "candidate"
-    ]
+    reruns = await candidate_reruns(store, result.run_id)
     assert len(reruns) == candidates, f"expected {candidates} reruns, measured {len(reruns)}"
     assert result.accepted_version == "harness-v1"
     wall = result.iterations[0].seconds

@@ -48,14 +48,12 @@ from pathlib import Path
 
 import anyio
 from _cpu_desk import WORK, CpuBoundDesk  # tools/bench/ is sys.path[0] as a script
-from optimizer import distinct_answers  # tools/bench/optimizer.py: its candidates
+from optimizer import candidate_reruns, distinct_answers  # tools/bench/optimizer.py
 
 from envharness import AsyncEnvironmentHarness
 from envharness.demos.support_desk import RefundFirstPolicy, tickets
 from envharness.optimizer import HarnessOptimizer, OptimizationConfig, ScriptedEngineer
-from envharness.records import OptimizerMeasured
 from envharness.runtime.executors import ProcessPoolExecutor
-from envharness.store import read_store
 
 
 def children_cpu() -> float:
@@ -141,12 +139,7 @@ async def iteration(directory: Path, options: argparse.Namespace, capacity: int)
         profile.dump_stats(options.profile)
     if result.accepted_version != "harness-v1":
         raise SystemExit(f"the optimizer accepted {result.accepted_version}, not harness-v1")
-    reader = await read_store(store)
-    reruns = [
-        record.payload.seconds
-        async for record in reader.records(result.run_id)
-        if isinstance(record.payload, OptimizerMeasured) and record.payload.role == "candidate"
-    ]
+    reruns = await candidate_reruns(store, result.run_id)
     if len(reruns) != options.candidates:
         raise SystemExit(f"expected {options.candidates} reruns, measured {len(reruns)}")
     wall, driver, workers = clock.spent()

@@ -218,12 +218,10 @@ async def optimizer_iteration(
     directory: Path, capacity: int, executor: Executor | None
 ) -> tuple[float, float]:
     """One optimizer iteration's wall time and the sum of its candidates' rerun times."""
-    from optimizer import distinct_answers  # tools/bench/optimizer.py: its candidates
+    from optimizer import candidate_reruns, distinct_answers  # tools/bench/optimizer.py
 
     from envharness.demos.support_desk import RefundFirstPolicy, SupportDesk, tickets
     from envharness.optimizer import HarnessOptimizer, OptimizationConfig, ScriptedEngineer
-    from envharness.records import OptimizerMeasured
-    from envharness.store import read_store
 
     store = directory / f"optimizer-{capacity}-{executor!r}-{time.monotonic_ns()}"
     harness = AsyncEnvironmentHarness(
@@ -236,12 +234,7 @@ async def optimizer_iteration(
     result = await HarnessOptimizer(harness, engineer, config=config).optimize_async(tickets(32))
     if result.accepted_version != "harness-v1":
         raise SystemExit(f"the optimizer accepted {result.accepted_version}, not harness-v1")
-    reader = await read_store(store)
-    reruns = [
-        record.payload.seconds
-        async for record in reader.records(result.run_id)
-        if isinstance(record.payload, OptimizerMeasured) and record.payload.role == "candidate"
-    ]
+    reruns = await candidate_reruns(store, result.run_id)
     return result.iterations[0].seconds, sum(reruns)
 
 
