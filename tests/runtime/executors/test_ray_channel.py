@@ -5,6 +5,9 @@ runs first, and a pull ends early once the worker waits for what the driver may 
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
 import anyio
 import pytest
 
@@ -17,8 +20,15 @@ HANG_S = 10
 """A guard against a hang, not a speed check."""
 
 
-def discard(actor: WorkerActor) -> None:
-    """Close what only Ray's end of the actor (its kill) would otherwise end."""
+@asynccontextmanager
+async def serving(serve: Callable[[Channel], Awaitable[None]]) -> AsyncIterator[WorkerActor]:
+    """The actor running ``serve``, called by the block as the driver would; then closed as
+    only Ray's end of the actor (its kill) would otherwise close it."""
+    actor = WorkerActor(serve)
+    with anyio.fail_after(HANG_S):
+        async with anyio.create_task_group() as group:
+            group.start_soon(actor.run)
+            yield actor
     actor._to_driver.close()
     actor._to_worker.close()
 
@@ -33,17 +43,13 @@ async def test_numbered_calls_reach_the_worker_in_order_whichever_runs_first() -
             except anyio.EndOfStream:
                 return
 
-    actor = WorkerActor(serve)
-    with anyio.fail_after(HANG_S):
-        async with anyio.create_task_group() as group:
-            group.start_soon(actor.run)
-            await actor.push(2, [b"e"], True)  # overtook the two before it: held
-            await actor.push(1, [b"c", b"d"], False)
-            await anyio.wait_all_tasks_blocked()
-            assert received == []
-            # the first call, a pull, releases all three; then the worker ends with the close
-            assert await actor.pull(0, [b"a", b"b"]) == ([], True, None, True)
-    discard(actor)
+    async with serving(serve) as actor:
+        await actor.push(2, [b"e"], True)  # overtook the two before it: held
+        await actor.push(1, [b"c", b"d"], False)
+        await anyio.wait_all_tasks_blocked()
+        assert received == []
+        # the first call, a pull, releases all three; then the worker ends with the close
+        assert await actor.pull(0, [b"a", b"b"]) == ([], True, None, True)
     assert received == [b"a", b"b", b"c", b"d", b"e"]
 
 
@@ -59,17 +65,13 @@ async def test_a_pull_ends_early_once_the_worker_waits_for_the_driver() -> None:
         with pytest.raises(anyio.EndOfStream):
             await channel.receive()
 
-    actor = WorkerActor(serve)
-    with anyio.fail_after(HANG_S):
-        async with anyio.create_task_group() as group:
-            group.start_soon(actor.run)
-            assert await actor.pull(None, []) == ([b"hello"], False, None, False)
-            # nothing to return, but the worker waits on the driver: the pull says so at once
-            assert await actor.pull(0, [b"go"]) == ([], False, None, True)
-            assert await actor.pull(1, [b"ack"]) == ([b"thanks"], False, None, False)
-            await actor.push(2, [], True)
-            assert await actor.pull(None, []) == ([], True, None, True)
-    discard(actor)
+    async with serving(serve) as actor:
+        assert await actor.pull(None, []) == ([b"hello"], False, None, False)
+        # nothing to return, but the worker waits on the driver: the pull says so at once
+        assert await actor.pull(0, [b"go"]) == ([], False, None, True)
+        assert await actor.pull(1, [b"ack"]) == ([b"thanks"], False, None, False)
+        await actor.push(2, [], True)
+        assert await actor.pull(None, []) == ([], True, None, True)
 
 
 async def test_a_worker_stuck_with_a_frame_still_in_its_inbox_is_heard_once_it_took_it() -> None:
@@ -88,13 +90,9 @@ async def test_a_worker_stuck_with_a_frame_still_in_its_inbox_is_heard_once_it_t
         with pytest.raises(anyio.EndOfStream):
             await channel.receive()
 
-    actor = WorkerActor(serve)
-    with anyio.fail_after(HANG_S):
-        async with anyio.create_task_group() as group:
-            group.start_soon(actor.run)
-            assert await actor.pull(None, []) == ([b"hello"], False, None, False)
-            assert await actor.pull(0, [b"one", b"two"]) == ([], False, None, True)
-            assert took == [b"one", b"two"]
-            await actor.push(1, [], True)
-            assert await actor.pull(None, []) == ([], True, None, True)
-    discard(actor)
+    async with serving(serve) as actor:
+        assert await actor.pull(None, []) == ([b"hello"], False, None, False)
+        assert await actor.pull(0, [b"one", b"two"]) == ([], False, None, True)
+        assert took == [b"one", b"two"]
+        await actor.push(1, [], True)
+        assert await actor.pull(None, []) == ([], True, None, True)
