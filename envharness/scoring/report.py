@@ -11,6 +11,7 @@ report can be made while the experiment runs; once it has ended, every report of
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -55,8 +56,6 @@ _KINDS = (
     "segment.started",
     "segment.ended",
 )
-_PAGE = 2000
-"""Records per read: every page is one short read transaction."""
 
 
 class FindingRef(msgspec.Struct, frozen=True, kw_only=True):
@@ -201,13 +200,9 @@ async def _read(
     reason: str | None = None
     ran = 0.0
     running_since: datetime | None = None
-    upto = await store.last_position()
-    after = -1
-    while True:
-        page = await store.experiment_rows(
-            experiment_id, kinds=_KINDS, after=after, upto=upto, limit=_PAGE
-        )
-        for _, row in page:
+    rows = store.experiment_rows_so_far(experiment_id, kinds=_KINDS)
+    async with aclosing(rows):
+        async for row in rows:
             payload = decode_payload(row.payload)
             if isinstance(payload, ExperimentCreated) and row.session_id == experiment_id:
                 config = payload.config
@@ -228,9 +223,6 @@ async def _read(
             elif isinstance(payload, Finding):
                 session = evidence[row.session_id]
                 session.findings.append(_finding(session.info, row.seq, payload))
-        if len(page) < _PAGE:
-            break
-        after = page[-1][0]
     if config is None:
         raise StoreError(
             f"experiment {experiment_id} has no experiment.created record; "

@@ -46,8 +46,6 @@ __all__ = [
 
 _SESSION_KINDS = ("cost", "segment.started", "segment.ended")
 _EXPERIMENT_KINDS = (*_SESSION_KINDS, "experiment.status")
-_PAGE = 2000
-"""Records per read of an experiment: every page is one short read transaction."""
 
 
 def stopped_by_budget(status: str, reason: str | None) -> bool:
@@ -170,13 +168,9 @@ async def _experiment_meters(
     meters = {info.id: _Meter() for info in sessions}
     ran = 0.0
     running_since: datetime | None = None
-    upto = await store.last_position()
-    after = -1
-    while True:
-        page = await store.experiment_rows(
-            experiment_id, kinds=_EXPERIMENT_KINDS, after=after, upto=upto, limit=_PAGE
-        )
-        for _, row in page:
+    rows = store.experiment_rows_so_far(experiment_id, kinds=_EXPERIMENT_KINDS)
+    async with aclosing(rows):
+        async for row in rows:
             if row.session_id != experiment_id:
                 if (meter := meters.get(row.session_id)) is not None:
                     meter.read(row)
@@ -187,9 +181,6 @@ async def _experiment_meters(
                 if running_since is not None:
                     ran += max(0.0, (at - running_since).total_seconds())
                 running_since = at if status.status == "running" else None
-        if len(page) < _PAGE:
-            break
-        after = page[-1][0]
     for info in sessions:
         meters[info.id].close(info.updated_at)
     if running_since is not None and sessions:

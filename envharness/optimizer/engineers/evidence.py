@@ -7,6 +7,7 @@ says nothing the evidence does not.
 
 from __future__ import annotations
 
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -160,19 +161,12 @@ async def experiment_traces(store: AnyStore, experiment_id: str) -> list[Session
     that appear after the experiment's sessions are listed are left out."""
     members = await store.experiment_sessions(experiment_id)
     folding = {member.session.id: _Folding(member.session.id) for member in members}
-    upto = await store.last_position()
-    after = -1
-    while True:
-        page = await store.experiment_rows(
-            experiment_id, kinds=_FOLDED_KINDS, after=after, upto=upto, limit=_PAGE
-        )
-        for _, row in page:
+    rows = store.experiment_rows_so_far(experiment_id, kinds=_FOLDED_KINDS, page=_PAGE)
+    async with aclosing(rows):
+        async for row in rows:
             session = folding.get(row.session_id)
             if session is not None:
                 session.add(row.turn, row.participant, decode_payload(row.payload))
-        if len(page) < _PAGE:
-            break
-        after = page[-1][0]
     traces = [session.trace for session in folding.values()]
     traces.sort(key=lambda t: (t.scenario_id, t.trial or 0))
     return traces

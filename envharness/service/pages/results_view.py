@@ -11,6 +11,7 @@ who sees everything.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import aclosing
 
 from envharness.records import Score, decode_payload
 from envharness.scoring import ExperimentReport, FindingRef, MetricAggregate, PassRate
@@ -34,26 +35,18 @@ __all__ = [
 FINDING_GROUPS = 10
 """Distinct findings (severity and title) the card lists, as ``experiments show`` does."""
 _SEVERITIES = ("high", "medium", "low", "info")
-_PAGE = 2000
 
 
 async def latest_scores(store: AnyStore, experiment_id: str) -> dict[str, list[Score]]:
     """Each scored session's latest score report per version (versions sorted by name), as
     :func:`~envharness.scoring.experiment_report` counts them. Unscored sessions are absent."""
     latest: dict[str, dict[str, Score]] = {}
-    upto = await store.last_position()
-    after = -1
-    while True:
-        page = await store.experiment_rows(
-            experiment_id, kinds=("score",), after=after, upto=upto, limit=_PAGE
-        )
-        for _, row in page:
+    rows = store.experiment_rows_so_far(experiment_id, kinds=("score",))
+    async with aclosing(rows):
+        async for row in rows:
             payload = decode_payload(row.payload)
             if isinstance(payload, Score) and row.session_id != experiment_id:
                 latest.setdefault(row.session_id, {})[payload.version] = payload
-        if len(page) < _PAGE:
-            break
-        after = page[-1][0]
     return {
         session: [scores[version] for version in sorted(scores)]
         for session, scores in latest.items()
