@@ -7,10 +7,13 @@ Callbacks given to :meth:`~PostgresBackend.read` and :meth:`~PostgresBackend.wri
 worker thread on a :class:`SqliteStyle` connection, so the helpers' portable SQL keeps SQLite's
 ``?`` placeholders; :meth:`~PostgresBackend.read_native` hands the psycopg connection itself to
 reads written in PostgreSQL's own SQL. Each call opens a connection and closes it, unless the
-backend is made with ``keep=True``: a run's watcher reads every half second and the service
-on every request, and a new connection costs the server a process and ~10 ms, so a kept
-backend keeps a few read connections between reads and lets them go with :meth:`aclose` (a
-later read opens another). A write always opens a connection of its own: it is rare (a
+backend is made with ``keep=True``: a run's watcher reads every half second, the service on
+every request and an open store on every read, and a new connection costs the server a process
+and ~10 ms, so a kept backend keeps a few read connections between reads and lets them go with
+:meth:`aclose` (a later read opens another, unless the close was final: an open store's
+backend reads for it, and refuses once the store is closed). Read connections are apart from
+the store's writer, so a slow reader never holds up a commit, and never holds an owner
+lock. A write always opens a connection of its own: it is rare (a
 request asked or taken, a token issued or revoked), and is never retried on a kept connection
 that may have been cut, which could not tell whether it had committed.
 """
@@ -39,7 +42,7 @@ KEPT_READERS = 4
 class PostgresBackend:
     """The database at one PostgreSQL URL; messages name it without its password."""
 
-    __slots__ = ("_closings", "_idle", "_keep", "_lock", "_url", "location", "where")
+    __slots__ = ("_closed", "_closings", "_idle", "_keep", "_lock", "_url", "location", "where")
 
     def __init__(self, url: str, *, keep: bool = False) -> None:
         self._url = url
@@ -51,6 +54,7 @@ class PostgresBackend:
         self._idle: list[Connection] = []
         self._lock = threading.Lock()
         self._closings = 0
+        self._closed = False
         """How many times :meth:`aclose` ran: a read that began before the last one closes its
         connection rather than keeping it, so nothing stays open after the close."""
 
@@ -73,11 +77,13 @@ class PostgresBackend:
             done = await anyio.to_thread.run_sync(self._write, work)
         return done
 
-    async def aclose(self) -> None:
-        """Close the kept read connections, if any (the next read opens one again)."""
+    async def aclose(self, *, final: bool = False) -> None:
+        """Close the kept read connections, if any: the next read opens one again, unless
+        ``final`` (the store this backend read for is closed), when reads are refused."""
         with self._lock:
             idle, self._idle = self._idle, []
             self._closings += 1
+            self._closed = self._closed or final
 
         def close_all() -> None:
             for connection in idle:
@@ -172,6 +178,8 @@ class PostgresBackend:
         found: Connection | None = None
         ended: list[Connection] = []
         with self._lock:
+            if self._closed:
+                raise StoreError("the store is closed; open it again to read from it")
             while self._idle and found is None:
                 connection = self._idle.pop()
                 if connection.closed or connection.broken:

@@ -20,8 +20,8 @@ import msgspec
 from envharness.errors import ChainConflictError
 from envharness.records import RunnerRef
 from envharness.store.owners import ENDED
+from envharness.store.postgres.backend import PostgresBackend
 from envharness.store.postgres.driver import Connection
-from envharness.store.postgres.readers import Readers
 from envharness.store.postgres.writer import PostgresJournal
 from envharness.store.recovery import Orphan, interruption_rows, orphan_of
 
@@ -43,9 +43,9 @@ _LAST_PAYLOAD = (
 )
 
 
-async def recover(journal: PostgresJournal, readers: Readers) -> int:
+async def recover(journal: PostgresJournal, backend: PostgresBackend) -> int:
     """Mark every orphan interrupted; returns how many."""
-    owned = await readers.read(lambda c: c.execute(_OWNED).fetchall())
+    owned = await backend.read_native(lambda c: c.execute(_OWNED).fetchall())
     if not owned:
         return 0
     taken = await journal.claim({str(row[1]) for row in owned})
@@ -54,7 +54,7 @@ async def recover(journal: PostgresJournal, readers: Readers) -> int:
         if chain_id not in taken:
             continue  # its runner lives: never taken over
         found = (str(kind), str(chain_id), int(head_seq), str(head_digest), str(owner))
-        orphan = await readers.read(functools.partial(_orphan, found=found))
+        orphan = await backend.read_native(functools.partial(_orphan, found=found))
         try:
             await journal.append(interruption_rows(orphan))
         except ChainConflictError:

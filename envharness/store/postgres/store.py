@@ -29,7 +29,6 @@ from envharness.store.postgres.backend import PostgresBackend
 from envharness.store.postgres.dialect import SqliteStyle
 from envharness.store.postgres.driver import Connection, Target, connect, target
 from envharness.store.postgres.liveness import owners_gone
-from envharness.store.postgres.readers import Readers
 from envharness.store.postgres.recovery import recover
 from envharness.store.postgres.schema import current_version, migrate, refuse_unreadable
 from envharness.store.postgres.verify import verify_chains
@@ -50,18 +49,16 @@ class PostgresStore(IndexReads):
     def __init__(
         self,
         where: Target,
-        readers: Readers,
-        journal: PostgresJournal | None = None,
-        *,
         backend: PostgresBackend,
+        journal: PostgresJournal | None = None,
     ) -> None:
         self.where = where
         """The database, without its password: what messages name."""
-        self._readers = readers
         self._journal = journal
         self.backend = backend
         """The database in the shape the helpers beside the store take (snapshots, datasets,
-        stop and pause requests), as ``Store.backend`` is SQLite's."""
+        stop and pause requests), as ``Store.backend`` is SQLite's; the store's own reads go
+        through its kept connections too, so one open store holds one small pool."""
 
     @property
     def journal(self) -> PostgresJournal:
@@ -157,7 +154,7 @@ class PostgresStore(IndexReads):
         return await self._read(lambda c: verify_chains(c, on_session))
 
     async def _read(self, work: Callable[[Connection], _T]) -> _T:
-        return await self._readers.read(work)
+        return await self.backend.read_native(work)
 
 
 @asynccontextmanager
@@ -179,7 +176,6 @@ async def open_postgres_store(url: str, *, create: bool = True) -> AsyncIterator
             connection.close()
 
     await anyio.to_thread.run_sync(prepare)
-    readers = Readers(connector, where)
     journal = PostgresJournal(connector, where)
     backend = PostgresBackend(url, keep=True)
     try:
@@ -188,8 +184,8 @@ async def open_postgres_store(url: str, *, create: bool = True) -> AsyncIterator
                 try:
                     with anyio.CancelScope(shield=True):
                         await group.start(journal.run)
-                    await recover(journal, readers)
-                    yield PostgresStore(where, readers, journal, backend=backend)
+                    await recover(journal, backend)
+                    yield PostgresStore(where, backend, journal)
                 finally:
                     journal.close()
         except BaseExceptionGroup as group_error:
@@ -197,8 +193,7 @@ async def open_postgres_store(url: str, *, create: bool = True) -> AsyncIterator
     finally:
         with anyio.CancelScope(shield=True):
             await journal.aclose()
-            await readers.aclose()
-            await backend.aclose()
+            await backend.aclose(final=True)
 
 
 @asynccontextmanager
@@ -217,13 +212,11 @@ async def read_postgres_store(url: str) -> AsyncIterator[PostgresStore]:
         refuse_unreadable(found, where)
 
     await anyio.to_thread.run_sync(check)
-    readers = Readers(lambda: connect(url), where)
     backend = PostgresBackend(url, keep=True)
     try:
-        yield PostgresStore(where, readers, backend=backend)
+        yield PostgresStore(where, backend)
     finally:
-        await readers.aclose()
-        await backend.aclose()
+        await backend.aclose(final=True)
 
 
 def _with_liveness(
