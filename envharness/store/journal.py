@@ -44,6 +44,7 @@ from envharness.store.wal import MarkWriter
 from envharness.store.walscan import WAL_SUFFIX
 
 __all__ = [
+    "BrokenChains",
     "IDLE_CHECKPOINT_S",
     "MAX_BATCH_ROWS",
     "REQUEST_BUFFER",
@@ -121,6 +122,44 @@ class _Request:
         self.error: StoreError | None = None
 
 
+class BrokenChains:
+    """The chains whose rows failed to commit, in one writer: each has a gap from there on, so
+    nothing later of it may be written (a producer may have submitted more before it learned of
+    the error). The SQLite journal and the PostgreSQL writer keep the same rule."""
+
+    __slots__ = ("_causes",)
+
+    def __init__(self) -> None:
+        self._causes: dict[str, StoreError] = {}
+
+    def mark(self, chain_id: str, cause: StoreError) -> None:
+        """Nothing more of ``chain_id`` is written, because of ``cause`` (the first one kept)."""
+        self._causes.setdefault(chain_id, cause)
+
+    def fail(self, request: _Request, error: StoreError) -> None:
+        """``request`` failed with ``error``; its chains are broken unless the error leaves
+        them intact (another writer holds those positions, or that name)."""
+        request.error = error
+        if isinstance(error, ChainConflictError | NameTakenError):
+            return
+        for row in request.rows:
+            self.mark(row.session_id, error)
+
+    def refused(self, request: _Request) -> bool:
+        """Whether ``request`` touches a broken chain (then its error says which, and why)."""
+        if not self._causes:
+            return False
+        for row in request.rows:
+            cause = self._causes.get(row.session_id)
+            if cause is not None:
+                request.error = StoreError(
+                    f"nothing more is written to {row.session_id}: an earlier commit of it "
+                    f"failed ({cause}); reopen the store to recover and resume it"
+                )
+                return True
+        return False
+
+
 class Pending:
     """Rows handed to the writer: they will be committed (or fail) whatever happens next."""
 
@@ -159,7 +198,7 @@ class Journal:
         self._directory = directory
         # Its own worker thread: commits never queue behind agents' threads.
         self._thread = anyio.CapacityLimiter(1)
-        self._broken: dict[str, StoreError] = {}
+        self._broken = BrokenChains()
         send, receive = anyio.create_memory_object_stream[_Request](REQUEST_BUFFER)
         self._send: MemoryObjectSendStream[_Request] = send
         self._receive: MemoryObjectReceiveStream[_Request] = receive
@@ -275,7 +314,7 @@ class Journal:
         )
 
     def _commit(self, batch: list[_Request]) -> None:
-        live = [request for request in batch if not self._refused(request)]
+        live = [request for request in batch if not self._broken.refused(request)]
         if not live:
             return
         try:
@@ -285,38 +324,16 @@ class Journal:
                 # A lock another process kept past the busy timeout fails the whole batch:
                 # retrying request by request would wait out the timeout once per request.
                 for request in live:
-                    self._fail(request, exc)
+                    self._broken.fail(request, exc)
                 return
             # One bad request must not fail its neighbours: retry each on its own.
             for request in live:
-                if self._refused(request):
+                if self._broken.refused(request):
                     continue
                 try:
                     self._transaction([request])
                 except StoreError as single:
-                    self._fail(request, single)
-
-    def _fail(self, request: _Request, error: StoreError) -> None:
-        """A chain whose rows failed to commit has a gap from there on: nothing later of it
-        may be written (a producer may have submitted more before it learned of the error)."""
-        request.error = error
-        if isinstance(error, ChainConflictError | NameTakenError):
-            return  # the chain is intact: another writer holds those positions (or that name)
-        for row in request.rows:
-            self._broken.setdefault(row.session_id, error)
-
-    def _refused(self, request: _Request) -> bool:
-        if not self._broken:
-            return False
-        for row in request.rows:
-            cause = self._broken.get(row.session_id)
-            if cause is not None:
-                request.error = StoreError(
-                    f"nothing more is written to {row.session_id}: an earlier commit of it "
-                    f"failed ({cause}); reopen the store to recover and resume it"
-                )
-                return True
-        return False
+                    self._broken.fail(request, single)
 
     def _transaction(self, batch: Sequence[_Request]) -> None:
         connection = self._connection

@@ -34,6 +34,7 @@ from envharness.errors import ChainConflictError, NameTakenError, StoreError
 from envharness.records import RecordRow
 from envharness.store.journal import (
     REQUEST_BUFFER,
+    BrokenChains,
     Pending,
     _Request,
     _update_index,
@@ -81,7 +82,7 @@ class PostgresJournal:
         self._thread = anyio.CapacityLimiter(1)
         self._held: set[str] = set()
         """Chains whose owner lock the connection holds."""
-        self._broken: dict[str, StoreError] = {}
+        self._broken = BrokenChains()
         send, receive = anyio.create_memory_object_stream[_Request](REQUEST_BUFFER)
         self._send: MemoryObjectSendStream[_Request] = send
         self._receive: MemoryObjectReceiveStream[_Request] = receive
@@ -160,25 +161,25 @@ class PostgresJournal:
         self._held.clear()
 
     def _commit(self, batch: list[_Request]) -> None:
-        live = [request for request in batch if not self._refused(request)]
+        live = [request for request in batch if not self._broken.refused(request)]
         if not live:
             return
         try:
             self._attempt(live)
         except _ConnectionLost as lost:
             for request in live:
-                self._fail(request, lost.error)
+                self._broken.fail(request, lost.error)
         except StoreError as exc:
             if len(live) == 1:
-                self._fail(live[0], exc)
+                self._broken.fail(live[0], exc)
                 return
             for request in live:  # one bad request must not fail its neighbours
-                if self._refused(request):
+                if self._broken.refused(request):
                     continue
                 try:
                     self._attempt([request])
                 except StoreError as single:
-                    self._fail(request, single)
+                    self._broken.fail(request, single)
 
     def _attempt(self, batch: list[_Request]) -> None:
         """One transaction; if the connection drops, once more on a new one."""
@@ -202,7 +203,7 @@ class PostgresJournal:
                     "at all — reopen the store once the database answers, and resume the sessions"
                 )
             ) from None
-        live = [request for request in batch if not self._refused(request)]
+        live = [request for request in batch if not self._broken.refused(request)]
         if not live:
             return
         if self._already_committed(live):
@@ -232,11 +233,11 @@ class PostgresJournal:
             self._connection = connection = self._connect()
         except StoreError as exc:
             for chain in held:
-                self._broken.setdefault(chain, exc)
+                self._broken.mark(chain, exc)
             raise
         taken = self._try_locks(held)
         for chain in held - taken:
-            self._broken.setdefault(
+            self._broken.mark(
                 chain,
                 StoreError(
                     f"{chain} was taken over by another runner while this runner's connection "
@@ -343,28 +344,6 @@ class PostgresJournal:
                 "is appending to the same session (only one runner may drive a session)"
             )
         return failure(self._where, exc, who="a runner")
-
-    def _fail(self, request: _Request, error: StoreError) -> None:
-        """A chain whose rows failed to commit has a gap from there on: nothing later of it
-        is written (as in the SQLite journal)."""
-        request.error = error
-        if isinstance(error, ChainConflictError | NameTakenError):
-            return
-        for row in request.rows:
-            self._broken.setdefault(row.session_id, error)
-
-    def _refused(self, request: _Request) -> bool:
-        if not self._broken:
-            return False
-        for row in request.rows:
-            cause = self._broken.get(row.session_id)
-            if cause is not None:
-                request.error = StoreError(
-                    f"nothing more is written to {row.session_id}: an earlier commit of it "
-                    f"failed ({cause}); reopen the store to recover and resume it"
-                )
-                return True
-        return False
 
 
 def _first_line(exc: BaseException) -> str:
