@@ -259,7 +259,9 @@ def _spent_text(costs: CostTotals) -> str:
 
 
 def _cost_table(sessions: Sequence[SessionCosts]) -> Iterator[str]:
-    ranked = sorted(sessions, key=lambda s: (-s.costs.usd, -s.costs.tokens, s.session_id))
+    """The most expensive first; sessions that cost the same keep the report's order (scenario,
+    then trial), which a reader can follow. Session ids made at once need not sort that way."""
+    ranked = sorted(sessions, key=lambda s: (-s.costs.usd, -s.costs.tokens))
     yield typer.style("costs per session, the most expensive first", bold=True)
     rows = [
         (

@@ -83,10 +83,11 @@ class ExperimentSpent:
     sessions: dict[str, CostsOut]
 
     def most_expensive(self) -> list[tuple[str, CostsOut]]:
-        """The sessions by money spent, then tokens, as ``experiments show`` ranks them."""
+        """The sessions by money spent, then tokens, as ``experiments show`` ranks them: those
+        that cost the same keep the order they were given in."""
 
-        def rank(item: tuple[str, CostsOut]) -> tuple[float, int, str]:
-            return (-item[1].usd, -item[1].tokens, item[0])
+        def rank(item: tuple[str, CostsOut]) -> tuple[float, int]:
+            return (-item[1].usd, -item[1].tokens)
 
         return sorted(self.sessions.items(), key=rank)
 
