@@ -132,6 +132,8 @@ def test_stop_from_another_process_reaches_an_experiment_whose_sessions_run_in_w
         try:
             deadline = time.monotonic() + WAIT_S
             while (experiment := _running_experiment(invoke, database)) is None:
+                if runner.done():  # ended before it was stopped: say how
+                    raise AssertionError(f"the experiment ended first: {runner.result()!r}")
                 assert time.monotonic() < deadline, "the experiment's sessions committed no turn"
                 time.sleep(0.05)
             stopped = finished(envharness(database, "stop", experiment))
