@@ -27,6 +27,7 @@ from envharness.runtime.executors import ProcessPoolExecutor, WorkerError
 from envharness.runtime.executors import pool as pool_module
 from envharness.store import read_store
 from envharness.store.database import DATABASE_NAME
+from tests.runtime.executors._agents import IN_A_WORKER
 from tests.runtime.executors._evidence import evidence
 
 pytestmark = pytest.mark.anyio
@@ -65,8 +66,6 @@ SCENARIOS = [
     Scenario(id="up", input=SyntheticScenarioInput(starting_total=-2)),
     Scenario(id="early", input=SyntheticScenarioInput(starting_total=0, target=2)),
 ]
-
-IN_A_WORKER = "pool_worker" in sys.argv[0]
 
 
 SLOW_TURNS = 60

@@ -34,7 +34,6 @@ from envharness import AsyncEnvironmentHarness, ConfigurationError, Scenario
 from envharness.fixtures import (
     SyntheticAgent,
     SyntheticEnvironment,
-    SyntheticObservation,
     SyntheticScenarioInput,
 )
 from envharness.records import RunnerRef, SegmentStarted
@@ -46,14 +45,13 @@ from envharness.runtime.executors.ray_channel import RayChannel
 from envharness.runtime.experiment import ExperimentResult
 from envharness.store.locate import reading_store
 from tests import _engines
+from tests.runtime.executors._agents import PacedAgent
 from tests.runtime.executors._evidence import Location, evidence, nothing_lost_nothing_duplicated
 
 pytestmark = pytest.mark.anyio
 
 RAY_WAIT_S = 120
 """How long a Ray call may take before the test fails instead of hanging (not a speed check)."""
-IN_A_RAY_WORKER = "default_worker" in sys.argv[0]
-"""True where Ray imports this module to run a session (its worker's entry point)."""
 SCENARIOS = [
     Scenario(id="down", input=SyntheticScenarioInput(starting_total=3)),
     Scenario(id="up", input=SyntheticScenarioInput(starting_total=-2)),
@@ -359,18 +357,6 @@ async def test_a_worker_waiting_for_a_held_acknowledgement_gets_it_without_the_h
     assert turns.count(0) == 3  # each session's start was committed before its first turn
     async with reading_store(store) as reading:
         assert (await reading.verify()).ok
-
-
-class PacedAgent:
-    """Steps toward zero; on a Ray worker it takes a little while per turn, so that a worker
-    killed after a few turns still has sessions in it."""
-
-    implementation = "paced-agent@1"
-
-    async def act(self, observation: SyntheticObservation) -> dict[str, int]:
-        if IN_A_RAY_WORKER:
-            await anyio.sleep(0.005)
-        return {"value": (observation.total < 0) - (observation.total > 0)}
 
 
 @pytest.fixture(scope="module")

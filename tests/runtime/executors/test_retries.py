@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from envharness.runtime.executors import worker as worker_module
 from envharness.runtime.executors.retries import MAX_ATTEMPTS
 from envharness.runtime.executors.worker import serve
 from envharness.store import Store, read_store
+from tests.runtime.executors._agents import IN_A_WORKER, PacedAgent
 from tests.runtime.executors._evidence import nothing_lost_nothing_duplicated
 
 pytestmark = pytest.mark.anyio
@@ -48,25 +48,12 @@ async def pool(anyio_backend: str) -> AsyncIterator[ProcessPoolExecutor]:
         yield opened
 
 
-IN_A_WORKER = "pool_worker" in sys.argv[0]
 TURNS = 60
 
 SCENARIOS = [
     Scenario(id=f"start-{total}", input=SyntheticScenarioInput(starting_total=total))
     for total in (-3, 0, 3, 5)
 ]
-
-
-class PacedAgent:
-    """Steps toward zero; in a pool worker it takes a little while per turn, so that a worker
-    killed after a few turns still has sessions in it."""
-
-    implementation = "paced-agent@1"
-
-    async def act(self, observation: SyntheticObservation) -> dict[str, int]:
-        if IN_A_WORKER:
-            await anyio.sleep(0.005)
-        return {"value": (observation.total < 0) - (observation.total > 0)}
 
 
 class DoomedAgent:
