@@ -10,13 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 
 from envharness import AsyncEnvironmentHarness, BudgetExhausted, Record, Scenario
-from envharness.advanced import OperationResult, SessionRunner
+from envharness.advanced import SessionRunner
 from envharness.fixtures import SyntheticAgent, SyntheticEnvironment, SyntheticScenarioInput
 from envharness.records import Observation, OperationReceipt
+from tests.runtime.test_lifecycle import Bonus  # the operation both sides of a turn use
 
 pytestmark = pytest.mark.anyio
 
@@ -25,16 +25,6 @@ START = Scenario(id="start", input=SyntheticScenarioInput(starting_total=0))
 
 async def records_of(harness: AsyncEnvironmentHarness, session_id: str) -> list[Record]:
     return [record async for record in harness.records(session_id)]
-
-
-class Bonus:
-    name = "bonus"
-    version = "1"
-    config: dict[str, Any] = {}  # noqa: RUF012 - read-only by contract
-
-    async def run(self, state: Any, request: Any) -> OperationResult:
-        changed = msgspec.structs.replace(state, total=state.total + 100)
-        return OperationResult(result=None, state=changed, changed_state=True)
 
 
 class BonusBeforeTurns(SessionRunner):
