@@ -4,8 +4,9 @@ Each side is a store directory or a ``postgresql://`` URL. The source is opened 
 only — no writer, no crash recovery — so copying changes nothing there; the destination is
 created, and refused before anything is written to it when it already holds evidence (or, for
 a directory, files that are not a store). :func:`envharness.store.postgres.copy.copy_store`
-checks every record and blob on the way. A URL is never printed as given: it may hold a
-password, so messages name its user, host, port and database.
+checks every record, blob, snapshot and dataset on the way. A URL is never printed as given:
+it may hold a password, so messages name its user, host, port and database. What stays behind
+(:data:`LEFT_BEHIND`) is said on stderr after every copy, whichever way it went.
 """
 
 from __future__ import annotations
@@ -20,15 +21,18 @@ from envharness.cli.edge import CliError, ProgressLine
 from envharness.cli.render import printable
 from envharness.errors import StoreError, StoreLayoutError
 from envharness.store.database import DATABASE_NAME
-from envharness.store.locate import opening_store, postgres_url, reading_store
+from envharness.store.locate import AnyStore, opening_store, postgres_url, reading_store
 from envharness.store.postgres import copy as copying
 from envharness.store.postgres.driver import target
+from envharness.store.snapshot_transfer import refuse_held_snapshots
+from envharness.store.sources.transfer import refuse_held_sources
 
 __all__ = ["LEFT_BEHIND", "app", "copy_store_command"]
 
 LEFT_BEHIND = (
-    "not copied (kept beside the evidence in a store directory, not yet in PostgreSQL): "
-    "service tokens, stop and pause requests, snapshots and datasets"
+    "not copied: service tokens (credentials for the source's service alone; issue new ones "
+    "with `envharness --store DST token issue`) and stop and pause requests (meant for runs "
+    "of the source, taken or stale once it is copied)"
 )
 
 app = typer.Typer()
@@ -52,8 +56,9 @@ def copy_store_command(
         ),
     ],
 ) -> None:
-    """Copy every session, experiment, optimizer run and imported source from SRC into the
-    empty DST, checking every digest; SQLite to PostgreSQL or back. SRC is only read."""
+    """Copy every session, experiment, optimizer run, imported source, snapshot and dataset
+    from SRC into the empty DST, checking every digest; SQLite to PostgreSQL or back. SRC is
+    only read; service tokens are not copied (issue new ones for DST)."""
     _refuse_same(source, destination)
     existing = _existing(destination)
     read_from, write_to = _location(source), _location(destination)
@@ -70,15 +75,14 @@ def copy_store_command(
             reading_store(read_from) as reader,
             opening_store(write_to) as writer,
         ):
-            if await writer.last_position() != -1:  # written to since it was looked at
-                raise _holds_evidence(destination)
+            await _refuse_held(writer, destination)  # written to since it was looked at
             try:
                 return await copying.copy_store(reader, writer, on_chain=tick)
             except StoreError as failure:
                 failure.add_note(
                     f"the destination holds what was copied before: {copied} chains whole, "
-                    "and of the next at most a start that verifies; remove it (or name a new "
-                    "one) before copying again"
+                    "and of what came next at most a start; remove it (or name a new one) "
+                    "before copying again"
                 )
                 raise
 
@@ -87,10 +91,10 @@ def copy_store_command(
     typer.echo(
         f"{report.chains} chains, {report.records} records, {report.blobs} blobs, "
         f"{report.sources} imported sources ({report.imported} records), "
-        f"{report.artifacts} artifacts copied"
+        f"{report.artifacts} artifacts, {report.snapshots} snapshots, "
+        f"{report.datasets} datasets copied"
     )
-    if postgres_url(source) is None:
-        typer.echo(LEFT_BEHIND, err=True)
+    typer.echo(LEFT_BEHIND, err=True)
 
 
 def _location(given: str) -> str | Path:
@@ -139,17 +143,27 @@ def _existing(destination: str) -> str | Path | None:
 
 
 async def _refuse_evidence(existing: str | Path | None, destination: str) -> None:
-    """A destination that already holds records, refused before it is opened for writing
-    (which would recover its chains): it is left exactly as it was."""
+    """A destination that already holds anything a copy writes, refused before it is opened
+    for writing (which would recover its chains): it is left exactly as it was."""
     if existing is None:
         return
     try:
         async with reading_store(existing) as store:
-            newest = await store.last_position()
+            await _refuse_held(store, destination)
     except StoreLayoutError:
         return  # a database without a store: the copy creates it
-    if newest != -1:
+
+
+async def _refuse_held(store: AnyStore, destination: str) -> None:
+    """Records, imported sources, snapshots or datasets in ``store``: refused as a usage
+    error, so that no note about what was copied follows (nothing was)."""
+    if await store.last_position() != -1:
         raise _holds_evidence(destination)
+    try:
+        await refuse_held_sources(store.backend)
+        await refuse_held_snapshots(store.backend)
+    except StoreError as held:
+        raise CliError(f"DST {_named(destination)}: {held}") from None
 
 
 def _holds_evidence(destination: str) -> CliError:

@@ -1,6 +1,7 @@
 """``envharness copy-store SRC DST``: a quickstart store to PostgreSQL and back, byte for byte,
-against a real server; and every input it refuses — a destination with evidence or other files,
-a missing source, an altered source record, a wrong password (never shown), the ``postgres``
+against a real server, its snapshot and dataset commands saying the same on all three; and
+every input it refuses — a destination with evidence, a snapshot or other files, a missing
+source, an altered source record, a wrong password (never shown), the ``postgres``
 extra missing, and SRC the same store as DST — with exit status 2 and nothing changed."""
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import pytest
 
 from envharness.cli.copy_store import LEFT_BEHIND
 from envharness.records import RecordRow
+from envharness.store import open_store
 from envharness.store.locate import reading_store
 from envharness.store.postgres.driver import INSTALL
+from envharness.store.snapshots import SNAPSHOT_PREFIX, SnapshotStore, content_address
 from tests import _engines
 from tests.cli._support import Invoke
 from tests.store._support import plain
@@ -45,6 +48,23 @@ def evidence(location: str | Path) -> Evidence:
     return anyio.run(read)
 
 
+def snapshots_and_datasets(invoke: Invoke, store: str | Path) -> list[bytes]:
+    """What the snapshot and dataset commands print of ``store``: the listings, each snapshot
+    exported (checked whole first), each dataset's rows."""
+    listed = invoke("--store", store, "snapshot", "list")
+    datasets = invoke("--store", store, "dataset", "list")
+    said = [listed, datasets]
+    snapshot_ids = [line.split()[0] for line in listed.stdout.splitlines()]
+    for snapshot_id in snapshot_ids:
+        said.append(invoke("--store", store, "export", "snapshot", snapshot_id))
+    names = [line.split("  ")[0] for line in datasets.stdout.splitlines()]
+    said += [invoke("--store", store, "dataset", "export", name) for name in names]
+    for result in said:
+        assert result.exit_code == 0, result.output
+    assert (len(snapshot_ids), len(names)) == (1, 1)  # the quickstart's
+    return [result.stdout_bytes for result in said]
+
+
 def test_a_store_goes_to_postgresql_and_back_byte_for_byte(
     invoke: Invoke, quickstart_master: Path, database: str, tmp_path: Path
 ) -> None:
@@ -57,15 +77,18 @@ def test_a_store_goes_to_postgresql_and_back_byte_for_byte(
 
     assert there.exit_code == 0, there.output
     assert there.stdout.startswith(f"{len(original)} chains, {records} records, ")
-    assert there.stdout.rstrip().endswith("artifacts copied")
-    assert LEFT_BEHIND in there.stderr  # a directory's tokens, snapshots... stay behind
+    assert there.stdout.rstrip().endswith("1 snapshots, 1 datasets copied")
+    assert LEFT_BEHIND in there.stderr  # tokens and stop requests stay behind, both ways
     assert back.exit_code == 0, back.output
     assert back.stdout == there.stdout
-    assert LEFT_BEHIND not in back.stderr
+    assert LEFT_BEHIND in back.stderr
     assert evidence(database) == original
     assert evidence(tmp_path / "back") == original  # every byte, every digest
     assert evidence(quickstart_master) == original  # the source was only read
     assert checked.exit_code == 0, checked.output
+    said = [snapshots_and_datasets(invoke, store) for store in (quickstart_master, database)]
+    assert said[1] == said[0]  # listings, checks, exports: byte for byte, times of making too
+    assert snapshots_and_datasets(invoke, tmp_path / "back") == said[0]
 
 
 def test_a_destination_database_with_evidence_is_refused_unchanged(
@@ -99,6 +122,30 @@ def test_a_destination_directory_with_evidence_or_other_files_is_refused(
     assert into_files.exit_code == 2
     assert "files in it but no store" in into_files.stderr
     assert sorted(path.name for path in cluttered.iterdir()) == ["notes.txt"]
+
+
+def test_a_destination_with_a_snapshot_but_no_records_is_refused_unchanged(
+    invoke: Invoke, quickstart_master: Path, tmp_path: Path
+) -> None:
+    frozen = tmp_path / "frozen"
+    header, members = b"{}", [("ses_elsewhere", b'{"session_id":"ses_elsewhere"}')]
+    snapshot_id = content_address(SNAPSHOT_PREFIX, header, [members[0][1]])
+
+    async def freeze_by_hand() -> None:
+        async with open_store(frozen) as store:
+            await SnapshotStore(store.backend).put_snapshot(snapshot_id, header, members, "now")
+
+    anyio.run(freeze_by_hand)
+    listed = invoke("--store", frozen, "snapshot", "list").stdout
+
+    result = invoke("copy-store", quickstart_master, frozen)
+
+    assert result.exit_code == 2
+    assert "already holds 1 snapshots and 0 datasets" in result.stderr
+    assert "nothing was written" in result.stderr
+    assert "remove it" not in result.stderr  # nothing was copied: nothing to clean up
+    assert evidence(frozen) == {}
+    assert invoke("--store", frozen, "snapshot", "list").stdout == listed
 
 
 def test_a_source_that_does_not_exist_is_refused_and_nothing_is_created(

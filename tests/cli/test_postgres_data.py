@@ -10,10 +10,12 @@ import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 from typer.testing import CliRunner
 
 from envharness.cli import app
+from envharness.store import open_store
 from tests import _engines
 from tests.cli._support import Invoke
 from tests.trajectories._support import MISS, REACH, harness
@@ -88,8 +90,16 @@ def test_trajectory_snapshot_and_dataset_commands_say_the_same_of_both_stores(
     assert len(rows.splitlines()) == 2
 
 
+async def _empty_store(path: Path) -> None:
+    async with open_store(path):
+        pass
+
+
 def test_bad_input_is_named_and_an_empty_import_log_said_without_the_password(
-    invoke: Invoke, stores: tuple[Path, str, list[str]], postgres_server: _engines.PostgresServer
+    invoke: Invoke,
+    stores: tuple[Path, str, list[str]],
+    postgres_server: _engines.PostgresServer,
+    tmp_path: Path,
 ) -> None:
     _, url, _ = stores
     unknown = invoke("--store", url, "trajectories", "ses_nope")
@@ -98,7 +108,8 @@ def test_bad_input_is_named_and_an_empty_import_log_said_without_the_password(
     sources = invoke("--store", url, "sources")
     with _engines.fresh_database(postgres_server, "pgdataempty") as empty:
         bare = empty.replace(f"://{postgres_server.user}@", f"://{postgres_server.user}:{SECRET}@")
-        assert invoke("copy-store", stores[0], bare).exit_code == 0
+        anyio.run(_empty_store, tmp_path / "empty")  # copy-store carries snapshots along
+        assert invoke("copy-store", tmp_path / "empty", bare).exit_code == 0
         nothing = invoke("--store", bare, "snapshot", "list")
 
     for result in (unknown, no_snapshot):

@@ -9,9 +9,13 @@ compared with the source's at the end. A destination that already holds records 
 chains copied into a store with chains of its own could collide, and nothing there is touched.
 
 Imported sources are copied after the chains, as they were stored (their import log and
-records unchanged, every hash recomputed: :mod:`envharness.store.sources.transfer`). What else
-lives beside the evidence (service tokens, snapshots, datasets) is not copied
-(``docs/postgresql.md``).
+records unchanged, every hash recomputed: :mod:`envharness.store.sources.transfer`), then the
+snapshots and datasets, each checked against its content address
+(:mod:`envharness.store.snapshot_transfer`): they bind evidence that is then already there.
+Two things are not copied (``docs/postgresql.md``): the service's tokens, which are
+credentials for the service of the source alone — a copy must not grant access to another
+database unasked, so tokens are issued anew there — and stop and pause requests, which are
+addressed to runs of the source and are spent or stale once the copy is made.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from envharness.store.backend import SqliteBackend
 from envharness.store.optimizer_index import OptimizerRunInfo
 from envharness.store.postgres.backend import PostgresBackend
 from envharness.store.reader import ExperimentInfo, SessionInfo
+from envharness.store.snapshot_transfer import copy_snapshots, refuse_held_snapshots
 from envharness.store.sources.transfer import copy_sources, refuse_held_sources
 from envharness.store.verify import STATEFUL, digest_holds
 
@@ -62,6 +67,9 @@ class CopyReport(msgspec.Struct, frozen=True, kw_only=True):
     sources: int = 0
     """Imported sources copied, and their records."""
     imported: int = 0
+    snapshots: int = 0
+    """Snapshots and datasets copied."""
+    datasets: int = 0
 
 
 async def copy_store(
@@ -70,8 +78,9 @@ async def copy_store(
     on_chain: Callable[[str], None] | None = None,
 ) -> CopyReport:
     """Copy every chain of ``source`` into the empty ``destination`` (both open; the
-    destination for writing), checking every digest; a :class:`StoreError` names the first
-    record or blob that does not hold, and what had been copied before it stays a valid
+    destination for writing), then its imported sources, snapshots and datasets, checking
+    every digest and content address; a :class:`StoreError` names the first record, blob,
+    snapshot or dataset that does not hold, and what had been copied before it stays a valid
     prefix of each chain."""
     if await destination.last_position() != -1:
         raise StoreError(
@@ -79,6 +88,7 @@ async def copy_store(
             "(nothing was written to it)"
         )
     await refuse_held_sources(destination.backend)
+    await refuse_held_snapshots(destination.backend)
     chains = await _chains(source)
     records = 0
     blobs: set[str] = set()
@@ -95,6 +105,7 @@ async def copy_store(
             f"{len(chains)} (first missing: {missing[:3]}); run `envharness verify` on both"
         )
     sources, imported = await copy_sources(source.backend, destination.backend)
+    snapshots, datasets = await copy_snapshots(source.backend, destination.backend)
     if isinstance(destination.backend, PostgresBackend):
         # A freshly loaded table has no statistics until autovacuum comes by (~a minute):
         # until then the planner reads a session's every record and sorts them for each page
@@ -108,6 +119,8 @@ async def copy_store(
         artifacts=len(artifacts),
         sources=sources,
         imported=imported,
+        snapshots=snapshots,
+        datasets=datasets,
     )
 
 
