@@ -30,7 +30,6 @@ from envharness.cli.options import (
     MaxBlocks,
     OnBlockLimitOption,
     RayAddress,
-    Workers,
     check_choice,
     executor_from,
 )
@@ -56,6 +55,20 @@ __all__ = ["app", "load_scenarios", "optimize", "selftest"]
 ENGINEERS = ("mining", "scripted", "openai")
 SANDBOXES = ("subprocess", "local")
 SELFTEST_TURNS = 8
+
+RerunWorkers = Annotated[
+    int | None,
+    typer.Option(
+        "--workers",
+        metavar="N",
+        min=1,
+        help="Run the reruns' sessions in N worker processes in all (with --ray, N Ray "
+        "workers), split among the --capacity reruns at once: one each at --workers equal to "
+        "--capacity; with fewer workers than --capacity, only N reruns run at once. The "
+        "evidence is still written by this process (docs/optimizer.md). Default: in this "
+        "process.",
+    ),
+]
 
 
 app = typer.Typer()
@@ -202,7 +215,13 @@ def optimize(
     ] = 1,
     seed: Annotated[int, typer.Option("--seed", metavar="N", help="The seed.")] = 0,
     capacity: Annotated[
-        int, typer.Option("--capacity", metavar="N", min=1, help="Reruns at once.")
+        int,
+        typer.Option(
+            "--capacity",
+            metavar="N",
+            min=1,
+            help="Reruns at once (with --workers, no more than the workers they share).",
+        ),
     ] = 2,
     sandbox: Annotated[
         str, typer.Option("--sandbox", metavar="KIND", help="subprocess or local.")
@@ -272,7 +291,7 @@ def optimize(
     ] = False,
     max_blocks: MaxBlocks = DEFAULT_MAX_BLOCKS,
     on_block_limit: OnBlockLimitOption = DEFAULT_ON_BLOCK_LIMIT,
-    workers: Workers = None,
+    workers: RerunWorkers = None,
     ray: RayAddress = None,
 ) -> None:
     """Learn hook patches for a frozen agent from its recorded failures.

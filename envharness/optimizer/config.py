@@ -50,8 +50,10 @@ class OptimizationConfig:
     ``metric`` scores by a score metric instead of pass/fail. ``directory`` defaults to
     ``<store>/optimizer/<run id>`` (``./envharness-optimizer/<run id>`` on a PostgreSQL
     store). ``executor`` is where each rerun's sessions run (``None``: in this process;
-    ``ProcessPoolExecutor(workers=N)``: N processes, each opening a sandbox of the same kind
-    for the hooks); not recorded, since it changes no measurement.
+    ``ProcessPoolExecutor(workers=N)``: N processes in all, each opening a sandbox of the same
+    kind for the hooks, split among the ``capacity`` reruns at once — with fewer workers than
+    ``capacity``, only as many reruns as workers run at once: :mod:`~envharness.optimizer.shares`);
+    not recorded, since it changes no measurement.
     """
 
     candidates: int = 8

@@ -29,6 +29,7 @@ from envharness.optimizer.patches.patch import HarnessPatch
 from envharness.optimizer.patches.sandbox import Sandbox
 from envharness.optimizer.rerun import rerun_patch
 from envharness.optimizer.runlog import RunLog, RunMemo, measurement_key
+from envharness.optimizer.shares import RerunSlots
 from envharness.records import OptimizerAccepted, OptimizerMeasured, Payload
 from envharness.store.locate import AnyStore
 
@@ -58,12 +59,15 @@ class RunContext:
     progress: Progress | None = None
     terms: tuple[str, ...] = field(init=False)
     environment_name: str = field(init=False)
+    reruns: RerunSlots = field(init=False)
+    """The slots of the reruns that run at once, each with its share of the executor."""
     _lock: anyio.Lock = field(init=False, default_factory=anyio.Lock)
 
     def __post_init__(self) -> None:
         self.terms = forbidden_terms_of(self.environment)
         spec = self.environment.spec
         self.environment_name = f"{spec.name}@{spec.version}"
+        self.reruns = RerunSlots(self.config)
 
     @property
     def run_id(self) -> str:
@@ -98,29 +102,31 @@ class RunContext:
         version: str | None,
         candidate: int | None,
         *,
-        limiter: anyio.CapacityLimiter | None = None,
+        at_once: bool = False,
         after: anyio.Event | None = None,
     ) -> OptimizerMeasured:
         """A rerun of ``scenarios`` with ``patch``, recorded — or the one already recorded.
 
-        A recorded measurement that failed for infrastructure reasons is measured again. The
-        rerun holds ``limiter`` (when given) while it runs; its record waits for ``after``
-        (when given) without holding it, so reruns that end in any order are recorded in the
-        order the caller chose: the same seeds give the same chain."""
+        A recorded measurement that failed for infrastructure reasons is measured again. A
+        rerun ``at_once`` with others holds one of :attr:`reruns`' slots while it runs, with
+        its share of the executor's workers (alone, it takes them all); its record waits for
+        ``after`` (when given) without holding it, so reruns that end in any order are
+        recorded in the order the caller chose: the same seeds give the same chain."""
         digest = patch.digest() if patch.hooks else None
         key = measurement_key(role, digest)
         cached = self.memo.measurements.get(key)
         if cached is not None and cached.error is None:
             return cached
         label = role if candidate is None else f"{role} {candidate}"
-        async with limiter if limiter is not None else nullcontext():
+        slots = self.reruns if at_once else None
+        async with slots.limiter if slots is not None else nullcontext():
             rerun = await rerun_patch(
                 self.harness,
                 self.store,
                 scenarios,
                 patch,
                 sandbox=self.sandbox,
-                config=self.config,
+                config=slots.config if slots is not None else self.config,
                 name=f"{self.config.name} {self.run_id} iteration {iteration} {label}",
                 version=version,
                 forbidden_terms=self.terms,

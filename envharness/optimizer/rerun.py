@@ -33,6 +33,7 @@ from envharness.optimizer.measure import Measurement, crashed, fold_traces
 from envharness.optimizer.patches.executable import ExecutableHarness
 from envharness.optimizer.patches.patch import HarnessPatch
 from envharness.optimizer.patches.sandbox import Sandbox
+from envharness.optimizer.shares import RerunSlots
 from envharness.optimizer.stats import PairedComparison, paired_comparison
 from envharness.optimizer.worker_sandbox import WorkerSandbox
 from envharness.records import ErrorInfo
@@ -161,19 +162,20 @@ async def measure_patch(
 
     ``patch`` is measured as given: to measure a candidate on top of an accepted version, pass
     ``accepted.stacked(candidate)`` as ``patch`` and ``accepted`` as ``reference``. The two
-    reruns run at once when ``config.capacity`` allows. See :func:`rerun_patch` for the rest.
+    reruns run at once when ``config.capacity`` allows, splitting the executor's workers
+    between them (:mod:`~envharness.optimizer.shares`). See :func:`rerun_patch` for the rest.
     """
     config = config or OptimizationConfig()
     reference = reference or HarnessPatch()
     terms = forbidden_terms_of(harness.new_environment())
-    limiter = anyio.CapacityLimiter(config.capacity)
+    slots = RerunSlots(config)
     reruns: dict[str, Rerun] = {}
 
     async def one(label: str, chosen: HarnessPatch) -> None:
         version = candidate_version(chosen.digest()) if chosen.hooks else None
-        async with limiter:
+        async with slots.limiter:
             reruns[label] = await rerun_patch(
-                harness, store, scenarios, chosen, sandbox=sandbox, config=config,
+                harness, store, scenarios, chosen, sandbox=sandbox, config=slots.config,
                 name=f"{name} {label}", version=version, forbidden_terms=terms,
             )  # fmt: skip
 

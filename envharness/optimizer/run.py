@@ -51,6 +51,8 @@ __all__ = ["execute"]
 async def execute(run: RunContext) -> OptimizationResult:
     """Run (or finish) the run to its end; its chain records how it ended."""
     run.directory.mkdir(parents=True, exist_ok=True)
+    if run.reruns.note is not None:
+        run.say(run.reruns.note)
     try:
         state = await _baseline(run)
         stopped: str | None = None
@@ -272,11 +274,11 @@ async def _packet(run: RunContext, state: RunState) -> FailurePacket:
 async def _rerun(
     run: RunContext, iteration: int, unique: dict[str, Proposed]
 ) -> dict[str, OptimizerMeasured]:
-    """Each distinct valid candidate rerun on the training scenarios, ``capacity`` at once,
+    """Each distinct valid candidate rerun on the training scenarios, ``capacity`` at once
+    (each with its share of the executor's workers: :mod:`~envharness.optimizer.shares`),
     recorded in candidate order whichever rerun ends first (the scheduler decides that — trio
     even at capacity 1 — and the chain must not depend on it)."""
     measured: dict[str, OptimizerMeasured] = {}
-    limiter = anyio.CapacityLimiter(run.config.capacity)
     items = list(unique.values())
     recorded = [anyio.Event() for _ in items]
 
@@ -291,7 +293,7 @@ async def _rerun(
                 item.stacked,
                 candidate_version(item.record.digest),
                 item.record.candidate,
-                limiter=limiter,
+                at_once=True,
                 after=recorded[index - 1] if index else None,
             )
         finally:

@@ -3,12 +3,13 @@ through an open process pool (issue 14: 8 candidates x 32 scenarios, efficiency 
 
 For each capacity C in ``--capacity`` it opens ``ProcessPoolExecutor(workers=C)`` with
 ``async with``, as ``optimize --workers C --capacity C`` does (``--workers N`` chooses another
-size): every rerun takes that many workers, so C reruns at once take C of them each. Before any
-clock it runs C small experiments at once through the pool, which starts and keeps every worker
-the iteration will take. Then it runs the optimizer for one iteration of ``--candidates``
-distinct precondition patches (``optimizer.py``'s, so the patch cache cannot merge them) over
-``--scenarios`` support-desk tickets whose every turn does pure-Python work (:mod:`_cpu_desk`,
-``--work`` loop iterations: a rerun is worth a core), with a local sandbox.
+size): the C reruns at once split its workers, one each (N in all: N // C each, the first N % C
+one more). Before any clock it runs C small experiments at once through the pool, split the
+same way, so that every worker has loaded the recipe's modules. Then it runs the optimizer for
+one iteration of ``--candidates`` distinct precondition patches (``optimizer.py``'s, so the
+patch cache cannot merge them) over ``--scenarios`` support-desk tickets whose every turn does
+pure-Python work (:mod:`_cpu_desk`, ``--work`` loop iterations: a rerun is worth a core), with a
+local sandbox.
 
 Per capacity it prints the iteration's wall time (from the baseline's end to the iteration's,
 taken from the optimizer's own progress lines), this process's CPU over it (the driver:
@@ -18,9 +19,10 @@ process's children's usage) and ``busy``, ``(w + d) / wall``, the cores the run 
 the efficiency, ``wall(1) / (2 x wall(2))``, and the bound that the driver's share sets on 2
 cores: with the driver at ``d`` and the workers at ``w`` CPU seconds an iteration, capacity 1
 takes at least ``max(w, d)`` and capacity 2 at least ``(w + d) / 2``, so the efficiency cannot
-pass ``max(w, d) / (w + d)``. Capacity 2 also costs more CPU than capacity 1 (twice the workers,
-each opening every rerun it takes part in), so it prints what CPU alone allows on an idle
-machine, ``max(w1, d1) / (w2 + d2)``: a figure the load changes less than wall time.
+pass ``max(w, d) / (w + d)``. Capacity 2 may also cost more CPU than capacity 1 (more reruns
+open at once in the driver; with ``--workers`` above the capacity, reruns spread over several
+workers), so it prints what CPU alone allows on an idle machine, ``max(w1, d1) / (w2 + d2)``: a
+figure the load changes less than wall time.
 
 The load average before and after is printed: figures taken beside other work measure the share
 of the cores each run got. ``--repeat N`` measures every capacity N times in turn and takes the
@@ -103,10 +105,12 @@ class Row:
 
 
 async def warm(harness: AsyncEnvironmentHarness, pool: ProcessPoolExecutor, count: int) -> None:
-    """``count`` small experiments at once: the pool then keeps every worker they took."""
+    """``count`` small experiments at once, each with its share of the pool's workers, as the
+    reruns will take them: every worker has then loaded what a rerun needs."""
+    shared = pool.split(count)
     async with anyio.create_task_group() as group:
         for number in range(count):
-            experiment = harness.experiment(f"warm {number}", tickets(2), turns=8, executor=pool)
+            experiment = harness.experiment(f"warm {number}", tickets(2), turns=8, executor=shared)
             group.start_soon(experiment.run)
 
 
@@ -153,7 +157,8 @@ def main() -> None:
     parser.add_argument("--work", type=int, default=WORK, help="loop iterations a turn")
     parser.add_argument("--capacity", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--workers", type=int, default=None,
-                        help="workers a rerun takes (default: the capacity)")  # fmt: skip
+                        help="workers in all, split among the reruns at once "
+                        "(default: the capacity, one each)")  # fmt: skip
     parser.add_argument("--repeat", type=int, default=1, help="rounds of every capacity")
     parser.add_argument("--profile", type=Path, default=None, help="cProfile of the driver")
     parser.add_argument("--directory", type=Path, default=None)
@@ -162,7 +167,8 @@ def main() -> None:
     print(
         f"one optimizer iteration: K={options.candidates} candidates x {options.scenarios} "
         f"CPU-bound tickets ({options.work:,} loop iterations a turn), open process pools of "
-        f"C workers, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}"
+        f"{options.workers or 'C'} workers in all, {os.cpu_count()} cores, load average "
+        f"{os.getloadavg()[0]:.2f}"
     )
     print(
         f"{'capacity':>8} {'wall s':>7} {'reruns s':>9} {'driver CPU s':>13} "

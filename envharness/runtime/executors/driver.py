@@ -44,8 +44,10 @@ from envharness.runtime.executors.seam import (
     ExperimentWork,
     PlanSession,
     ResumeHere,
+    SessionRuns,
     SessionWork,
 )
+from envharness.runtime.executors.split import SplitWorkers
 from envharness.runtime.plan import SessionResult
 from envharness.runtime.resume import find_resume_point
 
@@ -102,11 +104,26 @@ class RemoteExecutor:
     def check(self, plan_session: PlanSession, parts: Sequence[tuple[str, object]]) -> None:
         pickled_recipe(plan_session, parts, self.kind)
 
-    def serving(self, work: ExperimentWork) -> AbstractAsyncContextManager[_RemoteRuns]:
-        return self._serving(work)
+    def serving(
+        self, work: ExperimentWork, workers: int | None = None
+    ) -> AbstractAsyncContextManager[_RemoteRuns]:
+        """Serve one experiment with ``workers`` of the workers (all when ``None``; fewer is its
+        share when experiments run at once, see :mod:`.split`)."""
+        if workers is None:
+            workers = self.workers
+        if (
+            isinstance(workers, bool)
+            or not isinstance(workers, int)
+            or not 0 < workers <= self.workers
+        ):
+            raise ConfigurationError(
+                f"an experiment's share of this {self.kind} executor's {self.workers} workers must "
+                f"be 1 to {self.workers}, not {workers!r}"
+            )
+        return self._serving(work, workers)
 
     @asynccontextmanager
-    async def _serving(self, work: ExperimentWork) -> AsyncIterator[_RemoteRuns]:
+    async def _serving(self, work: ExperimentWork, workers: int) -> AsyncIterator[_RemoteRuns]:
         budget = work.budget.budget if work.budget is not None else None
         recipe = pickled_recipe(
             (tuple(work.scenarios), work.plan_session, work.runner_class, budget), (), self.kind
@@ -133,11 +150,11 @@ class RemoteExecutor:
                 try:
                     try:
                         async with anyio.create_task_group() as starting:
-                            for index in range(self.workers):
+                            for index in range(workers):
                                 starting.start_soon(spawn, index)
                     except BaseExceptionGroup as failed:
                         raise collapse(failed) from None
-                    runs = _RemoteRuns(links, work, spawn, self.workers)
+                    runs = _RemoteRuns(links, work, spawn, workers)
                     group.start_soon(runs.watch)
                     yield runs
                 finally:
@@ -302,6 +319,13 @@ class KeptWorkers:
 
     _remote: RemoteExecutor
     _open: AsyncExitStack | None = None
+    workers: int
+
+    def serving(
+        self, work: ExperimentWork, workers: int | None = None
+    ) -> AbstractAsyncContextManager[SessionRuns]:
+        """Open for one experiment, with ``workers`` of the workers (all when ``None``)."""
+        return self._remote.serving(work, workers)
 
     def check(self, plan_session: PlanSession, parts: Sequence[tuple[str, object]]) -> None:
         self._remote.check(plan_session, parts)
@@ -332,3 +356,8 @@ class KeptWorkers:
     def kept(self) -> int:
         """How many started workers wait for the next experiment (0 unless opened)."""
         return self._remote.kept
+
+    def split(self, among: int) -> SplitWorkers:
+        """This executor's workers shared by ``among`` experiments at once, each with its share
+        (:class:`~envharness.runtime.executors.split.SplitWorkers`), never more in all."""
+        return SplitWorkers(self, among)

@@ -54,8 +54,10 @@ class ProcessPoolExecutor(KeptWorkers):
         self.workers = workers
         self._remote = RemoteExecutor(_PoolSpawner, workers, "process pool")
 
-    def serving(self, work: ExperimentWork) -> AbstractAsyncContextManager[SessionRuns]:
-        return self._remote.serving(work)
+    def serving(
+        self, work: ExperimentWork, workers: int | None = None
+    ) -> AbstractAsyncContextManager[SessionRuns]:
+        return self._remote.serving(work, workers)
 
     def __repr__(self) -> str:
         return f"ProcessPoolExecutor(workers={self.workers})"

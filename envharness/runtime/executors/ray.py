@@ -75,16 +75,21 @@ class RayExecutor(KeptWorkers):
         self.workers = workers
         self._remote = RemoteExecutor(RaySpawner, workers, "Ray")
 
-    def serving(self, work: ExperimentWork) -> AbstractAsyncContextManager[SessionRuns]:
-        return self._serving(work)
+    def serving(
+        self, work: ExperimentWork, workers: int | None = None
+    ) -> AbstractAsyncContextManager[SessionRuns]:
+        return self._serving(work, workers)
 
     @asynccontextmanager
-    async def _serving(self, work: ExperimentWork) -> AsyncIterator[SessionRuns]:
+    async def _serving(
+        self, work: ExperimentWork, workers: int | None
+    ) -> AsyncIterator[SessionRuns]:
         if self._open is not None:  # joined already, with actors kept
-            async with self._remote.serving(work) as runs:
+            async with self._remote.serving(work, workers) as runs:
                 yield runs
             return
-        async with connected(self.address, self.workers), self._remote.serving(work) as runs:
+        share = self._remote.serving(work, workers)  # refuses a bad share before joining
+        async with connected(self.address, self.workers), share as runs:
             yield runs
 
     async def _hold_while_open(self, stack: AsyncExitStack) -> None:

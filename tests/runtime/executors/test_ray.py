@@ -47,6 +47,7 @@ from envharness.store.locate import reading_store
 from tests import _engines
 from tests.runtime.executors._agents import PacedAgent
 from tests.runtime.executors._evidence import Location, evidence, nothing_lost_nothing_duplicated
+from tests.runtime.executors._runners import two_experiments_at_once, worker_pids
 
 pytestmark = pytest.mark.anyio
 
@@ -382,6 +383,12 @@ async def test_an_open_executor_keeps_its_actors_and_a_killed_one_loses_nothing(
         assert executor.kept == 2
         first = await _same_evidence_as_in_process(tmp_path, executor, into=database)
         assert executor.kept == 2
+        with anyio.fail_after(RAY_WAIT_S):  # each taking both would wait for CPUs forever
+            await two_experiments_at_once(tmp_path / "split", executor.split(2))
+        assert executor.kept == 2
+        one, other = (await worker_pids(tmp_path / "split")).values()
+        assert len(one) == len(other) == 1  # an actor each, at once
+        assert one != other
         result, killed = await _kill_a_worker_mid_experiment(database, executor)
         assert set(killed) <= first  # it ran in the actors the first experiment had
         await _a_recipe_the_workers_cannot_import_is_refused(tmp_path / "g", executor, monkeypatch)
