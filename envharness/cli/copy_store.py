@@ -4,9 +4,10 @@ Each side is a store directory or a ``postgresql://`` URL. The source is opened 
 only — no writer, no crash recovery — so copying changes nothing there; the destination is
 created, and refused before anything is written to it when it already holds evidence (or, for
 a directory, files that are not a store). :func:`envharness.store.postgres.copy.copy_store`
-checks every record, blob, snapshot and dataset on the way. A URL is never printed as given:
-it may hold a password, so messages name its user, host, port and database. What stays behind
-(:data:`LEFT_BEHIND`) is said on stderr after every copy, whichever way it went.
+checks every record, blob, snapshot and dataset on the way, and copies the source as it was
+when the copy started. A URL is never printed as given: it may hold a password, so messages
+name its user, host, port and database. What stays behind (:data:`LEFT_BEHIND`) is said on
+stderr after a copy that succeeds, in either direction.
 """
 
 from __future__ import annotations
@@ -24,8 +25,6 @@ from envharness.store.database import DATABASE_NAME
 from envharness.store.locate import AnyStore, opening_store, postgres_url, reading_store
 from envharness.store.postgres import copy as copying
 from envharness.store.postgres.driver import target
-from envharness.store.snapshot_transfer import refuse_held_snapshots
-from envharness.store.sources.transfer import refuse_held_sources
 
 __all__ = ["LEFT_BEHIND", "app", "copy_store_command"]
 
@@ -62,12 +61,17 @@ def copy_store_command(
     _refuse_same(source, destination)
     existing = _existing(destination)
     read_from, write_to = _location(source), _location(destination)
-    copied = 0
+    copied = snapshots = 0
 
     def tick(chain_id: str) -> None:
         nonlocal copied
         copied += 1
         line.show(f"copying: {copied} chains")
+
+    def tick_snapshot(snapshot_id: str) -> None:
+        nonlocal snapshots
+        snapshots += 1
+        line.show(f"copying: {copied} chains, {snapshots} snapshots")
 
     async def copy() -> copying.CopyReport:
         await _refuse_evidence(existing, destination)
@@ -77,12 +81,15 @@ def copy_store_command(
         ):
             await _refuse_held(writer, destination)  # written to since it was looked at
             try:
-                return await copying.copy_store(reader, writer, on_chain=tick)
+                return await copying.copy_store(
+                    reader, writer, on_chain=tick, on_snapshot=tick_snapshot
+                )
             except StoreError as failure:
+                whole = f"{copied} chains" + (f" and {snapshots} snapshots" if snapshots else "")
                 failure.add_note(
-                    f"the destination holds what was copied before: {copied} chains whole, "
-                    "and of what came next at most a start; remove it (or name a new one) "
-                    "before copying again"
+                    f"the destination holds what was copied before: {whole} whole, and of "
+                    "what came next at most a start; remove it (or name a new one) before "
+                    "copying again"
                 )
                 raise
 
@@ -155,19 +162,9 @@ async def _refuse_evidence(existing: str | Path | None, destination: str) -> Non
 
 
 async def _refuse_held(store: AnyStore, destination: str) -> None:
-    """Records, imported sources, snapshots or datasets in ``store``: refused as a usage
-    error, so that no note about what was copied follows (nothing was)."""
-    if await store.last_position() != -1:
-        raise _holds_evidence(destination)
+    """Anything a copy writes already in ``store``: refused as a usage error, so that no note
+    about what was copied follows (nothing was)."""
     try:
-        await refuse_held_sources(store.backend)
-        await refuse_held_snapshots(store.backend)
+        await copying.refuse_non_empty(store)
     except StoreError as held:
         raise CliError(f"DST {_named(destination)}: {held}") from None
-
-
-def _holds_evidence(destination: str) -> CliError:
-    return CliError(
-        f"DST {_named(destination)} already holds evidence; copy into a new, empty store "
-        "(nothing was written to it)"
-    )

@@ -100,7 +100,7 @@ def test_a_destination_database_with_evidence_is_refused_unchanged(
     again = invoke("copy-store", quickstart_master, database)
 
     assert again.exit_code == 2
-    assert "already holds evidence" in again.stderr
+    assert "already holds records, imported sources, 1 snapshots and 1 datasets" in again.stderr
     assert "nothing was written" in again.stderr
     assert evidence(database) == before
 
@@ -117,7 +117,7 @@ def test_a_destination_directory_with_evidence_or_other_files_is_refused(
     into_files = invoke("copy-store", quickstart_master, cluttered)
 
     assert into_store.exit_code == 2
-    assert "already holds evidence" in into_store.stderr
+    assert "already holds records" in into_store.stderr
     assert evidence(quickstart_store) == before
     assert into_files.exit_code == 2
     assert "files in it but no store" in into_files.stderr

@@ -5,8 +5,14 @@ checked before it is written — its digest recomputed over the stored bytes, it
 and its place in the chain — with the state blobs and artifacts it cites, each checked against
 its sha256. The destination's own writer then commits the rows unchanged (so the digests stay
 the same and its indexes are rebuilt from the records by the same rules), and its heads are
-compared with the source's at the end. A destination that already holds records is refused:
-chains copied into a store with chains of its own could collide, and nothing there is touched.
+compared with the source's at the end. A destination that already holds anything a copy
+writes is refused before anything is written (:func:`refuse_non_empty`): chains copied into a
+store with chains of its own could collide, and nothing there is touched.
+
+The copy is of the source as it was when the copy started: runners may go on writing to it,
+and what they write meanwhile is left out. Its snapshots and datasets are listed first, then
+its chains (so every session a listed snapshot holds is listed too); each chain is copied to
+its end as read.
 
 Imported sources are copied after the chains, as they were stored (their import log and
 records unchanged, every hash recomputed: :mod:`envharness.store.sources.transfer`), then the
@@ -22,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgspec
 
@@ -32,11 +38,11 @@ from envharness.store.backend import SqliteBackend
 from envharness.store.optimizer_index import OptimizerRunInfo
 from envharness.store.postgres.backend import PostgresBackend
 from envharness.store.reader import ExperimentInfo, SessionInfo
-from envharness.store.snapshot_transfer import copy_snapshots, refuse_held_snapshots
-from envharness.store.sources.transfer import copy_sources, refuse_held_sources
+from envharness.store.snapshot_transfer import Bound, copy_snapshots, list_snapshots
+from envharness.store.sources.transfer import copy_sources
 from envharness.store.verify import STATEFUL, digest_holds
 
-__all__ = ["COPY_BATCH_ROWS", "CopyReport", "EvidenceStore", "copy_store"]
+__all__ = ["COPY_BATCH_ROWS", "CopyReport", "EvidenceStore", "copy_store", "refuse_non_empty"]
 
 COPY_BATCH_ROWS = 1000
 """Rows per append to the destination: one transaction each, a bounded amount in memory."""
@@ -76,19 +82,15 @@ async def copy_store(
     source: EvidenceStore,
     destination: EvidenceStore,
     on_chain: Callable[[str], None] | None = None,
+    on_snapshot: Callable[[str], None] | None = None,
 ) -> CopyReport:
     """Copy every chain of ``source`` into the empty ``destination`` (both open; the
     destination for writing), then its imported sources, snapshots and datasets, checking
     every digest and content address; a :class:`StoreError` names the first record, blob,
     snapshot or dataset that does not hold, and what had been copied before it stays a valid
-    prefix of each chain."""
-    if await destination.last_position() != -1:
-        raise StoreError(
-            "the destination store already holds records; copy into a new, empty store "
-            "(nothing was written to it)"
-        )
-    await refuse_held_sources(destination.backend)
-    await refuse_held_snapshots(destination.backend)
+    prefix of each chain. ``on_chain`` and ``on_snapshot`` hear of each one copied."""
+    await refuse_non_empty(destination)
+    listed = await list_snapshots(source.backend)  # before the chains: see the module doc
     chains = await _chains(source)
     records = 0
     blobs: set[str] = set()
@@ -105,7 +107,10 @@ async def copy_store(
             f"{len(chains)} (first missing: {missing[:3]}); run `envharness verify` on both"
         )
     sources, imported = await copy_sources(source.backend, destination.backend)
-    snapshots, datasets = await copy_snapshots(source.backend, destination.backend)
+    bound = Bound(chains=set(chains), sources=await _source_names(destination))
+    snapshots, datasets = await copy_snapshots(
+        source.backend, destination.backend, listed, bound, on_snapshot
+    )
     if isinstance(destination.backend, PostgresBackend):
         # A freshly loaded table has no statistics until autovacuum comes by (~a minute):
         # until then the planner reads a session's every record and sorts them for each page
@@ -124,8 +129,44 @@ async def copy_store(
     )
 
 
-_ANALYZE = "ANALYZE sessions, records, blobs"
-"""The tables a copy fills that every page reads."""
+async def refuse_non_empty(destination: EvidenceStore) -> None:
+    """Refuse a destination that holds anything a copy writes — records, imported sources,
+    snapshots or datasets — before anything is written to it: a chain, source or dataset of
+    the same name could not be copied beside one already there."""
+    held: list[str] = []
+    if await destination.last_position() != -1:
+        held.append("records")
+    imports, snapshots, datasets = await destination.backend.read(_held)
+    if imports:
+        held.append("imported sources")
+    if snapshots or datasets:
+        held.append(f"{snapshots} snapshots and {datasets} datasets")
+    if held:
+        raise StoreError(
+            f"the destination store already holds {', '.join(held)}; copy into a new, empty "
+            "store (nothing was written to it)"
+        )
+
+
+def _held(connection: Any) -> tuple[int, int, int]:
+    found = connection.execute(
+        "SELECT (SELECT COUNT(*) FROM source_imports), (SELECT COUNT(*) FROM snapshots),"
+        " (SELECT COUNT(*) FROM datasets)"
+    ).fetchone()
+    return int(found[0]), int(found[1]), int(found[2])
+
+
+async def _source_names(store: EvidenceStore) -> set[str]:
+    """The imported sources ``store`` holds whole (the ``sources`` entry is written last)."""
+    rows = await store.backend.read(lambda c: c.execute("SELECT id FROM sources").fetchall())
+    return {str(row[0]) for row in rows}
+
+
+_ANALYZE = (
+    "ANALYZE sessions, experiments, optimizer_runs, harness_versions, records, blobs, artifacts,"
+    " sources, source_imports, source_records, snapshots, snapshot_trajectories, datasets"
+)
+"""Every table a copy fills: the viewer's pages, trajectories and datasets read them all."""
 
 
 async def _copy_chain(
