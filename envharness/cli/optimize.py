@@ -32,6 +32,7 @@ from envharness.cli.options import (
     RayAddress,
     check_choice,
     executor_from,
+    workers_option,
 )
 from envharness.cli.render import printable
 from envharness.cli.state import CliState
@@ -58,15 +59,12 @@ SELFTEST_TURNS = 8
 
 RerunWorkers = Annotated[
     int | None,
-    typer.Option(
-        "--workers",
-        metavar="N",
-        min=1,
-        help="Run the reruns' sessions in N worker processes in all (with --ray, N Ray "
-        "workers), split among the --capacity reruns at once: one each at --workers equal to "
-        "--capacity; with fewer workers than --capacity, only N reruns run at once. The "
-        "evidence is still written by this process (docs/optimizer.md). Default: in this "
-        "process.",
+    workers_option(
+        "Run the reruns' sessions in N worker processes in all (with --ray, N Ray workers), "
+        "split among the reruns at once (up to --capacity): one each at --workers equal to "
+        "--capacity, all N for a rerun alone; with fewer workers than --capacity, only N "
+        "reruns run at once. The evidence is still written by this process "
+        "(docs/optimizer.md). Default: in this process."
     ),
 ]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from typer import _click  # typer's own click: the types its groups format help with
@@ -50,6 +50,7 @@ __all__ = [
     "deprecated_form",
     "executor_from",
     "ray_executor",
+    "workers_option",
 ]
 
 JsonLines = Annotated[
@@ -214,15 +215,18 @@ BudgetSeconds = Annotated[
 ]
 
 
+def workers_option(help_text: str) -> Any:
+    """``--workers N`` as every command that runs sessions in workers declares it; only
+    ``help_text``, what the command does with them, differs."""
+    return typer.Option("--workers", metavar="N", min=1, help=help_text)
+
+
 Workers = Annotated[
     int | None,
-    typer.Option(
-        "--workers",
-        metavar="N",
-        min=1,
-        help="Run an experiment's sessions in N worker processes on this machine (one per "
-        "core uses them all); the evidence is still written by this process "
-        "(docs/scale-out.md). Default: in this process.",
+    workers_option(
+        "Run an experiment's sessions in N worker processes on this machine (one per core uses "
+        "them all); the evidence is still written by this process (docs/scale-out.md). "
+        "Default: in this process."
     ),
 ]
 RayAddress = Annotated[

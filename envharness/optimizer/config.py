@@ -51,8 +51,9 @@ class OptimizationConfig:
     ``<store>/optimizer/<run id>`` (``./envharness-optimizer/<run id>`` on a PostgreSQL
     store). ``executor`` is where each rerun's sessions run (``None``: in this process;
     ``ProcessPoolExecutor(workers=N)``: N processes in all, each opening a sandbox of the same
-    kind for the hooks, split among the ``capacity`` reruns at once — with fewer workers than
-    ``capacity``, only as many reruns as workers run at once: :mod:`~envharness.optimizer.shares`);
+    kind for the hooks, split among the reruns that run at once, up to ``capacity`` — with
+    fewer workers than ``capacity``, only as many reruns as workers run at once:
+    :mod:`~envharness.optimizer.shares`);
     not recorded, since it changes no measurement.
     """
 

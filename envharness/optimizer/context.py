@@ -10,7 +10,6 @@ never made again.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -29,7 +28,7 @@ from envharness.optimizer.patches.patch import HarnessPatch
 from envharness.optimizer.patches.sandbox import Sandbox
 from envharness.optimizer.rerun import rerun_patch
 from envharness.optimizer.runlog import RunLog, RunMemo, measurement_key
-from envharness.optimizer.shares import RerunSlots
+from envharness.optimizer.shares import RerunBatch, RerunSlots
 from envharness.records import OptimizerAccepted, OptimizerMeasured, Payload
 from envharness.store.locate import AnyStore
 
@@ -60,7 +59,7 @@ class RunContext:
     terms: tuple[str, ...] = field(init=False)
     environment_name: str = field(init=False)
     reruns: RerunSlots = field(init=False)
-    """The slots of the reruns that run at once, each with its share of the executor."""
+    """The run's executor shared by the reruns that run at once, each batch split its way."""
     _lock: anyio.Lock = field(init=False, default_factory=anyio.Lock)
 
     def __post_init__(self) -> None:
@@ -93,6 +92,13 @@ class RunContext:
         async with self._lock:
             return await self.log.accept(make, parent=parent)
 
+    def recorded(self, role: MeasuredRole, patch: HarnessPatch) -> OptimizerMeasured | None:
+        """The measurement of ``patch`` in ``role`` that the run's chain holds, unless it
+        failed for infrastructure reasons (then it is measured again)."""
+        digest = patch.digest() if patch.hooks else None
+        cached = self.memo.measurements.get(measurement_key(role, digest))
+        return cached if cached is not None and cached.error is None else None
+
     async def measure(
         self,
         role: MeasuredRole,
@@ -102,31 +108,32 @@ class RunContext:
         version: str | None,
         candidate: int | None,
         *,
-        at_once: bool = False,
+        batch: RerunBatch | None = None,
         after: anyio.Event | None = None,
     ) -> OptimizerMeasured:
         """A rerun of ``scenarios`` with ``patch``, recorded — or the one already recorded.
 
         A recorded measurement that failed for infrastructure reasons is measured again. A
-        rerun ``at_once`` with others holds one of :attr:`reruns`' slots while it runs, with
-        its share of the executor's workers (alone, it takes them all); its record waits for
-        ``after`` (when given) without holding it, so reruns that end in any order are
-        recorded in the order the caller chose: the same seeds give the same chain."""
+        rerun of a ``batch`` started together (:meth:`RerunSlots.among`) holds its limiter
+        while it runs, with its share of the executor's workers; without one it runs alone and
+        takes them all. Its record waits for ``after`` (when given) without holding either,
+        so reruns that end in any order are recorded in the order the caller chose: the same
+        seeds give the same chain."""
         digest = patch.digest() if patch.hooks else None
         key = measurement_key(role, digest)
-        cached = self.memo.measurements.get(key)
-        if cached is not None and cached.error is None:
+        cached = self.recorded(role, patch)
+        if cached is not None:
             return cached
         label = role if candidate is None else f"{role} {candidate}"
-        slots = self.reruns if at_once else None
-        async with slots.limiter if slots is not None else nullcontext():
+        batch = batch or self.reruns.among(1)
+        async with batch.limiter:
             rerun = await rerun_patch(
                 self.harness,
                 self.store,
                 scenarios,
                 patch,
                 sandbox=self.sandbox,
-                config=slots.config if slots is not None else self.config,
+                config=batch.config,
                 name=f"{self.config.name} {self.run_id} iteration {iteration} {label}",
                 version=version,
                 forbidden_terms=self.terms,

@@ -162,20 +162,21 @@ async def measure_patch(
 
     ``patch`` is measured as given: to measure a candidate on top of an accepted version, pass
     ``accepted.stacked(candidate)`` as ``patch`` and ``accepted`` as ``reference``. The two
-    reruns run at once when ``config.capacity`` allows, splitting the executor's workers
-    between them (:mod:`~envharness.optimizer.shares`). See :func:`rerun_patch` for the rest.
+    reruns run at once when ``config.capacity`` and the executor's workers allow, splitting
+    its workers between them; else one after the other, each with all of them, and nothing
+    says so (:mod:`~envharness.optimizer.shares`). See :func:`rerun_patch` for the rest.
     """
     config = config or OptimizationConfig()
     reference = reference or HarnessPatch()
     terms = forbidden_terms_of(harness.new_environment())
-    slots = RerunSlots(config)
+    batch = RerunSlots(config).among(2)
     reruns: dict[str, Rerun] = {}
 
     async def one(label: str, chosen: HarnessPatch) -> None:
         version = candidate_version(chosen.digest()) if chosen.hooks else None
-        async with slots.limiter:
+        async with batch.limiter:
             reruns[label] = await rerun_patch(
-                harness, store, scenarios, chosen, sandbox=sandbox, config=slots.config,
+                harness, store, scenarios, chosen, sandbox=sandbox, config=batch.config,
                 name=f"{name} {label}", version=version, forbidden_terms=terms,
             )  # fmt: skip
 

@@ -274,13 +274,21 @@ async def _packet(run: RunContext, state: RunState) -> FailurePacket:
 async def _rerun(
     run: RunContext, iteration: int, unique: dict[str, Proposed]
 ) -> dict[str, OptimizerMeasured]:
-    """Each distinct valid candidate rerun on the training scenarios, ``capacity`` at once
-    (each with its share of the executor's workers: :mod:`~envharness.optimizer.shares`),
-    recorded in candidate order whichever rerun ends first (the scheduler decides that — trio
-    even at capacity 1 — and the chain must not depend on it)."""
+    """Each distinct valid candidate rerun on the training scenarios, ``capacity`` at once,
+    the executor's workers split among as many as run at once (a lone one takes them all:
+    :mod:`~envharness.optimizer.shares`), recorded in candidate order whichever rerun ends
+    first (the scheduler decides that — trio even at capacity 1 — and the chain must not
+    depend on it)."""
     measured: dict[str, OptimizerMeasured] = {}
     items = list(unique.values())
     recorded = [anyio.Event() for _ in items]
+    batch = run.reruns.among(
+        sum(
+            1
+            for item in items
+            if item.stacked is not None and not run.recorded("candidate", item.stacked)
+        )
+    )
 
     async def evaluate(index: int, item: Proposed) -> None:
         assert item.stacked is not None
@@ -293,7 +301,7 @@ async def _rerun(
                 item.stacked,
                 candidate_version(item.record.digest),
                 item.record.candidate,
-                at_once=True,
+                batch=batch,
                 after=recorded[index - 1] if index else None,
             )
         finally:

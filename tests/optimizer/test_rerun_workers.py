@@ -117,3 +117,22 @@ async def test_two_reruns_at_once_share_the_executors_two_workers(tmp_path: Path
     assert first != second
     assert first | second <= baseline
     assert len(baseline) <= 2
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # spawns processes: one backend
+async def test_a_lone_candidate_takes_every_worker(tmp_path: Path) -> None:
+    """One distinct candidate at capacity 2 runs alone: in both workers, not in a slot of one
+    beside an idle one."""
+    harness = AsyncEnvironmentHarness(
+        tmp_path / "store", environment=SupportDesk, agents={"alice": RefundFirstPolicy}
+    )
+    pool = ProcessPoolExecutor(workers=2)
+    config = dataclasses.replace(LOOP, candidates=1, executor=pool, directory=tmp_path / "run")
+    async with pool:
+        optimizer = HarnessOptimizer(harness, ScriptedEngineer([LOOK_UP_FIRST]), config=config)
+        result = await optimizer.optimize_async(tickets(6))
+        assert pool.kept == 2
+    assert result.accepted_version == "harness-v1"
+    baseline, candidate = (await worker_pids(tmp_path / "store")).values()
+    assert len(candidate) == 2
+    assert candidate == baseline

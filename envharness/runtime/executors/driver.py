@@ -24,6 +24,7 @@ import anyio
 
 from envharness.errors import ConfigurationError, collapse
 from envharness.runtime.executors.channel import Channel, WorkerSpawner
+from envharness.runtime.executors.counts import is_count
 from envharness.runtime.executors.frames import (
     PROTOCOL,
     Cancel,
@@ -47,7 +48,7 @@ from envharness.runtime.executors.seam import (
     SessionRuns,
     SessionWork,
 )
-from envharness.runtime.executors.split import SplitWorkers
+from envharness.runtime.executors.split import SplitWorkers, WorkersInUse
 from envharness.runtime.plan import SessionResult
 from envharness.runtime.resume import find_resume_point
 
@@ -67,7 +68,7 @@ class RemoteExecutor:
     or, while :meth:`opened`, started once and kept from one experiment to the next."""
 
     def __init__(self, new_spawner: Callable[[], WorkerSpawner], workers: int, kind: str) -> None:
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        if not is_count(workers):
             raise ConfigurationError(f"workers must be a positive integer, not {workers!r}")
         self._new_spawner = new_spawner
         self.workers = workers
@@ -111,11 +112,7 @@ class RemoteExecutor:
         share when experiments run at once, see :mod:`.split`)."""
         if workers is None:
             workers = self.workers
-        if (
-            isinstance(workers, bool)
-            or not isinstance(workers, int)
-            or not 0 < workers <= self.workers
-        ):
+        if not is_count(workers, self.workers):
             raise ConfigurationError(
                 f"an experiment's share of this {self.kind} executor's {self.workers} workers must "
                 f"be 1 to {self.workers}, not {workers!r}"
@@ -319,32 +316,44 @@ class KeptWorkers:
 
     _remote: RemoteExecutor
     _open: AsyncExitStack | None = None
+    _in_use: WorkersInUse | None = None
     workers: int
 
     def serving(
         self, work: ExperimentWork, workers: int | None = None
     ) -> AbstractAsyncContextManager[SessionRuns]:
-        """Open for one experiment, with ``workers`` of the workers (all when ``None``)."""
-        return self._remote.serving(work, workers)
+        """Open for one experiment, with ``workers`` of the workers (all when ``None``): in
+        the workers kept while open, else in workers started for it, inside what
+        :meth:`_hold_for_workers` holds for this one experiment."""
+        share = self._remote.serving(work, workers)  # refuses a bad share before anything
+        return share if self._open is not None else self._held(share)
+
+    @asynccontextmanager
+    async def _held(
+        self, share: AbstractAsyncContextManager[_RemoteRuns]
+    ) -> AsyncIterator[_RemoteRuns]:
+        async with AsyncExitStack() as stack:
+            await self._hold_for_workers(stack)
+            yield await stack.enter_async_context(share)
 
     def check(self, plan_session: PlanSession, parts: Sequence[tuple[str, object]]) -> None:
         self._remote.check(plan_session, parts)
 
-    async def _hold_while_open(self, stack: AsyncExitStack) -> None:
-        """Enter what must hold before the workers start and until they stop (nothing here;
-        Ray's executor joins its cluster)."""
+    async def _hold_for_workers(self, stack: AsyncExitStack) -> None:
+        """Enter what must hold before the workers start and until they stop: while open, or
+        for one experiment when not (nothing here; Ray's executor joins its cluster)."""
 
     async def __aenter__(self) -> Self:
         if self._open is not None:
             raise ConfigurationError(f"this {type(self).__name__} is already open")
         async with AsyncExitStack() as stack:
-            await self._hold_while_open(stack)
+            await self._hold_for_workers(stack)
             await stack.enter_async_context(self._remote.opened())
             self._open = stack.pop_all()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        """Stop the workers, then leave what :meth:`_hold_while_open` entered. Not under a
+        """Stop the workers, then leave what :meth:`_hold_for_workers` entered. Not under a
         shield of its own: a local Ray cluster is held by a task group entered in
         ``__aenter__``, whose scope must be the innermost when it exits; what must not be cut
         short shields itself (the workers' stop, the cluster's thread)."""
@@ -359,5 +368,9 @@ class KeptWorkers:
 
     def split(self, among: int) -> SplitWorkers:
         """This executor's workers shared by ``among`` experiments at once, each with its share
-        (:class:`~envharness.runtime.executors.split.SplitWorkers`), never more in all."""
-        return SplitWorkers(self, among)
+        (:class:`~envharness.runtime.executors.split.SplitWorkers`); all its splits count in
+        one :class:`~envharness.runtime.executors.split.WorkersInUse`, so that experiments
+        served through them hold no more than :attr:`workers` at once between them."""
+        if self._in_use is None:
+            self._in_use = WorkersInUse(self.workers)
+        return SplitWorkers(self, among, self._in_use)

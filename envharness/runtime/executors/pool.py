@@ -15,7 +15,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import IO, final
 
@@ -23,8 +22,8 @@ import anyio
 from anyio.abc import Process
 
 from envharness.errors import ConfigurationError
+from envharness.runtime.executors.counts import is_count
 from envharness.runtime.executors.driver import CLOSE_GRACE, KeptWorkers, RemoteExecutor
-from envharness.runtime.executors.seam import ExperimentWork, SessionRuns
 from envharness.runtime.executors.streams import StreamChannel, socket_channel
 
 __all__ = ["STDERR_TAIL", "ProcessPoolExecutor"]
@@ -46,18 +45,13 @@ class ProcessPoolExecutor(KeptWorkers):
     """
 
     def __init__(self, workers: int = 2) -> None:
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        if not is_count(workers):
             raise ConfigurationError(
                 f"workers must be a positive integer (processes to run sessions in), not "
                 f"{workers!r}; this machine has {os.cpu_count() or 1} cores"
             )
         self.workers = workers
         self._remote = RemoteExecutor(_PoolSpawner, workers, "process pool")
-
-    def serving(
-        self, work: ExperimentWork, workers: int | None = None
-    ) -> AbstractAsyncContextManager[SessionRuns]:
-        return self._remote.serving(work, workers)
 
     def __repr__(self) -> str:
         return f"ProcessPoolExecutor(workers={self.workers})"

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import secrets
-from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack
 from functools import cache
 from itertools import count
 from typing import TYPE_CHECKING, Any, final
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any, final
 import anyio
 
 from envharness.errors import ConfigurationError
+from envharness.runtime.executors.counts import is_count
 from envharness.runtime.executors.driver import KeptWorkers, RemoteExecutor
 from envharness.runtime.executors.ray_channel import RayChannel, Serve, WorkerActor, first_line
 from envharness.runtime.executors.ray_cluster import (
@@ -32,7 +32,6 @@ from envharness.runtime.executors.ray_cluster import (
     import_ray,
     parse_address,
 )
-from envharness.runtime.executors.seam import ExperimentWork, SessionRuns
 
 if TYPE_CHECKING:
     from ray.actor import ActorHandle
@@ -60,7 +59,7 @@ class RayExecutor(KeptWorkers):
     """
 
     def __init__(self, address: str | None = None, workers: int = 2) -> None:
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        if not is_count(workers):
             raise ConfigurationError(
                 f"workers must be a positive integer (Ray actors to run sessions in, one CPU "
                 f"each), not {workers!r}"
@@ -75,24 +74,7 @@ class RayExecutor(KeptWorkers):
         self.workers = workers
         self._remote = RemoteExecutor(RaySpawner, workers, "Ray")
 
-    def serving(
-        self, work: ExperimentWork, workers: int | None = None
-    ) -> AbstractAsyncContextManager[SessionRuns]:
-        return self._serving(work, workers)
-
-    @asynccontextmanager
-    async def _serving(
-        self, work: ExperimentWork, workers: int | None
-    ) -> AsyncIterator[SessionRuns]:
-        if self._open is not None:  # joined already, with actors kept
-            async with self._remote.serving(work, workers) as runs:
-                yield runs
-            return
-        share = self._remote.serving(work, workers)  # refuses a bad share before joining
-        async with connected(self.address, self.workers), share as runs:
-            yield runs
-
-    async def _hold_while_open(self, stack: AsyncExitStack) -> None:
+    async def _hold_for_workers(self, stack: AsyncExitStack) -> None:
         await stack.enter_async_context(connected(self.address, self.workers))
 
     def __repr__(self) -> str:

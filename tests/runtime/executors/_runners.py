@@ -19,20 +19,23 @@ SCENARIOS = [
 ]
 
 
-async def two_experiments_at_once(store: Path, executor: Executor) -> None:
-    """Experiments "first" and "second" of four sessions each, started together."""
+async def two_experiments_at_once(
+    store: Path, executor: Executor, second: Executor | None = None
+) -> None:
+    """Experiments "first" and "second" of four sessions each, started together, the second
+    through ``second`` when given."""
     harness = AsyncEnvironmentHarness(
         store, environment=SyntheticEnvironment, agents={"a": SyntheticAgent}, max_concurrency=4
     )
 
-    async def one(name: str) -> None:
-        run = harness.experiment(name, SCENARIOS, turns=3, executor=executor)
+    async def one(name: str, through: Executor) -> None:
+        run = harness.experiment(name, SCENARIOS, turns=3, executor=through)
         result = await run.run()
         assert (result.status, result.completed) == ("completed", len(SCENARIOS))
 
     async with harness, anyio.create_task_group() as group:
-        for name in ("first", "second"):
-            group.start_soon(one, name)
+        group.start_soon(one, "first", executor)
+        group.start_soon(one, "second", second or executor)
 
 
 async def worker_pids(store: Path) -> dict[str, set[int]]:
