@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import msgspec
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -52,6 +53,7 @@ __all__ = [
     "Journal",
     "Pending",
     "commit_in_groups",
+    "hand_over",
 ]
 
 MAX_BATCH_ROWS = 4096
@@ -190,6 +192,34 @@ class Pending:
             raise self._request.error
 
 
+async def hand_over(
+    send: MemoryObjectSendStream[_Request],
+    rows: Sequence[RecordRow],
+    blobs: Mapping[str, bytes] | None,
+) -> Pending:
+    """Hand ``rows`` (and ``blobs``) to a writer's request stream: what ``submit`` does for
+    every engine.
+
+    A cancellation point still (a stop asked meanwhile is heard here, nothing handed over),
+    but no pass of the loop while there is room: a producer with several batches at hand (a
+    remote worker's driver) hands them all over before the writer takes any, so they share
+    one commit. Blocks only while the request buffer is full.
+    """
+    request = _Request(rows, blobs or {})
+    if not rows and not blobs:
+        request.done.set()
+        return Pending(request)
+    await anyio.lowlevel.checkpoint_if_cancelled()
+    try:
+        try:
+            send.send_nowait(request)
+        except anyio.WouldBlock:
+            await send.send(request)  # cancelled here, nothing was handed over
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+        raise StoreError("the store is closed; open it again to write") from exc
+    return Pending(request)
+
+
 class Journal:
     """Owns the write connection; one per open store."""
 
@@ -227,15 +257,7 @@ class Journal:
         Lets a producer go on computing while its rows are committed — consecutive submits
         then share a transaction. Blocks only while the request buffer is full.
         """
-        request = _Request(rows, blobs or {})
-        if not rows and not blobs:
-            request.done.set()
-            return Pending(request)
-        try:
-            await self._send.send(request)  # cancelled here, nothing was handed over
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
-            raise StoreError("the store is closed; open it again to write") from exc
-        return Pending(request)
+        return await hand_over(self._send, rows, blobs)
 
     def close(self) -> None:
         """No more appends; the writer drains what was sent and stops."""

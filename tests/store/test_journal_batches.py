@@ -8,13 +8,16 @@ the writer goes about it.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
 from envharness.records import RecordRow, RunnerRef, SegmentEnded, SegmentStarted, SessionChain
 from envharness.store import open_store
-from envharness.store.journal import ROWS_PER_INSERT
+from envharness.store.journal import ROWS_PER_INSERT, Journal
 
 from ._support import logs, new_session, plain, status_row, turn_rows
 
@@ -117,3 +120,38 @@ async def test_sessions_created_together_are_indexed_as_one_by_one(store_path: P
     with plain(store_path) as connection:
         (sessions,) = connection.execute("SELECT count(*) FROM sessions").fetchone()
     assert sessions == count + 2
+
+
+async def test_batches_handed_over_back_to_back_share_one_commit_and_each_is_committed(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A producer with several batches at hand (a remote worker's driver, reading a worker's
+    frames) hands them all over before the writer takes one: one transaction holds them."""
+    transactions: list[int] = []
+    write = Journal._transaction
+
+    def counted(journal: Journal, batch: Sequence[Any]) -> None:
+        transactions.append(len(batch))
+        write(journal, batch)
+
+    monkeypatch.setattr(Journal, "_transaction", counted)
+    lives = [whole_life(f"ses_{n}") for n in range(3)]
+    async with open_store(store_path) as store:
+        pending = [await store.submit(rows, blobs) for rows, blobs in lives]
+        for each in pending:
+            await each.committed()
+    assert transactions == [3]
+    for n in range(3):
+        assert index_row(store_path, f"ses_{n}")[2] == "completed"
+
+
+async def test_a_submit_in_a_cancelled_scope_hands_nothing_over(store_path: Path) -> None:
+    """Handing over takes no pass of the loop, but a cancelled producer is still stopped
+    before it: a stop asked meanwhile is heard, and nothing half-decided is written."""
+    rows, blobs = whole_life("ses_cancelled")
+    async with open_store(store_path) as store:
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await store.submit(rows, blobs)
+        assert scope.cancelled_caught
+        assert await store.sessions() == []

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Channel", "LazySends", "TellsWaiting", "WorkerSpawner"]
+__all__ = ["Channel", "LazySends", "SendsMany", "TellsWaiting", "WorkerSpawner"]
 
 
 class Channel(Protocol):
@@ -42,6 +42,14 @@ class LazySends(Protocol):
     """
 
     async def send_soon(self, frame: bytes) -> None: ...
+
+
+@runtime_checkable
+class SendsMany(Protocol):
+    """An end that sends several frames as one operation (one write, one wakeup of the other
+    side), in order, where sending them one by one would cost one each."""
+
+    async def send_many(self, frames: list[bytes]) -> None: ...
 
 
 @runtime_checkable

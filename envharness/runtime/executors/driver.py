@@ -284,11 +284,15 @@ class _RemoteRuns:
             del link.sessions[remote.key]
 
     async def _least_busy(self) -> Link:
-        """A live worker with the fewest sessions; lost workers are replaced first."""
-        async with self._replacing:
-            alive = [link for link in self._links if link.lost is None]
-            while len(alive) < self._workers:
-                alive.append(await self._spawn(next(self._indexes)))
+        """A live worker with the fewest sessions; lost workers are replaced first (the lock,
+        and its pass of the loop, only then: a worker being started is in the list before it
+        can take a session, and only the lock's holder may hand it one)."""
+        alive = [link for link in self._links if link.lost is None]
+        if len(alive) < self._workers or self._replacing.locked():
+            async with self._replacing:
+                alive = [link for link in self._links if link.lost is None]
+                while len(alive) < self._workers:
+                    alive.append(await self._spawn(next(self._indexes)))
         return min(alive, key=lambda found: len(found.sessions))
 
     async def watch(self) -> None:

@@ -24,25 +24,26 @@ __all__ = [
     "DriverFrame",
     "Ended",
     "Named",
+    "News",
     "Open",
     "Pause",
-    "Progress",
     "Ready",
     "Refused",
     "Resume",
     "Run",
-    "Settling",
     "Spent",
     "Stored",
+    "Turns",
     "WorkerFrame",
     "decode_driver_frame",
     "decode_worker_frame",
     "encode",
 ]
 
-PROTOCOL = 3
+PROTOCOL = 4
 """Bumped when a frame changes incompatibly (a worker of another envharness is refused).
-3: :class:`Acks`, several committed batches in one frame."""
+3: :class:`Acks`, several committed batches in one frame. 4: :class:`News` in place of one
+frame per progress report and per settling session."""
 
 
 class _Frame(msgspec.Struct, frozen=True, tag_field="t", array_like=True):
@@ -171,15 +172,26 @@ class Artifact(_Frame, frozen=True, tag="artifact"):
     data: bytes
 
 
-class Settling(_Frame, frozen=True, tag="settling"):
-    key: int
+class Turns(msgspec.Struct, frozen=True, array_like=True):
+    """One progress report of a session: ``turns`` of ``planned`` played."""
 
-
-class Progress(_Frame, frozen=True, tag="progress"):
     key: int
     session_id: str
     turns: int
     planned: int
+
+
+class News(_Frame, frozen=True, tag="news"):
+    """What the worker's sessions said that no one waits for, gathered until the worker next
+    sends (see ``worker.HOLD_SECONDS``): a frame per report cost the driver more than the
+    report (a five-turn session's six progress reports and its settling took seven frames).
+    News goes ahead of the frame it is sent with, so it reaches the driver before a
+    session's :class:`Ended`."""
+
+    progress: list[Turns] = []
+    settled: list[int] = []
+    """Sessions that have handed over their last records and only wait for their commit (the
+    driver frees their slot)."""
 
 
 class Ended(_Frame, frozen=True, tag="ended"):
@@ -203,7 +215,7 @@ class Closed(_Frame, frozen=True, tag="closed"):
     it for the next one)."""
 
 
-WorkerFrame = Ready | Refused | Named | Batch | Artifact | Settling | Progress | Ended | Closed
+WorkerFrame = Ready | Refused | Named | Batch | Artifact | News | Ended | Closed
 
 encode = msgspec.msgpack.Encoder().encode
 decode_driver_frame = msgspec.msgpack.Decoder(DriverFrame).decode

@@ -25,18 +25,18 @@ from envharness.runtime.executors.frames import (
     Closed,
     Ended,
     Named,
+    News,
     Open,
-    Progress,
     Ready,
     Refused,
-    Settling,
     Stored,
+    Turns,
     decode_worker_frame,
     encode,
 )
 from envharness.runtime.executors.retries import WorkerError
 from envharness.runtime.executors.seam import ExperimentWork
-from envharness.runtime.plan import EpisodeEnd, SessionResult
+from envharness.runtime.plan import EpisodeEnd, ProgressCallback, SessionResult
 from envharness.store.journal import Pending
 from envharness.store.locate import AnyStore
 
@@ -62,6 +62,17 @@ class Remote:
     """The last batch of it handed to the journal."""
     lost_runner: RunnerRef | None = None
     """The worker it was lost with, as the worker said it was when it started."""
+    started: bool = False
+    """Whether a batch of it is committed: the session exists, so its progress is told."""
+    untold: list[Turns] = field(default_factory=list)
+    """Its progress that came before that commit (the worker does not wait for it)."""
+
+    def told(self, progress: ProgressCallback) -> None:
+        """Its first batch is committed: tell the progress held back until then."""
+        self.started = True
+        untold, self.untold = self.untold, []
+        for turns in untold:
+            progress(turns.session_id, turns.turns, turns.planned)
 
     async def committed(self) -> None:
         """Wait until everything of it that reached the driver is committed."""
@@ -87,6 +98,10 @@ class Remote:
             error=end.error,
             ended_by=cast(EpisodeEnd | None, end.ended_by),
         )
+
+
+_Committing = tuple[int, Pending, Remote]
+"""A batch handed to the journal: its number in the worker, its commit, its session."""
 
 
 class Link:
@@ -197,7 +212,7 @@ class Link:
             raise WorkerError(f"{self.name} answered {type(first).__name__} instead of ready")
         self.runner = first.runner
         task_status.started()
-        committing, committed = anyio.create_memory_object_stream[tuple[int, Pending]](ACKS_BUFFER)
+        committing, committed = anyio.create_memory_object_stream[_Committing](ACKS_BUFFER)
         with self.reading:
             async with anyio.create_task_group() as group:
                 group.start_soon(self._acknowledge, committed)
@@ -208,7 +223,7 @@ class Link:
         self,
         channel: Channel,
         group: TaskGroup,
-        committing: MemoryObjectSendStream[tuple[int, Pending]],
+        committing: MemoryObjectSendStream[_Committing],
     ) -> None:
         work = self._work
         while True:
@@ -225,19 +240,18 @@ class Link:
                     await self.send(Ack(frame.batch, _SUPERSEDED))
                     continue
                 pending = remote.last = await self._store.submit(frame.rows, frame.blobs)
-                await committing.send((frame.batch, pending))
+                try:  # no pass of the loop per batch: the next ones join the same commit
+                    committing.send_nowait((frame.batch, pending, remote))
+                except anyio.WouldBlock:
+                    await committing.send((frame.batch, pending, remote))
                 if work.budget is not None:
                     _count_costs(work, frame.rows)
             elif isinstance(frame, Named):
                 if (remote := self.sessions.get(frame.key)) is not None:
                     remote.session_id = frame.session_id
                     remote.named(frame.session_id)
-            elif isinstance(frame, Settling):
-                if (remote := self.sessions.get(frame.key)) is not None:
-                    remote.free()
-            elif isinstance(frame, Progress):
-                if work.progress is not None:
-                    work.progress(frame.session_id, frame.turns, frame.planned)
+            elif isinstance(frame, News):
+                self._heard(frame)
             elif isinstance(frame, Ended):
                 if (remote := self.sessions.get(frame.key)) is not None:
                     remote.end = frame
@@ -250,31 +264,60 @@ class Link:
                     self._lose(f"{self.name} closed the experiment with sessions in it")
                 return
 
-    async def _acknowledge(self, committed: MemoryObjectReceiveStream[tuple[int, Pending]]) -> None:
+    def _heard(self, news: News) -> None:
+        """A worker's news: sessions that only wait for their last commit (their slots are
+        freed), and progress, told once the session's start is committed — the worker hands
+        its start over without waiting for that, so a caller told a session's id can always
+        find the session in the store."""
+        for key in news.settled:
+            if (remote := self.sessions.get(key)) is not None:
+                remote.free()
+        progress = self._work.progress
+        if progress is None:
+            return
+        for turns in news.progress:
+            remote = self.sessions.get(turns.key)
+            if remote is None:  # an attempt given up on
+                continue
+            if remote.started:
+                progress(turns.session_id, turns.turns, turns.planned)
+            else:
+                remote.untold.append(turns)
+
+    async def _acknowledge(self, committed: MemoryObjectReceiveStream[_Committing]) -> None:
         """Acknowledge each batch once committed, in the order they came (the journal's): the
         first one waited for, with every later one whose commit is done by then (one group
         commit holds many) in the same frame."""
         async with committed:
-            async for batch, pending in committed:
-                done = [batch]
+            async for batch, pending, remote in committed:
+                done = [(batch, remote)]
                 error = await _failure(pending)
                 while error is None:
                     try:
-                        batch, pending = committed.receive_nowait()
+                        batch, pending, remote = committed.receive_nowait()
                     except (anyio.WouldBlock, anyio.EndOfStream):  # none yet, or no more
                         break
                     if not pending.done:
-                        await self.send_soon(_acks(done))
+                        await self._acknowledged(done)
                         done = []
                     error = await _failure(pending)
-                    done.append(batch)
+                    done.append((batch, remote))
                 if error is not None:
-                    failed = done.pop()
+                    failed, _ = done.pop()
                     if done:
-                        await self.send_soon(_acks(done))
+                        await self._acknowledged(done)
                     await self.send_soon(Ack(failed, error))
                 else:
-                    await self.send_soon(_acks(done))
+                    await self._acknowledged(done)
+
+    async def _acknowledged(self, done: list[tuple[int, Remote]]) -> None:
+        """Acknowledge committed batches; then the progress of a session whose first batch is
+        among them, held back until now, is told."""
+        await self.send_soon(_acks([batch for batch, _ in done]))
+        if (progress := self._work.progress) is not None:
+            for _, remote in done:
+                if not remote.started:
+                    remote.told(progress)
 
     async def _keep_artifact(self, frame: Artifact) -> None:
         try:

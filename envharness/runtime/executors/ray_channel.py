@@ -364,7 +364,7 @@ class WorkerActor:
 class _ActorEnd:
     """The worker's end of the channel, inside the actor."""
 
-    __slots__ = ("_inbox", "_outbox", "_tell")
+    __slots__ = ("_inbox", "_outbox", "_sending", "_tell")
 
     def __init__(
         self,
@@ -375,6 +375,7 @@ class _ActorEnd:
         self._inbox = inbox
         self._outbox = outbox
         self._tell = tell
+        self._sending = anyio.Lock()
 
     def waiting(self, stuck: bool) -> None:
         """The worker says whether it can go no further without the driver
@@ -383,6 +384,17 @@ class _ActorEnd:
 
     async def send(self, frame: bytes) -> None:
         await self._outbox.send(frame)
+
+    async def send_many(self, frames: list[bytes]) -> None:
+        """Queue ``frames`` without a pass of the loop between them, so that the pull waiting
+        takes them all in one answer (:class:`~.channel.SendsMany`); wait only while the outbox
+        is full, and then the next sender waits behind, so frames keep their order."""
+        async with self._sending:
+            for frame in frames:
+                try:
+                    self._outbox.send_nowait(frame)
+                except anyio.WouldBlock:
+                    await self._outbox.send(frame)
 
     async def receive(self) -> bytes:
         return await self._inbox.receive()

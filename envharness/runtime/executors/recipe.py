@@ -55,9 +55,16 @@ class _RecipePickler(pickle.Pickler):
     def __init__(self, file: IO[bytes]) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.reopened: list[Reopen] = []
+        self._plain: set[type] = {type}
+        """Types whose objects travel as themselves: asked once per type, since the pickler
+        asks for every object (a recipe holds every scenario of the experiment)."""
 
     def persistent_id(self, obj: Any) -> Any:
-        if isinstance(obj, type) or getattr(type(obj), REOPENED, None) is None:
+        kind = type(obj)
+        if kind in self._plain:
+            return None
+        if isinstance(obj, type) or getattr(kind, REOPENED, None) is None:
+            self._plain.add(kind)
             return None
         self.reopened.append(getattr(obj, REOPENED)())
         return len(self.reopened) - 1

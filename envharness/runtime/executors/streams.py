@@ -37,8 +37,9 @@ class StreamChannel:
     A send returns once its frame is queued to go, as a socket's does once its bytes are in
     the kernel's buffer: the sender that finds no write under way writes, shielded (a frame cut
     in half would corrupt every frame after it), every frame queued until none is left; the
-    others return at once, or wait while :data:`QUEUED_FRAMES` are already queued. A failed
-    write breaks the channel: every later send raises.
+    others queue theirs and return at once, or, with :data:`QUEUED_FRAMES` or more queued,
+    once the write under way has taken them. A failed write breaks the channel: every later
+    send raises.
     """
 
     __slots__ = ("_broken", "_drained", "_incoming", "_outgoing", "_stream", "_writing")
@@ -53,17 +54,32 @@ class StreamChannel:
         self._broken: Exception | None = None
 
     async def send(self, frame: bytes) -> None:
-        if len(frame) > MAX_FRAME:
-            raise ValueError(f"a frame of {len(frame)} bytes is over the {MAX_FRAME}-byte limit")
-        while self._writing and len(self._outgoing) >= QUEUED_FRAMES and self._broken is None:
+        await self.send_many([frame])
+
+    async def send_many(self, frames: list[bytes]) -> None:
+        """Queue ``frames`` together, in order: they go in one write (see
+        :class:`~.channel.SendsMany`). Queued at once, before any wait, so that frames sent
+        one after another keep their order whoever sends them; a sender that found
+        :data:`QUEUED_FRAMES` or more waiting behind the write under way then waits until a
+        write takes them (back-pressure)."""
+        for frame in frames:
+            if len(frame) > MAX_FRAME:
+                raise ValueError(
+                    f"a frame of {len(frame)} bytes is over the {MAX_FRAME}-byte limit"
+                )
+        if self._broken is not None:
+            raise anyio.BrokenResourceError(str(self._broken)) from self._broken
+        queued = len(self._outgoing)
+        self._outgoing += frames
+        if not self._writing:
+            await self._write_queued()
+            return
+        if queued >= QUEUED_FRAMES:  # until the write under way takes the queue, these too
             if self._drained is None:
                 self._drained = anyio.Event()
             await self._drained.wait()
-        if self._broken is not None:
-            raise anyio.BrokenResourceError(str(self._broken)) from self._broken
-        self._outgoing.append(frame)
-        if not self._writing:
-            await self._write_queued()
+            if self._broken is not None:
+                raise anyio.BrokenResourceError(str(self._broken)) from self._broken
 
     async def _write_queued(self) -> None:
         self._writing = True

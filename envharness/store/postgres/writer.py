@@ -39,6 +39,7 @@ from envharness.store.journal import (
     _Request,
     _update_index,
     commit_in_groups,
+    hand_over,
 )
 from envharness.store.postgres.dialect import SqliteStyle
 from envharness.store.postgres.driver import Connection, Target, failure, psycopg_module
@@ -99,15 +100,7 @@ class PostgresJournal:
         self, rows: Sequence[RecordRow], blobs: Mapping[str, bytes] | None = None
     ) -> Pending:
         """Hand ``rows`` to the writer and return at once; :meth:`Pending.committed` waits."""
-        request = _Request(rows, blobs or {})
-        if not rows and not blobs:
-            request.done.set()
-            return Pending(request)
-        try:
-            await self._send.send(request)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
-            raise StoreError("the store is closed; open it again to write") from exc
-        return Pending(request)
+        return await hand_over(self._send, rows, blobs)
 
     def close(self) -> None:
         """No more appends; the writer drains what was sent and stops."""

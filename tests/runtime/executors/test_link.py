@@ -11,8 +11,8 @@ import anyio
 import pytest
 
 from envharness.errors import StoreError
-from envharness.runtime.executors.frames import Ack, Acks, decode_driver_frame
-from envharness.runtime.executors.link import Link
+from envharness.runtime.executors.frames import Ack, Acks, News, Turns, decode_driver_frame
+from envharness.runtime.executors.link import Link, Remote
 from envharness.runtime.executors.seam import ExperimentWork
 from envharness.store.journal import Pending
 from tests.runtime.executors.test_driver import MemoryChannel, ScriptedSpawner
@@ -44,7 +44,8 @@ async def ends() -> AsyncIterator[tuple[Link, MemoryChannel]]:
     """A link whose worker is the test: the frames the link sends arrive at the second."""
     to_worker, worker_in = anyio.create_memory_object_stream[bytes](16)
     to_driver, driver_in = anyio.create_memory_object_stream[bytes](1)
-    link = Link(0, ScriptedSpawner(), cast(ExperimentWork, SimpleNamespace(store=None)))
+    work = SimpleNamespace(store=None, progress=None)
+    link = Link(0, ScriptedSpawner(), cast(ExperimentWork, work))
     link.channel = ours = MemoryChannel(to_worker, driver_in)
     worker = MemoryChannel(to_driver, worker_in)
     yield link, worker
@@ -52,11 +53,23 @@ async def ends() -> AsyncIterator[tuple[Link, MemoryChannel]]:
     await worker.aclose()
 
 
-async def acknowledged(link: Link, commits: list[tuple[int, Commit]]) -> None:
-    send, receive = anyio.create_memory_object_stream[tuple[int, Pending]](len(commits))
+def _nothing() -> None:
+    pass
+
+
+def _named(session_id: str) -> None:
+    pass
+
+
+async def acknowledged(
+    link: Link, commits: list[tuple[int, Commit]], of: Remote | None = None
+) -> None:
+    """Acknowledge ``commits`` (each batch of its own session, or all of ``of``)."""
+    send, receive = anyio.create_memory_object_stream[tuple[int, Pending, Remote]](len(commits))
     async with send:
         for batch, commit in commits:
-            send.send_nowait((batch, cast(Pending, commit)))
+            remote = of or Remote(batch, _nothing, _named)
+            send.send_nowait((batch, cast(Pending, commit), remote))
     await link._acknowledge(receive)  # the worker's frames ended: the stream is closed
 
 
@@ -80,3 +93,61 @@ async def test_a_commit_still_under_way_holds_back_no_earlier_acknowledgement(
         assert decode_driver_frame(await worker.receive()) == Ack(1)
         later.ended.set()
         assert decode_driver_frame(await worker.receive()) == Ack(2)
+
+
+Told = list[tuple[str, int, int]]
+
+
+@pytest.fixture
+async def following() -> AsyncIterator[tuple[Link, MemoryChannel, Told]]:
+    """A link of an experiment whose progress is watched: what it is told, in order."""
+    told: Told = []
+
+    def progress(session_id: str, turns: int, planned: int) -> None:
+        told.append((session_id, turns, planned))
+
+    to_worker, worker_in = anyio.create_memory_object_stream[bytes](16)
+    to_driver, driver_in = anyio.create_memory_object_stream[bytes](1)
+    work = SimpleNamespace(store=None, progress=progress)
+    link = Link(0, ScriptedSpawner(), cast(ExperimentWork, work))
+    link.channel = ours = MemoryChannel(to_worker, driver_in)
+    worker = MemoryChannel(to_driver, worker_in)
+    yield link, worker, told
+    await ours.aclose()
+    await worker.aclose()
+
+
+async def test_a_sessions_progress_is_told_only_once_its_first_batch_is_committed(
+    following: tuple[Link, MemoryChannel, Told],
+) -> None:
+    """The worker hands a session's start over without waiting for its commit: a caller told
+    the session's id must still find the session in the store."""
+    link, worker, told = following
+    freed: list[int] = []
+    session = link.sessions[7] = Remote(7, lambda: freed.append(7), _named)
+    link._heard(News(progress=[Turns(7, "ses_a", 0, 3), Turns(7, "ses_a", 1, 3)]))
+    assert told == []
+    start = Commit(done=False)
+    async with anyio.create_task_group() as group:
+        group.start_soon(acknowledged, link, [(1, start)], session)
+        await anyio.wait_all_tasks_blocked()
+        assert told == []  # handed to the journal, not committed yet
+        start.ended.set()
+        assert decode_driver_frame(await worker.receive()) == Ack(1)
+    assert told == [("ses_a", 0, 3), ("ses_a", 1, 3)]
+    link._heard(News(progress=[Turns(7, "ses_a", 2, 3)], settled=[7]))
+    assert told[-1] == ("ses_a", 2, 3)  # started: told at once
+    assert freed == [7]  # settled: its slot is freed
+
+
+async def test_the_progress_of_a_session_whose_first_batch_failed_is_never_told(
+    following: tuple[Link, MemoryChannel, Told],
+) -> None:
+    link, worker, told = following
+    failed = link.sessions[1] = Remote(1, _nothing, _named)
+    link.sessions[2] = Remote(2, _nothing, _named)
+    link._heard(News(progress=[Turns(1, "ses_failed", 0, 3), Turns(2, "ses_gone", 0, 3)]))
+    link._heard(News(progress=[Turns(3, "ses_unknown", 0, 3)]))  # an attempt given up on
+    await acknowledged(link, [(1, Commit("disk full"))], failed)
+    assert decode_driver_frame(await worker.receive()) == Ack(1, "StoreError: disk full")
+    assert told == []

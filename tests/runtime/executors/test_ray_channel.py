@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 import anyio
 import pytest
 
-from envharness.runtime.executors.channel import Channel, TellsWaiting
+from envharness.runtime.executors.channel import Channel, SendsMany, TellsWaiting
 from envharness.runtime.executors.ray_channel import WorkerActor
 
 pytestmark = pytest.mark.anyio
@@ -95,4 +95,20 @@ async def test_a_worker_stuck_with_a_frame_still_in_its_inbox_is_heard_once_it_t
         assert await actor.pull(0, [b"one", b"two"]) == ([], False, None, True)
         assert took == [b"one", b"two"]
         await actor.push(1, [], True)
+        assert await actor.pull(None, []) == ([], True, None, True)
+
+
+async def test_frames_sent_together_are_pulled_together_in_order() -> None:
+    """Queued without a pass of the loop between them, so the pull waiting takes them all in
+    one answer (one actor call for the driver, not one per frame)."""
+
+    async def serve(channel: Channel) -> None:
+        assert isinstance(channel, SendsMany)
+        await channel.send_many([b"one", b"two", b"three"])
+        with pytest.raises(anyio.EndOfStream):
+            await channel.receive()
+
+    async with serving(serve) as actor:
+        assert await actor.pull(None, []) == ([b"one", b"two", b"three"], False, None, False)
+        await actor.push(0, [], True)
         assert await actor.pull(None, []) == ([], True, None, True)

@@ -57,7 +57,8 @@ SCENARIOS = [
 
 
 class DoomedAgent:
-    """Kills the worker it runs in at its third turn, every time."""
+    """Kills the worker it runs in at its third turn, every time; told each outcome, so that
+    its first turns are committed before (feedback waits for the commit of the turn)."""
 
     implementation = "doomed-agent@1"
 
@@ -65,6 +66,9 @@ class DoomedAgent:
         if IN_A_WORKER and observation.turn >= 3:
             os.kill(os.getpid(), signal.SIGKILL)
         return {"value": 0}
+
+    def feedback(self, turn: int, outcome: Any, blocked: str | None, /) -> None:
+        pass
 
 
 def harness(store: Path, agent: Any) -> AsyncEnvironmentHarness:

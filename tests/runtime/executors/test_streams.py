@@ -171,3 +171,42 @@ async def test_an_oversized_frame_is_refused_before_anything_is_written(
     with pytest.raises(ValueError, match="a frame of 4 bytes is over the 3-byte limit"):
         await StreamChannel(ours).send(b"four")
     assert ours.writes == 0
+
+
+async def test_frames_sent_together_go_out_in_one_write_in_their_order(
+    ends: tuple[Counting, Counting],
+) -> None:
+    ours, theirs = ends
+    channel, other = StreamChannel(ours), StreamChannel(theirs)
+    await channel.send_many([b"frame %d" % number for number in range(10)])
+    assert ours.writes == 1
+    assert [await other.receive() for _ in range(10)] == [b"frame %d" % n for n in range(10)]
+
+
+async def test_frames_sent_together_are_refused_whole_if_one_is_oversized(
+    ends: tuple[Counting, Counting], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ours, _ = ends
+    monkeypatch.setattr("envharness.runtime.executors.streams.MAX_FRAME", 3)
+    with pytest.raises(ValueError, match="a frame of 4 bytes is over the 3-byte limit"):
+        await StreamChannel(ours).send_many([b"one", b"four"])
+    assert ours.writes == 0
+
+
+async def test_frames_keep_the_order_they_were_sent_in_even_behind_a_full_queue(
+    ends: tuple[Counting, Counting],
+) -> None:
+    """A sender queues its frames before it waits (back-pressure), so frames sent one after
+    another arrive in that order whoever sends them — a worker's batches of one session, sent
+    by different tasks, must reach the driver in their order."""
+    ours, theirs = ends
+    channel, other = StreamChannel(ours), StreamChannel(theirs)
+    held = ours.held = anyio.Event()
+    senders = QUEUED_FRAMES + 8
+    async with anyio.create_task_group() as group:
+        for number in range(senders):  # one after another: each queues before the next
+            group.start_soon(channel.send_many, [b"%d" % number, b"%d'" % number])
+            await anyio.wait_all_tasks_blocked()
+        held.set()
+    received = [await other.receive() for _ in range(2 * senders)]
+    assert received == [frame for n in range(senders) for frame in (b"%d" % n, b"%d'" % n)]

@@ -18,11 +18,11 @@ from envharness.runtime.executors.frames import (
     Batch,
     Ended,
     Named,
+    News,
     Open,
     Ready,
     Refused,
     Run,
-    Settling,
     decode_worker_frame,
     encode,
 )
@@ -177,9 +177,10 @@ async def test_a_worker_says_when_every_session_it_runs_waits_for_the_driver() -
         assert worker.told == [True]  # no session yet: it waits for the driver's first
         await driver.send(encode(Run(0, 0, 0, 7)))
         batches: list[int] = []
-        while not isinstance(frame := decode_worker_frame(await driver.receive()), Settling):
+        while not isinstance(frame := decode_worker_frame(await driver.receive()), News):
             if isinstance(frame, Batch):
                 batches.append(frame.batch)
+        assert frame.settled == [0]
         assert await told(3) == [True, False, True]  # the session waits for its batches
         await driver.send(encode(Acks(batches)))
         assert isinstance(decode_worker_frame(await driver.receive()), Ended)
@@ -189,3 +190,81 @@ async def test_a_worker_says_when_every_session_it_runs_waits_for_the_driver() -
 
 def _changes(said: list[bool]) -> list[bool]:
     return [value for i, value in enumerate(said) if i == 0 or value != said[i - 1]]
+
+
+def watched(recipe: object) -> bytes:
+    """The experiment's recipe, with the driver watching progress."""
+    pickled = pickled_recipe(recipe, (), "test")
+    return encode(Open(PROTOCOL, pickled.recipe, pickled.reopened, list(sys.path), True))
+
+
+async def test_a_watched_session_plays_to_its_end_without_waiting_for_its_start() -> None:
+    """With progress watched, the start goes to the driver but is not waited for: nothing is
+    acknowledged until the session only waits for its last commit. Its progress and its
+    settling come as news, in order, before its end."""
+    driver, worker = pair()
+    frames: list[object] = []
+    async with anyio.create_task_group() as group:
+        group.start_soon(serving, worker)
+        await driver.send(watched(((SCENARIO,), short_plan, SessionRunner, None)))
+        assert isinstance(decode_worker_frame(await driver.receive()), Ready)
+        await driver.send(encode(Run(0, 0, 0, 7)))
+        with anyio.fail_after(10):  # a guard against a hang, not a speed check
+            while not (isinstance(frame := decode_worker_frame(await driver.receive()), News)
+                       and frame.settled):  # fmt: skip
+                frames.append(frame)
+        frames.append(frame)
+        batches = [each for each in frames if isinstance(each, Batch)]
+        await driver.send(encode(Acks([each.batch for each in batches])))
+        ended = decode_worker_frame(await driver.receive())
+        await driver.aclose()
+    assert isinstance(frames[0], Named)
+    assert batches[0].rows[0].kind == "session.created"
+    turns = [said.turns for each in frames if isinstance(each, News) for said in each.progress]
+    assert turns == [0, 1, 2, 3]
+    assert isinstance(ended, Ended)
+    assert (ended.status, ended.turns_completed) == ("completed", 3)
+
+
+class StuckAgent:
+    """Never answers: its session's first turn lasts for ever."""
+
+    implementation = "stuck-agent@1"
+
+    async def act(self, observation: object) -> dict[str, int]:
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+
+def stuck_plan(
+    scenario: Scenario[SyntheticScenarioInput],
+    trial: int,
+    seed: int,
+    /,
+    session_id: str | None = None,
+) -> SessionPlan:
+    return dataclasses.replace(
+        plan(scenario, trial, seed, session_id=session_id), agents={"agent": StuckAgent()}
+    )
+
+
+async def test_what_no_session_waits_for_still_reaches_the_driver() -> None:
+    """A session stuck in its first turn sends nothing that must go at once: its name, its
+    start and its first progress still reach the driver (after a short hold), so the driver
+    commits the start and can tell the progress."""
+    driver, worker = pair()
+    async with anyio.create_task_group() as group:
+        group.start_soon(serving, worker)
+        await driver.send(watched(((SCENARIO,), stuck_plan, SessionRunner, None)))
+        assert isinstance(decode_worker_frame(await driver.receive()), Ready)
+        await driver.send(encode(Run(0, 0, 0, 7)))
+        with anyio.fail_after(10):  # a guard against a hang, not a speed check
+            named = decode_worker_frame(await driver.receive())
+            start = decode_worker_frame(await driver.receive())
+            news = decode_worker_frame(await driver.receive())
+        await driver.aclose()
+    assert isinstance(named, Named)
+    assert isinstance(start, Batch)
+    assert start.rows[0].kind == "session.created"
+    assert isinstance(news, News)
+    assert [said.turns for said in news.progress] == [0]
