@@ -114,6 +114,7 @@ def checked_template(
         on_block_limit=on_block_limit,
         runner=runner,
         budget=checked_budget(budget),
+        starting=factories.starting,
     )
 
 
@@ -199,16 +200,17 @@ class ExperimentPlanner:
     def __call__(
         self, scenario: Scenario[Any], trial: int, seed: int, /, session_id: str | None = None
     ) -> SessionPlan:
-        return plan_run(
-            self.template,
+        # Straight to the template: the experiment checked its scenarios, turns and seed
+        # when it was planned, and every session would pay for checking them again.
+        return self.template.plan(
             scenario,
+            self.inputs[scenario.id],
             turns=self.turns,
             seed=seed,
+            session_id=session_id,
             experiment_id=self.experiment_id,
             trial=trial,
             hooks=self.hooks,
-            validated=self.inputs[scenario.id],
-            session_id=session_id,
         )
 
 
@@ -370,7 +372,8 @@ class _Factories:
         return environment
 
     def new_agents(self, starts: Mapping[str, AgentStart]) -> dict[str, Agent]:
-        """Fresh agents; a factory that takes ``context`` is given its participant's start."""
+        """Fresh agents; a factory that takes ``context`` is given its participant's start
+        (``starts`` holds those participants' only: the template's ``starting``)."""
         agents: dict[str, Agent] = {}
         for participant, factory in self.agents.items():
             made: Callable[[], Agent] = factory

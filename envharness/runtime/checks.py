@@ -18,9 +18,10 @@ from typing import Any, TypeVar
 
 import anyio
 import msgspec
+from msgspec import UNSET
 
 from envharness.contracts.environment import Environment, Resolution
-from envharness.records import ErrorInfo, Payload, Status
+from envharness.records import ErrorInfo, Payload, Score, Status
 
 __all__ = [
     "SessionFailure",
@@ -29,6 +30,7 @@ __all__ = [
     "call_environment",
     "checked",
     "checked_resolution",
+    "checked_score",
     "checked_signals",
     "encodable",
     "error_info",
@@ -168,6 +170,33 @@ def checked(payload: _P, source: str) -> _P:
     except (msgspec.ValidationError, TypeError, ValueError) as exc:
         raise SessionFailure(f"{source} is not valid: {exc}", exc) from exc
     return payload
+
+
+def checked_score(score: Score) -> Score:
+    """:func:`checked` for the environment's score, which every session records once: what
+    nearly every score is — numbers by name, no per-participant metrics — is checked by hand,
+    and anything else by the full round trip (which names the field)."""
+    passed = score.passed
+    if (
+        type(score.version) is str
+        and (passed is None or type(passed) is bool)
+        and score.per_participant is UNSET
+        and _numbers_by_name(score.metrics)
+        and _numbers_by_name(score.uncertainty)
+    ):
+        return score
+    return checked(score, "the environment's score() report")
+
+
+def _numbers_by_name(values: Any) -> bool:
+    """Whether ``values`` is a plain dict of names to numbers (or ``None``), as a score's
+    metrics must be; ``False`` only means the full check decides."""
+    if type(values) is not dict:
+        return False
+    for name, value in values.items():  # a loop, not all(): no generator per call
+        if type(name) is not str or (value is not None and type(value) not in _NUMBERS):
+            return False
+    return True
 
 
 def checked_signals(resolution: Resolution) -> dict[str, float | None]:

@@ -60,6 +60,7 @@ from envharness.runtime.checks import (
     as_evidence,
     call_environment,
     checked,
+    checked_score,
     encodable,
     error_info,
     interruption,
@@ -507,7 +508,7 @@ class SessionRunner:
             uncertainty=dict(report.uncertainty),
             per_participant=per_participant or UNSET,
         )
-        self._record(checked(score_payload, "the environment's score() report"))
+        self._record(checked_score(score_payload))
         for finding in report.findings:
             cites = tuple(seq for turn in finding.turns for seq in self._outcome_seqs.get(turn, ()))
             found = Finding(

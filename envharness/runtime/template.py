@@ -57,6 +57,9 @@ class SessionTemplate:
     budget: Budget | None = None
     """What each session may spend, unless a call gives another budget."""
     on_block_limit: OnBlockLimit = DEFAULT_ON_BLOCK_LIMIT
+    starting: frozenset[str] = frozenset()
+    """The participants whose factories take their :class:`AgentStart` (``context``): only
+    theirs are made, since most factories take none and every session would pay for them."""
 
     def hooks_for(self, hooks: HarnessHooks | None) -> HarnessHooks | None:
         """The hooks a call asked for, else the template's own (``None``: no hooks)."""
@@ -84,18 +87,20 @@ class SessionTemplate:
         validated against the environment's input type (by the caller, who may have checked
         a whole experiment's inputs at once)."""
         session_id = session_id or new_id("ses")
-        told = _encode(scenario.reference_record(input).input)
-        starts = {
-            name: AgentStart(
-                session_id=session_id,
-                participant=name,
-                role=role,
-                scenario_id=scenario.id,
-                input=_decode(told),  # each agent its own copy
-                seed=seed,
-            )
-            for name, role in self.roster.items()
-        }
+        starts: dict[str, AgentStart] = {}
+        if self.starting:
+            told = _encode(scenario.reference_record(input).input)
+            starts = {
+                name: AgentStart(
+                    session_id=session_id,
+                    participant=name,
+                    role=self.roster[name],
+                    scenario_id=scenario.id,
+                    input=_decode(told),  # each agent its own copy
+                    seed=seed,
+                )
+                for name in self.starting
+            }
         return SessionPlan(
             session_id=session_id,
             environment=environment if environment is not None else self.new_environment(),

@@ -137,6 +137,18 @@ async def test_a_factory_without_context_is_called_as_before(store_path: Path) -
     assert made == [((), {})]
 
 
+async def test_only_the_factories_that_take_a_start_are_given_one(store_path: Path) -> None:
+    """A session makes the starts its factories ask for and no others (most ask for none)."""
+    Told.seen = []
+    harness = AsyncEnvironmentHarness(
+        store_path, environment=Guessing, agents={"alice": Plain, "bob": Told}, roles=ROLES
+    )
+    assert harness._template.starting == frozenset({"bob"})
+    assert (await harness.run(SCENARIO, turns=1, seed=3)).status == "completed"
+    [start] = [told for how, told in Told.seen if how == "factory"]
+    assert (start.participant, start.role, start.seed) == ("bob", "judge", 3)
+
+
 def test_which_factories_take_a_start() -> None:
     def keyword_only(*, context: AgentStart) -> Plain:
         return Plain()

@@ -32,7 +32,10 @@ steadier one (wall time well above CPU time means waiting on fsync, or on other 
 Beside it, the CPU time of the event loop's thread alone (``loop cpu``, µs/turn): the sessions,
 the experiment and the journal's own task; the rest of the CPU time is the journal's thread
 (SQLite) and worker threads.
-Last come the journal's commits (transactions) and records per session.
+Then the CPU time spent in Python's garbage collections (``gc cpu``, µs/turn, every thread):
+sessions that wait for their commit keep their objects alive across collections, which the
+hand-written recorder barely triggers (printed beside it). Last come the journal's commits
+(transactions) and records per session.
 
 Run it from the repository root::
 
@@ -48,10 +51,12 @@ so the ratio shows what the runtime costs per turn, not what an agent costs.
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import shutil
 import sqlite3
 import tempfile
+import threading
 import time
 from pathlib import Path
 from random import Random
@@ -92,6 +97,29 @@ def scenarios_for(sessions: int, trials: int) -> list[Scenario[SyntheticScenario
         Scenario(id=f"s{index:05d}", input=SyntheticScenarioInput(starting_total=index % 7 - 3))
         for index in range(count)
     ]
+
+
+class CollectionTimer:
+    """The CPU time spent in garbage collections while it is entered (any thread's)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._started: dict[int, float] = {}
+
+    def _observe(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started[threading.get_ident()] = time.thread_time()
+        else:
+            started = self._started.pop(threading.get_ident(), None)
+            if started is not None:
+                self.seconds += time.thread_time() - started
+
+    def __enter__(self) -> CollectionTimer:
+        gc.callbacks.append(self._observe)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._observe)
 
 
 def bare_loop(scenarios: list[Scenario[SyntheticScenarioInput]], trials: int, turns: int) -> float:
@@ -253,7 +281,10 @@ def main() -> None:
 
     base = Path(tempfile.mkdtemp(prefix="envharness-bench-", dir=options.directory))
     cpu_started = time.process_time()
-    recorded_seconds = recorded_loop(scenarios, options.trials, options.turns, base / "recorded")
+    with CollectionTimer() as recorder_collections:
+        recorded_seconds = recorded_loop(
+            scenarios, options.trials, options.turns, base / "recorded"
+        )
     recorded_cpu_us = (time.process_time() - cpu_started) / turns * 1e6
     recorded_us = recorded_seconds / turns * 1e6
     print(
@@ -271,19 +302,20 @@ def main() -> None:
     print(
         f"recorded: {recorded_us:.2f} µs/turn, {recorded_us / bare_us:.1f}x bare (sealed, plus "
         f"plain sqlite3 inserts into the same schema, one commit per {RECORDER_GROUP} sessions); "
-        f"cpu {recorded_cpu_us:.2f} µs/turn"
+        f"cpu {recorded_cpu_us:.2f} µs/turn, of which gc "
+        f"{recorder_collections.seconds / turns * 1e6:.2f}"
     )
     print(
         f"{'concurrency':>11} {'seconds':>8} {'sessions/s':>11} {'µs/turn':>9} {'x bare':>8}"
         f" {'x recorded':>11} {'cpu µs/turn':>12} {'cpu x rec.':>11} {'loop cpu':>9}"
-        f" {'commits/session':>16}"
+        f" {'gc cpu':>7} {'commits/session':>16}"
         f" {'records/session':>16}"
     )
     try:
         for concurrency in options.concurrency:
             store = base / f"c{concurrency}"
             cpu_started, loop_started = time.process_time(), time.thread_time()
-            with CommitCounter() as counter:
+            with CommitCounter() as counter, CollectionTimer() as collections:
                 seconds = anyio.run(
                     run_experiment,
                     store,
@@ -300,6 +332,7 @@ def main() -> None:
                 f"{concurrency:>11} {seconds:>8.2f} {sessions / seconds:>11,.1f} {us:>9,.0f}"
                 f" {us / bare_us:>8,.0f} {us / recorded_us:>11,.1f} {cpu_us:>12,.0f}"
                 f" {cpu_us / recorded_cpu_us:>11,.1f} {loop_us:>9,.0f}"
+                f" {collections.seconds / turns * 1e6:>7,.1f}"
                 f" {counter.commits / sessions:>16.2f}"
                 f" {records_in(store) / sessions:>16.1f}"
             )
