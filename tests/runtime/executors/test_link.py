@@ -4,6 +4,7 @@ none held back behind a commit still under way, and none lost when the worker's 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -14,6 +15,7 @@ from envharness.errors import StoreError
 from envharness.runtime.executors.frames import Ack, Acks, News, Turns, decode_driver_frame
 from envharness.runtime.executors.link import Link, Remote
 from envharness.runtime.executors.seam import ExperimentWork
+from envharness.runtime.plan import ProgressCallback
 from envharness.store.journal import Pending
 from tests.runtime.executors.test_driver import MemoryChannel, ScriptedSpawner
 
@@ -39,18 +41,26 @@ class Commit:
             raise StoreError(self.error)
 
 
-@pytest.fixture
-async def ends() -> AsyncIterator[tuple[Link, MemoryChannel]]:
+@asynccontextmanager
+async def _linked(progress: ProgressCallback | None) -> AsyncIterator[tuple[Link, MemoryChannel]]:
     """A link whose worker is the test: the frames the link sends arrive at the second."""
     to_worker, worker_in = anyio.create_memory_object_stream[bytes](16)
     to_driver, driver_in = anyio.create_memory_object_stream[bytes](1)
-    work = SimpleNamespace(store=None, progress=None)
+    work = SimpleNamespace(store=None, progress=progress)
     link = Link(0, ScriptedSpawner(), cast(ExperimentWork, work))
     link.channel = ours = MemoryChannel(to_worker, driver_in)
     worker = MemoryChannel(to_driver, worker_in)
-    yield link, worker
-    await ours.aclose()
-    await worker.aclose()
+    try:
+        yield link, worker
+    finally:
+        await ours.aclose()
+        await worker.aclose()
+
+
+@pytest.fixture
+async def ends() -> AsyncIterator[tuple[Link, MemoryChannel]]:
+    async with _linked(None) as linked:
+        yield linked
 
 
 def _nothing() -> None:
@@ -106,15 +116,8 @@ async def following() -> AsyncIterator[tuple[Link, MemoryChannel, Told]]:
     def progress(session_id: str, turns: int, planned: int) -> None:
         told.append((session_id, turns, planned))
 
-    to_worker, worker_in = anyio.create_memory_object_stream[bytes](16)
-    to_driver, driver_in = anyio.create_memory_object_stream[bytes](1)
-    work = SimpleNamespace(store=None, progress=progress)
-    link = Link(0, ScriptedSpawner(), cast(ExperimentWork, work))
-    link.channel = ours = MemoryChannel(to_worker, driver_in)
-    worker = MemoryChannel(to_driver, worker_in)
-    yield link, worker, told
-    await ours.aclose()
-    await worker.aclose()
+    async with _linked(progress) as (link, worker):
+        yield link, worker, told
 
 
 async def test_a_sessions_progress_is_told_only_once_its_first_batch_is_committed(
