@@ -194,7 +194,7 @@ def _numbers_by_name(values: Any) -> bool:
     if type(values) is not dict:
         return False
     for name, value in values.items():  # a loop, not all(): no generator per call
-        if type(name) is not str or (value is not None and type(value) not in _NUMBERS):
+        if type(name) is not str or (value is not None and not _plain_number(value)):
             return False
     return True
 
@@ -205,12 +205,11 @@ def checked_signals(resolution: Resolution) -> dict[str, float | None]:
     if not signals:
         return signals
     for name, value in signals.items():
-        if not isinstance(name, str) or (
-            value is not None and (isinstance(value, bool) or not isinstance(value, int | float))
-        ):
+        if not isinstance(name, str) or (value is not None and not _recordable_number(value)):
             raise SessionFailure(
                 f"the environment's resolve() signals is not valid: signal {name!r} is "
-                f"{type(value).__name__} {value!r:.80}; signals map names to numbers"
+                f"{type(value).__name__} {value!r:.80}; signals map names to numbers a float "
+                "can hold"
             )
     return signals
 
@@ -248,9 +247,10 @@ def checked_resolution(resolution: Any, roster: Mapping[str, Any]) -> Resolution
                     f"(participants: {', '.join(roster)})"
                 )
         problems += [
-            f"rewards[{name!r}] must be a number, not {type(value).__name__} {value!r:.40}"
+            f"rewards[{name!r}] must be a number a float can hold, not {type(value).__name__} "
+            f"{value!r:.40}"
             for name, value in resolution.rewards.items()
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float))
+            if value is not None and not _recordable_number(value)
         ]
     if problems:
         raise SessionFailure(
@@ -278,12 +278,27 @@ def _plainly_valid(resolution: Resolution, roster: Mapping[str, Any]) -> bool:
         if name not in roster:
             return False
     for name, value in rewards.items():
-        if name not in roster or (value is not None and type(value) not in _NUMBERS):
+        if name not in roster or (value is not None and not _plain_number(value)):
             return False
     return True
 
 
-_NUMBERS = (int, float)
+_FLOAT_RANGE = 2**1024
+"""Records are read back with numbers as floats: an int this large or larger has no float,
+so it could be sealed but never read again (the full check refuses it, naming it)."""
+
+
+def _recordable_number(value: object) -> bool:
+    """A number, not a bool, that a float can hold: what a signal, reward or metric may be."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return not isinstance(value, int) or -_FLOAT_RANGE < value < _FLOAT_RANGE
+
+
+def _plain_number(value: object) -> bool:
+    """A float, or an int a float can hold: the numbers the fast paths may pass unchecked."""
+    kind = type(value)
+    return kind is float or (kind is int and -_FLOAT_RANGE < value < _FLOAT_RANGE)  # type: ignore[operator]
 
 
 def private_copy(original: Any, shown: Any) -> Any:

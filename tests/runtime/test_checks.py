@@ -8,8 +8,15 @@ from typing import Any
 import pytest
 from msgspec import UNSET
 
+from envharness.contracts.environment import Resolution
 from envharness.records import Score
-from envharness.runtime.checks import SessionFailure, checked, checked_score
+from envharness.runtime.checks import (
+    SessionFailure,
+    checked,
+    checked_resolution,
+    checked_score,
+    checked_signals,
+)
 
 SCORES = [
     Score(version="1", metrics={"total": 1.0, "turns": 5, "skipped": None}, passed=True),
@@ -23,6 +30,8 @@ SCORES = [
     Score(version=2),  # type: ignore[arg-type]
     Score(version="1", per_participant={"a": {"won": "yes"}}),  # type: ignore[dict-item]
     Score(version="1", uncertainty=[("a", 1.0)]),  # type: ignore[arg-type]
+    Score(version="1", metrics={"big": 10**400}),  # sealed, it could never be read back
+    Score(version="1", metrics={"large": 2**64, "negative": -(2**70)}),  # a float holds these
 ]
 
 
@@ -43,3 +52,21 @@ def test_a_score_is_judged_as_the_full_check_judges_it(score: Score) -> None:
 def test_a_plain_score_is_returned_as_it_is() -> None:
     score = Score(version="1", metrics={"total": 2.0}, per_participant=UNSET)
     assert checked_score(score) is score
+
+
+@pytest.mark.parametrize(
+    "resolution",
+    [Resolution(state={}, rewards={"a": 10**400}), Resolution(state={}, signals={"s": -(10**400)})],
+    ids=["reward", "signal"],
+)
+def test_a_number_no_float_can_hold_is_refused_before_it_is_sealed(
+    resolution: Resolution,
+) -> None:
+    """Records are read back with floats: such a number could be sealed but never read."""
+    with pytest.raises(SessionFailure, match="a float can hold"):
+        checked_signals(checked_resolution(resolution, {"a": "player"}))
+
+
+def test_a_large_number_a_float_holds_passes() -> None:
+    resolution = Resolution(state={}, rewards={"a": 2**64}, signals={"s": -(2**70)})
+    assert checked_signals(checked_resolution(resolution, {"a": "player"})) == {"s": -(2**70)}

@@ -275,7 +275,7 @@ async def test_async_environment_methods_are_awaited(store_path: Path) -> None:
         ("acting", "environment acting() named 'carol', who is not a participant"),
         ("outcome", "outcomes names 'carol', who is not a participant"),
         ("reward", "rewards names 'carol', who is not a participant"),
-        ("reward_type", "rewards['bob'] must be a number, not str"),
+        ("reward_type", "rewards['bob'] must be a number a float can hold, not str"),
         ("acting_type", "environment acting() returned str 'alice'; return a list"),
         ("score", "environment score() scored 'carol', who is not a participant"),
     ],
