@@ -12,15 +12,21 @@ What it measures, in records per second:
     session index kept).
 (c) the SQLite store, with the same producers and rows.
 
-It prints b/a (the target is at least 0.5) and c/b. The server is a fresh PostgreSQL started
-for the run the way the tests start theirs (``tests/_engines.py``: Debian's ``initdb`` and
-``pg_ctl``, loopback only, ``fsync=off`` — so the ratio compares the work, not the disk), or
-the one ``--url`` names (a database it may create databases on).
+It prints b/a (the target is at least 0.5) and c/b. The chains are logs that no index holds
+(the worst case for the index: each chain's head is sought among the sessions, then the
+experiments, then the optimizer runs); with ``--indexed`` each opens with ``session.created``,
+as a session's does, and its head moves in the sessions' index.
+
+The server is a fresh PostgreSQL started for the run the way the tests start theirs
+(``tests/_engines.py``: Debian's ``initdb`` and ``pg_ctl``, loopback only, ``fsync=off`` — so
+the ratio compares the work, not the disk), or the one ``--url`` names (a database it may
+create databases on).
 
 Run it from the repository root::
 
     .venv/bin/python tools/bench/postgres.py                   # 100,000 records
     .venv/bin/python tools/bench/postgres.py --records 20000   # quicker
+    .venv/bin/python tools/bench/postgres.py --indexed         # chains that are sessions
 """
 
 from __future__ import annotations
@@ -40,10 +46,11 @@ import anyio
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # tests/_engines.py starts the server
 
-from envharness.records import Log, RecordRow, SessionChain, new_id  # noqa: E402
+from envharness.records import Log, RecordRow, SessionChain, SessionCreated, new_id  # noqa: E402
 from envharness.store import open_store  # noqa: E402
 from envharness.store.postgres import open_postgres_store  # noqa: E402
 from tests import _engines  # noqa: E402
+from tests.store._support import config  # noqa: E402
 
 COPY_ROWS = 500
 """Rows per transaction of the raw ``COPY``."""
@@ -54,13 +61,15 @@ COPY = (
 COPY_TYPES = ["text", "int8", "text", "int8", "text", "text", "bytea", "text", "text"]
 
 
-def sessions(count: int, per_session: int) -> list[list[RecordRow]]:
+def sessions(count: int, per_session: int, indexed: bool = False) -> list[list[RecordRow]]:
     """``count`` fresh chains of ``per_session`` sealed records each (the first a log opening
-    the chain, as the journal benchmark's are)."""
+    the chain, as the journal benchmark's are; with ``indexed``, a ``session.created``)."""
     made = []
     for _ in range(count):
         chain = SessionChain(new_id("ses"))
-        made.append([chain.seal(Log(message=f"record {n}")) for n in range(per_session)])
+        rows = [chain.seal(SessionCreated(config=config()))] if indexed else []
+        rows += [chain.seal(Log(message=f"record {n}")) for n in range(len(rows), per_session)]
+        made.append(rows)
     return made
 
 
@@ -112,21 +121,22 @@ def _created(url: str) -> str:
     return url.rsplit("/", 1)[0] + "/" + name
 
 
-async def main(records: int, producers: int, batch: int, url: str | None) -> None:
+async def main(records: int, producers: int, batch: int, url: str | None, indexed: bool) -> None:
     per_session = max(1, records // producers)
     total = per_session * producers
     with databases(url) as fresh:
         async with open_postgres_store(fresh()) as store:
-            postgres = await appended(store, sessions(producers, per_session), batch)
+            postgres = await appended(store, sessions(producers, per_session, indexed), batch)
         target = fresh()
         async with open_postgres_store(target):
             pass  # the schema, for the raw COPY to write into
-        rows = [row for chain in sessions(producers, per_session) for row in chain]
+        rows = [row for chain in sessions(producers, per_session, indexed) for row in chain]
         raw = await anyio.to_thread.run_sync(copied, target, rows)
     with tempfile.TemporaryDirectory() as directory:
         async with open_store(Path(directory) / "store") as store:
-            sqlite = await appended(store, sessions(producers, per_session), batch)
-    print(f"{total:,} records, {producers} producers appending {batch} at a time")
+            sqlite = await appended(store, sessions(producers, per_session, indexed), batch)
+    chains = "sessions" if indexed else "log chains no index holds"
+    print(f"{total:,} records, {producers} producers appending {batch} at a time ({chains})")
     print(f"  (a) raw binary COPY, {COPY_ROWS}-row transactions: {total / raw:>10,.0f} rec/s")
     print(f"  (b) PostgreSQL store, acknowledged:            {total / postgres:>10,.0f} rec/s")
     print(f"  (c) SQLite store, acknowledged:                {total / sqlite:>10,.0f} rec/s")
@@ -139,5 +149,15 @@ if __name__ == "__main__":
     parser.add_argument("--sessions", type=int, default=100, help="concurrent producers")
     parser.add_argument("--batch", type=int, default=50, help="records per append")
     parser.add_argument("--url", help="a server to use instead of starting one")
+    parser.add_argument(
+        "--indexed", action="store_true", help="chains open with session.created (sessions)"
+    )
     arguments = parser.parse_args()
-    anyio.run(main, arguments.records, arguments.sessions, arguments.batch, arguments.url)
+    anyio.run(
+        main,
+        arguments.records,
+        arguments.sessions,
+        arguments.batch,
+        arguments.url,
+        arguments.indexed,
+    )

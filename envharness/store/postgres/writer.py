@@ -36,6 +36,7 @@ from envharness.store.journal import (
     REQUEST_BUFFER,
     BrokenChains,
     Pending,
+    _move_heads_together,
     _Request,
     _update_index,
     commit_in_groups,
@@ -308,8 +309,13 @@ class PostgresJournal:
                         copy.set_types(_RECORD_TYPES)
                         for row in rows:
                             copy.write_row(row)
-                    # The SQLite store's index rules, on this connection (dialect.py).
-                    _update_index(cast(sqlite3.Connection, SqliteStyle(connection)), rows)
+                    # The SQLite store's index rules, on this connection (dialect.py), the
+                    # chains' heads moved many to a statement: each is a round trip here.
+                    _update_index(
+                        cast(sqlite3.Connection, SqliteStyle(connection)),
+                        rows,
+                        _move_heads_together,
+                    )
             except BaseException:
                 if connection.closed or connection.broken:
                     self._held -= taken  # gone with the connection
