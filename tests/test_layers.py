@@ -60,7 +60,7 @@ INNER: dict[str, list[tuple[str, ...]]] = {
         ("continuation",),
     ],
     "runtime.executors": [
-        ("channel", "counts", "frames", "recipe"),
+        ("channel", "counts", "frames", "queueing", "recipe"),
         ("seam", "streams", "ray_cluster"),
         ("retries", "ray_channel"),
         ("in_process", "worker", "link", "split"),

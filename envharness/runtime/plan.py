@@ -120,6 +120,11 @@ class SessionPlan:
     ``budget:`` reason (see :mod:`envharness.runtime.budgets`)."""
     shared_budget: BudgetWatch | None = None
     """The experiment's budget, which all its sessions spend from and watch."""
+    progress_follows_commits: bool = False
+    """Whoever the runner's ``progress`` reports to hears of the session only once its start
+    is committed (a remote worker's driver does so): the start is handed over at once, and the
+    session goes on without waiting for that commit. A plan's, not the runner's constructor's,
+    so that a runner subclass with its own ``__init__`` runs in a worker as it does here."""
 
     @property
     def harness_version(self) -> str | None:
@@ -156,6 +161,7 @@ class SessionPlan:
             settling,
             self.budget,
             shared_budget,
+            self.progress_follows_commits,
         )
 
     def config(self) -> SessionConfig:

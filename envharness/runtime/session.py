@@ -100,16 +100,10 @@ class SessionRunner:
         plan: SessionPlan,
         progress: ProgressCallback | None = None,
         resumption: Resumption | None = None,
-        *,
-        progress_follows_commits: bool = False,
     ) -> None:
         self._store = store
         self._plan = plan
         self._progress = progress
-        self._progress_follows_commits = progress_follows_commits
-        """Whoever ``progress`` reports to hears of the session only once its start is
-        committed (a remote worker's driver does so): the start is handed over at once, and the
-        session goes on without waiting for that commit."""
         self._resumption = resumption
         self._outcome_seqs: dict[int, list[int]] = {}
         self._turns_completed = 0
@@ -268,7 +262,7 @@ class SessionRunner:
         # with the first turns, in one commit (without a yield here: the first turn's
         # boundary yields).
         external = any(found.lifespan is not None for found in self._capabilities.values())
-        if (self._progress is not None and not self._progress_follows_commits) or external:
+        if (self._progress is not None and not plan.progress_follows_commits) or external:
             await self._flush()
         elif self._progress is not None:  # told only once committed: handed over, not waited for
             await self._flush(durable=False, hold=False)

@@ -34,6 +34,7 @@ from envharness.runtime.executors.frames import (
     decode_worker_frame,
     encode,
 )
+from envharness.runtime.executors.queueing import send_promptly
 from envharness.runtime.executors.retries import WorkerError
 from envharness.runtime.executors.seam import ExperimentWork
 from envharness.runtime.plan import EpisodeEnd, ProgressCallback, SessionResult
@@ -240,10 +241,8 @@ class Link:
                     await self.send(Ack(frame.batch, _SUPERSEDED))
                     continue
                 pending = remote.last = await self._store.submit(frame.rows, frame.blobs)
-                try:  # no pass of the loop per batch: the next ones join the same commit
-                    committing.send_nowait((frame.batch, pending, remote))
-                except anyio.WouldBlock:
-                    await committing.send((frame.batch, pending, remote))
+                # no pass of the loop per batch: the next ones join the same commit
+                await send_promptly(committing, (frame.batch, pending, remote))
                 if work.budget is not None:
                     _count_costs(work, frame.rows)
             elif isinstance(frame, Named):
@@ -311,13 +310,14 @@ class Link:
                     await self._acknowledged(done)
 
     async def _acknowledged(self, done: list[tuple[int, Remote]]) -> None:
-        """Acknowledge committed batches; then the progress of a session whose first batch is
-        among them, held back until now, is told."""
-        await self.send_soon(_acks([batch for batch, _ in done]))
+        """Acknowledge committed batches, after telling the progress held back until now of a
+        session whose first batch is among them: once acknowledged, the session may end, and
+        its progress must not come after its result (a lazy send may wait a while)."""
         if (progress := self._work.progress) is not None:
             for _, remote in done:
                 if not remote.started:
                     remote.told(progress)
+        await self.send_soon(_acks([batch for batch, _ in done]))
 
     async def _keep_artifact(self, frame: Artifact) -> None:
         try:

@@ -30,7 +30,7 @@ from envharness.contracts.scenario import Scenario
 from envharness.errors import ConfigurationError, StoreError
 from envharness.records import RecordRow
 from envharness.runtime.budgets import BudgetWatch
-from envharness.runtime.executors.channel import Channel, SendsMany, TellsWaiting
+from envharness.runtime.executors.channel import TellsWaiting, WorkerChannel
 from envharness.runtime.executors.frames import (
     PROTOCOL,
     Ack,
@@ -64,12 +64,17 @@ from envharness.store import Store
 from envharness.store.journal import Pending
 from envharness.store.owners import this_process
 
-__all__ = ["HOLD_SECONDS", "Recipe", "serve"]
+__all__ = ["HELD_FRAMES", "HOLD_SECONDS", "Recipe", "serve"]
 
 HOLD_SECONDS = 0.02
 """How long a frame no session waits for may be held for one that must go now, before it
 goes by itself: the driver still hears of a session's start, its progress and the batches of
 a session that waits for nothing within this."""
+HELD_FRAMES = 64
+"""Frames held or not yet taken by the channel before a batch goes at once, its session
+waiting for the channel to take it (back-pressure): a driver that falls behind slows the
+sessions down, instead of its worker queueing ever more of their batches (as many as the
+pool's channel queues, ``streams.QUEUED_FRAMES``)."""
 
 _DRIVER_GONE = "the driver went away: this worker can commit nothing more"
 _CLOSED = "the driver closed the experiment before this batch was acknowledged"
@@ -84,7 +89,7 @@ _LATE = Ack | Acks | Stored | Pause | Spent | Cancel
 batch of a session cancelled by the close): there is nothing left to tell."""
 
 
-async def serve(channel: Channel) -> None:
+async def serve(channel: WorkerChannel) -> None:
     """Serve one driver, one experiment after another, until it closes its end (or goes
     away). A worker is reused by an open executor: each :class:`~.frames.Open` brings the next
     experiment's recipe, and each :class:`~.frames.Close` ends one with :class:`~.frames.Closed`.
@@ -110,8 +115,9 @@ async def serve(channel: Channel) -> None:
             return
 
 
-async def _experiment(channel: Channel, opened: Open) -> bool:
-    """Serve one experiment; ``False`` when the worker is done (refused, or the driver left)."""
+async def _experiment(channel: WorkerChannel, opened: Open) -> bool:
+    """Serve one experiment; ``False`` when the worker is done (refused, or the driver left).
+    Raises what broke its channel (the driver then retries its sessions elsewhere)."""
     for entry in opened.sys_path:
         if entry not in sys.path:
             sys.path.append(entry)
@@ -124,10 +130,13 @@ async def _experiment(channel: Channel, opened: Open) -> bool:
             await channel.send(encode(Refused(f"the recipe did not load in the worker: {why}")))
             return False
         await channel.send(encode(Ready(os.getpid(), this_process())))
+        closed = False
         async with anyio.create_task_group() as group:
             worker = _Worker(channel, group, recipe, opened.progress)
             closed = await worker.listen()
             group.cancel_scope.cancel()
+        if worker.failure is not None:
+            raise worker.failure
     return closed
 
 
@@ -172,6 +181,7 @@ class _Acknowledged:
         if not self._done.is_set():
             with anyio.CancelScope(shield=True):  # handed over: learn whether it is stored
                 await self._worker.flush()  # a session waits: nothing is held back any more
+        if not self._done.is_set():  # (its acknowledgement may have come during the flush)
             self._worker.awaited(self, True)
             try:
                 with anyio.CancelScope(shield=True):
@@ -200,12 +210,16 @@ class _Evidence:
     async def submit(
         self, rows: Sequence[RecordRow], blobs: Mapping[str, bytes] | None = None
     ) -> Pending:
-        if self._worker.gone:
-            raise StoreError(_DRIVER_GONE)
-        waiting = _Acknowledged(self._worker)
-        batch = next(self._worker.numbers)
-        self._worker.acks[batch] = waiting
-        self._worker.post(Batch(self._key, batch, list(rows), dict(blobs or {})))
+        worker = self._worker
+        if worker.gone:
+            raise StoreError(worker.why_gone())
+        waiting = _Acknowledged(worker)
+        batch = next(worker.numbers)
+        worker.acks[batch] = waiting
+        worker.post(Batch(self._key, batch, list(rows), dict(blobs or {})))
+        if worker.pressed:
+            # Handed over: shielded inside, so the recorder learns its outcome all the same.
+            await worker.flush()
         return cast(Pending, waiting)
 
     async def put_artifact(self, data: bytes) -> str:
@@ -218,7 +232,9 @@ class _Evidence:
 
 
 class _Worker:
-    def __init__(self, channel: Channel, group: TaskGroup, recipe: Recipe, progress: bool) -> None:
+    def __init__(
+        self, channel: WorkerChannel, group: TaskGroup, recipe: Recipe, progress: bool
+    ) -> None:
         self._channel = channel
         self._group = group
         self._scenarios, self._plan_session, self._runner_class, budget = recipe
@@ -231,7 +247,9 @@ class _Worker:
         self._sessions: dict[int, tuple[anyio.CancelScope, PauseRequest]] = {}
         self._paused: tuple[str | None] | None = None
         self.gone = False
-        """Whether the driver went away: nothing more can be committed."""
+        """Whether the driver went away (or the channel broke): nothing more can be committed."""
+        self.failure: Exception | None = None
+        """What broke the channel, other than the driver going away: the worker ends with it."""
         self._tell = channel.waiting if isinstance(channel, TellsWaiting) else None
         self._awaited: set[_Acknowledged] = set()
         """What sessions wait for now: the driver's word on these."""
@@ -241,16 +259,12 @@ class _Worker:
         """Sessions the driver sent whose task has not begun yet (they will send frames)."""
         self._held: list[bytes] = []
         """Frames no session waits for yet, held for one that must go now (see :meth:`post`)."""
+        self._in_channel = 0
+        """Frames the channel has not taken yet: those of its sends under way."""
         self._progress_said: list[Turns] = []
         self._settled: list[int] = []
         self._holding = False
         """Whether a task sends what is held once :data:`HOLD_SECONDS` have passed."""
-        self._sending = anyio.Lock()
-        """One sender at a time over a channel that sends frames one by one, so they reach the
-        driver in the order they were made. Not taken over one that sends many at once: the
-        sender that writes would hold every other one back for its write (measured: two
-        pool workers lost up to a fifth of their sessions a second so)."""
-        self._send_many = channel.send_many if isinstance(channel, SendsMany) else None
 
     def awaited(self, waiting: _Acknowledged, awaits: bool) -> None:
         """A session began or stopped waiting for the driver's word on ``waiting``."""
@@ -288,6 +302,14 @@ class _Worker:
         self._held.append(encode(frame))
         self._hold()
 
+    @property
+    def pressed(self) -> bool:
+        """Whether a batch just held must go now, its session waiting for the channel: what is
+        held and what the channel has not taken yet come to :data:`HELD_FRAMES`. Once the
+        channel stops taking frames (the driver reads nothing more), every session then adds
+        one batch at most before it waits too, as it did when each batch went by itself."""
+        return len(self._held) + self._in_channel >= HELD_FRAMES
+
     def _note(self, progress: Turns | None = None, settled: int | None = None) -> None:
         """Gather news for the driver (callbacks are sync): it goes as one :class:`News` frame
         with whatever is sent next."""
@@ -305,17 +327,19 @@ class _Worker:
     async def _send_held_later(self) -> None:
         await anyio.sleep(HOLD_SECONDS)
         self._holding = False
-        with contextlib.suppress(StoreError):  # the driver is gone: lost with it
+        with contextlib.suppress(StoreError):  # the driver is gone, or the channel broke
             await self.flush()
 
     async def _send(self, frames: list[bytes]) -> None:
-        """Send what is held, then ``frames``, in one operation when the channel can (it queues
-        them before any wait, so frames keep their order whoever sends them). Shielded: what
-        is taken from the held frames must reach the channel (a batch handed over is
-        acknowledged or refused, never dropped), as a write under way must end."""
+        """Send what is held, then ``frames``, in one operation (the channel keeps the order
+        of its senders' frames, see :class:`~.channel.WorkerChannel`). Shielded: what is taken
+        from the held frames must reach the channel (a batch handed over is acknowledged or
+        refused, never dropped), as a write under way must end. Should the channel fail
+        otherwise, those frames are lost: the worker ends (:attr:`failure`), so that the
+        driver retries its sessions rather than wait for them."""
         with anyio.CancelScope(shield=True):
             if self.gone:
-                raise StoreError(_DRIVER_GONE)
+                raise StoreError(self.why_gone())
             held, self._held = self._held, []
             if self._progress_said or self._settled:
                 held.append(encode(News(self._progress_said, self._settled)))
@@ -323,22 +347,36 @@ class _Worker:
             held += frames
             if not held:
                 return
+            self._in_channel += len(held)
             try:
-                if self._send_many is not None:
-                    await self._send_many(held)
-                else:
-                    async with self._sending:  # one by one: one sender at a time
-                        for frame in held:
-                            await self._channel.send(frame)
+                await self._channel.send_many(held)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 self._lose_driver()
                 raise StoreError(_DRIVER_GONE) from None
+            except Exception as exc:
+                self._break(exc)
+                raise StoreError(self.why_gone()) from exc
+            finally:
+                self._in_channel -= len(held)
+
+    def _break(self, failure: Exception) -> None:
+        """The channel failed and frames taken from the hold are lost with it: end every
+        session and the experiment; :func:`serve` raises ``failure``, which ends the worker."""
+        self.failure = failure
+        self._lose_driver()
+        self._group.cancel_scope.cancel()
+
+    def why_gone(self) -> str:
+        """What a session told it can commit nothing more learns."""
+        if self.failure is None:
+            return _DRIVER_GONE
+        return f"this worker's channel to the driver failed: {self.failure!r}"
 
     def _lose_driver(self) -> None:
         """The driver is gone: every batch still waiting for its acknowledgement never gets
         one, and its session learns so instead of waiting for ever."""
         self.gone = True
-        self._resolve_all(_DRIVER_GONE)
+        self._resolve_all(self.why_gone())
 
     def _resolve_all(self, why: str) -> None:
         for waiting in self.acks.values():
@@ -420,11 +458,17 @@ class _Worker:
             state = restore_state(run.state, plan.environment.spec.state_type)
             resumption = point.resumption(state, tuple(run.changes))
         self.post(Named(key, plan.session_id))
+        # When progress is watched, the driver tells it only once the session's start is
+        # committed, so the session need not wait for that commit before it plays. A retry
+        # then still waits for it, as it would in this process (where a session waits for its
+        # start only when progress is watched or an agent has a lifespan): its segment then
+        # shows in the chain even if it is lost at once.
         plan = dataclasses.replace(
             plan,
             pause=pause,
             settling=lambda: self._note(settled=key),
             shared_budget=self._budget,
+            progress_follows_commits=resumption is None,
         )
         progress = None
         if self._progress:
@@ -433,13 +477,7 @@ class _Worker:
                 self._note(progress=Turns(key, session_id, turns, planned))
 
         store = cast(Store, _Evidence(self, key))
-        # The driver tells progress only once the session's start is committed, so a session
-        # need not wait for that commit before it plays. A retry still does (as it would in
-        # this process): its segment then shows in the chain even if it is lost at once.
-        follows = resumption is None
-        runner = self._runner_class(
-            store, plan, progress, resumption, progress_follows_commits=follows
-        )
+        runner = self._runner_class(store, plan, progress, resumption)
         result = await runner.run()
         return Ended(
             key,

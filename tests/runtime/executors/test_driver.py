@@ -26,6 +26,7 @@ from envharness.runtime.executors.frames import (
     decode_driver_frame,
     encode,
 )
+from envharness.runtime.executors.queueing import send_promptly
 from envharness.store import read_store
 
 pytestmark = pytest.mark.anyio
@@ -39,9 +40,16 @@ class MemoryChannel:
     ) -> None:
         self._send = send
         self._receive = receive
+        self._sending = anyio.Lock(fast_acquire=True)
 
     async def send(self, frame: bytes) -> None:
-        await self._send.send(frame)
+        await self.send_many([frame])
+
+    async def send_many(self, frames: list[bytes]) -> None:
+        """In order, none of another sender's between them (as a worker's end keeps them)."""
+        async with self._sending:
+            for frame in frames:
+                await send_promptly(self._send, frame)
 
     async def receive(self) -> bytes:
         return await self._receive.receive()

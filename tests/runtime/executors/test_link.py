@@ -154,3 +154,25 @@ async def test_the_progress_of_a_session_whose_first_batch_failed_is_never_told(
     await acknowledged(link, [(1, Commit("disk full"))], failed)
     assert decode_driver_frame(await worker.receive()) == Ack(1, "StoreError: disk full")
     assert told == []
+
+
+async def test_held_back_progress_is_told_before_the_acknowledgement_goes(
+    following: tuple[Link, MemoryChannel, Told],
+) -> None:
+    """Once acknowledged, the session may end: its first progress must not come after its
+    result (a lazy send may wait a while before the acknowledgement goes)."""
+    link, worker, told = following
+    acknowledged_first: list[bool] = []
+    progress = link._work.progress
+    assert progress is not None
+
+    def checking(session_id: str, turns: int, planned: int) -> None:
+        acknowledged_first.append(worker._receive.statistics().current_buffer_used > 0)
+        progress(session_id, turns, planned)
+
+    link._work.progress = checking
+    session = link.sessions[7] = Remote(7, _nothing, _named)
+    link._heard(News(progress=[Turns(7, "ses_a", 0, 3)]))
+    await acknowledged(link, [(1, Commit())], session)
+    assert decode_driver_frame(await worker.receive()) == Ack(1)
+    assert (told, acknowledged_first) == ([("ses_a", 0, 3)], [False])

@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 import anyio
 import pytest
 
-from envharness.runtime.executors.channel import Channel, SendsMany, TellsWaiting
+from envharness.runtime.executors.channel import SendsMany, TellsWaiting, WorkerChannel
 from envharness.runtime.executors.ray_channel import WorkerActor
 
 pytestmark = pytest.mark.anyio
@@ -21,7 +21,7 @@ HANG_S = 10
 
 
 @asynccontextmanager
-async def serving(serve: Callable[[Channel], Awaitable[None]]) -> AsyncIterator[WorkerActor]:
+async def serving(serve: Callable[[WorkerChannel], Awaitable[None]]) -> AsyncIterator[WorkerActor]:
     """The actor running ``serve``, called by the block as the driver would; then closed as
     only Ray's end of the actor (its kill) would otherwise close it."""
     actor = WorkerActor(serve)
@@ -36,7 +36,7 @@ async def serving(serve: Callable[[Channel], Awaitable[None]]) -> AsyncIterator[
 async def test_numbered_calls_reach_the_worker_in_order_whichever_runs_first() -> None:
     received: list[bytes] = []
 
-    async def serve(channel: Channel) -> None:
+    async def serve(channel: WorkerChannel) -> None:
         while True:
             try:
                 received.append(await channel.receive())
@@ -54,7 +54,7 @@ async def test_numbered_calls_reach_the_worker_in_order_whichever_runs_first() -
 
 
 async def test_a_pull_ends_early_once_the_worker_waits_for_the_driver() -> None:
-    async def serve(channel: Channel) -> None:
+    async def serve(channel: WorkerChannel) -> None:
         assert isinstance(channel, TellsWaiting)
         await channel.send(b"hello")
         await channel.receive()  # "go"
@@ -80,7 +80,7 @@ async def test_a_worker_stuck_with_a_frame_still_in_its_inbox_is_heard_once_it_t
     it, says so again (as the worker does after each frame that leaves it stuck)."""
     took: list[bytes] = []
 
-    async def serve(channel: Channel) -> None:
+    async def serve(channel: WorkerChannel) -> None:
         assert isinstance(channel, TellsWaiting)
         await channel.send(b"hello")
         took.append(await channel.receive())
@@ -102,7 +102,7 @@ async def test_frames_sent_together_are_pulled_together_in_order() -> None:
     """Queued without a pass of the loop between them, so the pull waiting takes them all in
     one answer (one actor call for the driver, not one per frame)."""
 
-    async def serve(channel: Channel) -> None:
+    async def serve(channel: WorkerChannel) -> None:
         assert isinstance(channel, SendsMany)
         await channel.send_many([b"one", b"two", b"three"])
         with pytest.raises(anyio.EndOfStream):

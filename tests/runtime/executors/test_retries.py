@@ -26,6 +26,7 @@ from envharness.records import Outcome, RunnerRef, SegmentStarted, SessionStatus
 from envharness.runtime import session as session_module
 from envharness.runtime.executors import ProcessPoolExecutor, RemoteExecutor
 from envharness.runtime.executors import worker as worker_module
+from envharness.runtime.executors.queueing import send_promptly
 from envharness.runtime.executors.retries import MAX_ATTEMPTS
 from envharness.runtime.executors.worker import serve
 from envharness.store import Store, read_store
@@ -168,9 +169,15 @@ class _End:
     ) -> None:
         self.sending = send
         self._receive = receive
+        self._lock = anyio.Lock(fast_acquire=True)
 
     async def send(self, frame: bytes) -> None:
-        await self.sending.send(frame)
+        await self.send_many([frame])
+
+    async def send_many(self, frames: list[bytes]) -> None:
+        async with self._lock:  # in order, none of another sender's between them
+            for frame in frames:
+                await send_promptly(self.sending, frame)
 
     async def receive(self) -> bytes:
         return await self._receive.receive()

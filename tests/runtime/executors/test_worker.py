@@ -4,7 +4,9 @@ driver that goes away mid-session leaves a worker that ends, never one that wait
 from __future__ import annotations
 
 import dataclasses
+import socket
 import sys
+from typing import Any
 
 import anyio
 import pytest
@@ -12,6 +14,7 @@ import pytest
 from envharness import Scenario
 from envharness.fixtures import SyntheticAgent, SyntheticEnvironment, SyntheticScenarioInput
 from envharness.records import new_id
+from envharness.runtime import recorder
 from envharness.runtime.executors.frames import (
     PROTOCOL,
     Acks,
@@ -27,8 +30,15 @@ from envharness.runtime.executors.frames import (
     encode,
 )
 from envharness.runtime.executors.recipe import pickled_recipe
-from envharness.runtime.executors.worker import serve
-from envharness.runtime.plan import SessionPlan
+from envharness.runtime.executors.streams import QUEUED_FRAMES, StreamChannel, socket_channel
+from envharness.runtime.executors.worker import (
+    HELD_FRAMES,
+    HOLD_SECONDS,
+    _Acknowledged,
+    _Worker,
+    serve,
+)
+from envharness.runtime.plan import PauseRequest, ProgressCallback, Resumption, SessionPlan
 from envharness.runtime.session import SessionRunner
 from tests.runtime.executors.test_driver import MemoryChannel
 
@@ -268,3 +278,146 @@ async def test_what_no_session_waits_for_still_reaches_the_driver() -> None:
     assert start.rows[0].kind == "session.created"
     assert isinstance(news, News)
     assert [said.turns for said in news.progress] == [0]
+
+
+class OwnInit(SessionRunner):
+    """A runner subclass with its own ``__init__``, of the signature the runner has always had
+    (``runner=`` is an extension point): it must run in a worker as it does in process."""
+
+    def __init__(
+        self,
+        store: Any,
+        plan: SessionPlan,
+        progress: ProgressCallback | None = None,
+        resumption: Resumption | None = None,
+    ) -> None:
+        super().__init__(store, plan, progress, resumption)
+
+
+async def test_a_runner_subclass_with_its_own_init_runs_a_watched_session() -> None:
+    driver, worker = pair()
+    async with anyio.create_task_group() as group:
+        group.start_soon(serving, worker)
+        await driver.send(watched(((SCENARIO,), short_plan, OwnInit, None)))
+        assert isinstance(decode_worker_frame(await driver.receive()), Ready)
+        await driver.send(encode(Run(0, 0, 0, 7)))
+        with anyio.fail_after(10):  # a guard against a hang, not a speed check
+            while not isinstance(frame := decode_worker_frame(await driver.receive()), Ended):
+                if isinstance(frame, Batch):
+                    await driver.send(encode(Acks([frame.batch])))
+        await driver.aclose()
+    assert (frame.status, frame.crash) == ("completed", None)
+
+
+SESSIONS = 32
+
+
+async def test_a_driver_that_stops_reading_keeps_its_workers_queue_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The driver falls behind (it reads nothing more): its worker's sessions wait for the
+    channel, as they did when each batch went by itself, rather than queue batch after batch
+    (a session may have ``IN_FLIGHT`` unacknowledged ones, ~800 frames here): once nothing
+    moves any more, the channel holds about what its queue and the hold allow, and a batch or
+    two a session."""
+    monkeypatch.setattr(recorder, "HOLD_ROWS", 8)  # small batches: the worker stalls sooner
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        for end in (ours, theirs):  # small buffers: the socket fills after a few frames
+            end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 16)
+            end.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+        driver, worker = await socket_channel(ours), await socket_channel(theirs)
+        async with anyio.create_task_group() as group:
+            group.start_soon(serve, worker)
+            await driver.send(opening(((SCENARIO,), plan, SessionRunner, None)))
+            assert isinstance(decode_worker_frame(await driver.receive()), Ready)
+            for key in range(SESSIONS):
+                await driver.send(encode(Run(key, 0, 0, 7)))
+            queued = await _stalled(worker)
+            await driver.aclose()  # the write under way fails: the worker ends
+        assert queued <= QUEUED_FRAMES + 2 * HELD_FRAMES + 2 * SESSIONS
+
+
+async def _stalled(channel: StreamChannel) -> int:
+    """The frames ``channel`` queues once its worker goes no further: unchanged across a
+    pause in which every frame held went. (Should it read them earlier, on a slow machine,
+    the bound holds all the same: it holds at every moment.)"""
+    before = -1
+    while (queued := len(channel._outgoing)) != before:
+        before = queued
+        await anyio.sleep(5 * HOLD_SECONDS)  # a frame held goes by then: the hold is shorter
+    return queued
+
+
+class BlockingChannel(MemoryChannel):
+    """A worker's end whose send blocks until the test lets it finish, as a write does while
+    the driver reads nothing; it says when the worker can go no further without the driver."""
+
+    def __init__(self, inner: MemoryChannel) -> None:
+        super().__init__(inner._send, inner._receive)
+        self.told: list[bool] = []
+        self.writing = anyio.Event()
+        self.written = anyio.Event()
+
+    def waiting(self, stuck: bool) -> None:
+        self.told.append(stuck)
+
+    async def send_many(self, frames: list[bytes]) -> None:
+        self.writing.set()
+        await self.written.wait()
+
+
+async def test_a_batch_acknowledged_while_its_session_flushes_is_not_waited_for() -> None:
+    """The batch went earlier (after the hold); its acknowledgement comes while the session
+    that now waits for it sends what else is held. The worker must not say it waits for the
+    driver for a batch already acknowledged (Ray's end would pull early for nothing)."""
+    driver, plain = pair()
+    channel = BlockingChannel(plain)
+    async with anyio.create_task_group() as group:
+        worker = _Worker(channel, group, ((SCENARIO,), plan, SessionRunner, None), False)
+        worker._sessions[0] = (anyio.CancelScope(), PauseRequest())  # one session plays
+        worker._tell_if_stuck()
+        batch = worker.acks[1] = _Acknowledged(worker)
+        worker.post(Named(0, "ses_a"))  # something else is held
+        group.start_soon(batch.committed)
+        await channel.writing.wait()  # the session's flush is under way
+        worker.acks.pop(1).resolve(None)  # the driver's acknowledgement arrives meanwhile
+        channel.written.set()
+        await anyio.wait_all_tasks_blocked()
+        group.cancel_scope.cancel()
+    await driver.aclose()
+    await channel.aclose()
+    assert True not in channel.told
+
+
+class FailingChannel(MemoryChannel):
+    """A worker's end that fails once a session's frames go, not as a broken channel does."""
+
+    async def send_many(self, frames: list[bytes]) -> None:
+        if any(isinstance(decode_worker_frame(frame), Named) for frame in frames):
+            raise ValueError("a frame over the limit")
+        await super().send_many(frames)
+
+
+async def test_a_channel_that_fails_ends_its_worker_rather_than_lose_frames() -> None:
+    """Frames taken from the hold cannot be sent: the worker ends, raising why, so the driver
+    sees it gone and retries its sessions (it would wait for ever for the frames lost)."""
+    driver, plain = pair()
+    worker = FailingChannel(plain._send, plain._receive)
+    raised: list[BaseException] = []
+
+    async def failing() -> None:
+        try:
+            await serving(worker)
+        except ValueError as exc:
+            raised.append(exc)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(failing)
+        await driver.send(opening(((SCENARIO,), plan, SessionRunner, None)))
+        assert isinstance(decode_worker_frame(await driver.receive()), Ready)
+        await driver.send(encode(Run(0, 0, 0, 7)))
+        with anyio.fail_after(10), pytest.raises(anyio.EndOfStream):  # its end closed
+            await driver.receive()
+        await driver.aclose()
+    assert [str(exc) for exc in raised] == ["a frame over the limit"]
