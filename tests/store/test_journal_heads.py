@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from envharness.store import open_store
-from envharness.store.journal import (
+from envharness.store.index_rules import (
     ROWS_PER_INSERT,
     _move_heads_one_by_one,
     _move_heads_together,

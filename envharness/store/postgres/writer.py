@@ -32,13 +32,12 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from envharness.errors import ChainConflictError, NameTakenError, StoreError
 from envharness.records import RecordRow
+from envharness.store.index_rules import _move_heads_together, _update_index
 from envharness.store.journal import (
     REQUEST_BUFFER,
     BrokenChains,
     Pending,
-    _move_heads_together,
     _Request,
-    _update_index,
     commit_in_groups,
     hand_over,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from envharness.store.journal import _update_sessions
+from envharness.store.index_rules import _update_sessions
 from envharness.store.postgres.dialect import translate, translate_positional
 
 
