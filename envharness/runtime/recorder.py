@@ -20,7 +20,7 @@ from envharness.runtime.checks import SessionFailure, sha256
 from envharness.store.journal import Pending
 from envharness.store.locate import AnyStore
 
-__all__ = ["HOLD_ROWS", "HOLD_SECONDS", "IN_FLIGHT", "SessionRecorder"]
+__all__ = ["HOLD_ROWS", "HOLD_SECONDS", "IN_FLIGHT", "YIELD_SECONDS", "SessionRecorder"]
 
 IN_FLIGHT = 32
 """Commits of one session that may be pending while the next turns are played."""
@@ -30,6 +30,10 @@ a fast session then commits many turns at once (one fsync instead of one per tur
 one — whose turns take longer than this — still hands over every turn as it ends."""
 HOLD_ROWS = 512
 """Records a session holds at most before handing them over, whatever the time."""
+YIELD_SECONDS = 0.001
+"""How long a session nobody watches may keep the event loop between two turns before it lets
+other tasks run. A stop is heard at every turn boundary all the same (a cancellation already
+asked is checked there); a yield per turn cost a quarter to a third of a trivial turn's CPU."""
 
 
 class SessionRecorder:
@@ -42,10 +46,14 @@ class SessionRecorder:
         "_pending",
         "_seal",
         "_store",
+        "_yield_due",
+        "_yields_every_turn",
         "chain",
     )
 
-    def __init__(self, store: AnyStore, chain: SessionChain) -> None:
+    def __init__(
+        self, store: AnyStore, chain: SessionChain, *, yields_every_turn: bool = True
+    ) -> None:
         self._store = store
         self.chain = chain
         self._seal = chain.seal
@@ -53,6 +61,10 @@ class SessionRecorder:
         self._blobs: dict[str, bytes] = {}
         self._in_flight: collections.deque[Pending] = collections.deque()
         self._flush_due = time.monotonic() + HOLD_SECONDS
+        self._yields_every_turn = yields_every_turn
+        """Whether a held turn yields the loop every time (someone hears of each turn, and
+        whomever that wakes must run before the next), or only every :data:`YIELD_SECONDS`."""
+        self._yield_due = 0.0
 
     def record(
         self, payload: Payload, *, turn: int | None = None, participant: str | None = None
@@ -86,16 +98,17 @@ class SessionRecorder:
         final status — a chain never has a gap. Not ``durable``, the rows may be held up to
         :data:`HOLD_SECONDS` (or :data:`HOLD_ROWS`) so that consecutive turns share a commit,
         and the session goes on while up to :data:`IN_FLIGHT` commits are pending. Nothing is
-        acknowledged by that: only a durable flush says the records are stored.
+        acknowledged by that: only a durable flush says the records are stored. A held turn
+        yields the loop (see ``yields_every_turn``) and is always a cancellation point.
         """
         if not durable and hold:
             now = time.monotonic()
             if now < self._flush_due and len(self._pending) < HOLD_ROWS:
-                # Still yield once a turn: other sessions get their turn, and a stop asked by
-                # another task is heard at the next turn boundary. (Yielding only every
-                # millisecond saved a third of a trivial turn, but then a stop asked after turn
-                # 2 of a fast session came after its end: predictability wins.)
-                await anyio.lowlevel.checkpoint()
+                if self._yields_every_turn or now >= self._yield_due:
+                    await anyio.lowlevel.checkpoint()
+                    self._yield_due = time.monotonic() + YIELD_SECONDS  # from getting it back
+                else:
+                    await anyio.lowlevel.checkpoint_if_cancelled()
                 return
             self._flush_due = now + HOLD_SECONDS
         if not self._pending and not self._blobs:

@@ -118,7 +118,9 @@ class SessionRunner:
             self._segment = resumption.previous_segment + 1
             self._turns_completed = resumption.turn
             self._outcome_seqs = {t: list(s) for t, s in resumption.outcome_seqs.items()}
-        evidence = SessionRecorder(store, chain)
+        # Whoever hears of each turn may wake a task that must run before the next one (a
+        # watcher that stops the session after turn 2): such a session yields every turn.
+        evidence = SessionRecorder(store, chain, yields_every_turn=progress is not None)
         # Bound once: these run for every record and every turn.
         self._record = evidence.record
         self._keep_state = evidence.keep_state
