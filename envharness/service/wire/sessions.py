@@ -387,11 +387,25 @@ _page_encoder = msgspec.json.Encoder()
 
 def record_page_bytes(rows: list[RecordRow], next_after: int | None) -> bytes:
     """A :class:`RecordPage` as JSON, built from stored bytes."""
-    records = [_StoredRecord(*row[:6], msgspec.Raw(row[6]), *row[7:]) for row in rows]
+    records = [_stored(row) for row in rows]
     return _page_encoder.encode(_StoredPage(records, next_after))
 
 
 def stored_record_bytes(row: RecordRow) -> bytes:
     """One :class:`RecordOut` as JSON, its payload the stored bytes: the bytes of
     :func:`~envharness.records.encode_record`, without a dict built per record."""
-    return _page_encoder.encode(_StoredRecord(*row[:6], msgspec.Raw(row[6]), *row[7:]))
+    return _page_encoder.encode(_stored(row))
+
+
+def _stored(row: RecordRow) -> _StoredRecord:
+    return _StoredRecord(
+        row.session_id,
+        row.seq,
+        row.kind,
+        row.turn,
+        row.participant,
+        row.at,
+        msgspec.Raw(row.payload),
+        row.prev,
+        row.digest,
+    )
