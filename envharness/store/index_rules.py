@@ -3,8 +3,10 @@ tables (``sessions``, ``experiments``, ``optimizer_runs``, ``harness_versions``)
 
 One set of rules serves both engines — the SQLite journal runs them on its connection, the
 PostgreSQL writer through :class:`~envharness.store.postgres.dialect.SqliteStyle` — and only how
-existing chains' heads are written is the engine's choice (``move_heads``): one ``UPDATE`` a
-chain is cheapest in process, one statement per 64 chains across a network.
+their statements are written is the engine's choice: how existing chains' heads move
+(``move_heads``: one ``UPDATE`` a chain is cheapest in process, one statement per 64 chains
+across a network) and how new sessions' NULLs are bound (``insert_sessions``: as stand-ins in
+process, :data:`NULL_INTEGER`; as they are where parameters are typed from the statement).
 """
 
 from __future__ import annotations
@@ -28,10 +30,20 @@ from envharness.records import (
     SessionStatus,
 )
 
-__all__ = ["ROWS_PER_INSERT", "HeadMove"]
+__all__ = [
+    "NULL_INTEGER",
+    "NULL_TEXT",
+    "ROWS_PER_INSERT",
+    "HeadMove",
+    "NewSession",
+    "insert_sessions_as_they_are",
+    "insert_rows",
+    "insert_sessions_standing_in",
+]
 
 ROWS_PER_INSERT = 64
-"""Rows one INSERT statement carries (the rest of a transaction's go one by one)."""
+"""Rows one INSERT statement carries at most (:func:`insert_rows` puts the rest of a
+transaction's in statements of 32, 16, … 1)."""
 
 
 class _IndexedScenario(msgspec.Struct):
@@ -68,6 +80,18 @@ _INSERT_SESSIONS = (
     " VALUES "
 )
 _SESSION_VALUES = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_SESSION_STAND_INS = (
+    "(?, NULLIF(?, 0), ?, ?, ?, ?, ?, ?, ?, NULLIF(?, 0), NULLIF(?, 0), NULLIF(?, 0),"
+    " NULLIF(?, ''))"
+)
+NULL_INTEGER = ""
+"""Bound for a NULL in an integer column, as ``NULLIF(?, '')``: ``sqlite3`` binds ``None``
+(and ``bytes``) only after asking its adapter registry, then the statement's protocol, to
+adapt it, and the protocol says no by raising and clearing an AttributeError, some 3,000
+instructions a value; ``str``, ``int`` and ``bytearray`` it binds directly. SQLite compares
+bare values without converting them, so no integer equals text: no value turns into NULL."""
+NULL_TEXT = 0
+"""Bound for a NULL in a text column, as ``NULLIF(?, 0)`` (no text equals an integer)."""
 
 
 @functools.cache
@@ -75,6 +99,13 @@ def _insert_sessions(count: int) -> str:
     """The statement that inserts ``count`` sessions' index rows (at most
     :data:`ROWS_PER_INSERT`)."""
     return _INSERT_SESSIONS + ", ".join([_SESSION_VALUES] * count)
+
+
+@functools.cache
+def _insert_sessions_standing_in(count: int) -> str:
+    """:func:`_insert_sessions` for values whose NULLs are stand-ins (:data:`NULL_TEXT`,
+    :data:`NULL_INTEGER`)."""
+    return _INSERT_SESSIONS + ", ".join([_SESSION_STAND_INS] * count)
 
 
 _INDEXED_KINDS = frozenset(
@@ -95,6 +126,8 @@ _INDEXED_KINDS = frozenset(
 """The kinds that change an index; every other record only moves its chain's head."""
 _SESSION_COLUMNS = ("status", "reason", "owner", "parent_id", "parent_seq")
 """The columns a session's records change after its creation (folded per transaction)."""
+NewSession = tuple[object, ...]
+"""A new session's index row: the values of :data:`_INSERT_SESSIONS`' columns, in order."""
 HeadMove = tuple[str, RecordRow, int, dict[str, object]]
 """A chain's end after a transaction: its id, its last row, the highest turn its outcomes
 reached (0 if none), and the session columns its records set."""
@@ -104,6 +137,7 @@ def _update_index(
     connection: sqlite3.Connection,
     rows: Sequence[RecordRow],
     move_heads: Callable[[sqlite3.Connection, Sequence[HeadMove]], None] | None = None,
+    insert_sessions: Callable[[sqlite3.Connection, list[NewSession]], None] | None = None,
 ) -> dict[str, RecordRow]:
     """Keep the ``sessions`` table (a derived index) in step with the records just inserted;
     returns each chain's last row.
@@ -114,10 +148,12 @@ def _update_index(
     statement per record, at a fraction of the cost. Readers never see the steps in between,
     which share the transaction. ``move_heads`` writes the chains that already existed: one
     statement each by default (SQLite), or :func:`_move_heads_together` where a statement is a
-    round trip — the rules stay one, only the statements that apply them differ.
+    round trip — the rules stay one, only the statements that apply them differ. So with
+    ``insert_sessions``, which writes the new sessions' rows: as they are by default
+    (:func:`insert_sessions_as_they_are`), or with :func:`insert_sessions_standing_in`.
     """
     heads: dict[str, RecordRow] = {}
-    new_sessions: list[tuple[object, ...]] = []
+    new_sessions: list[NewSession] = []
     turns: dict[str, int] = {}
     changed: dict[str, dict[str, object]] = {}
     created: dict[str, tuple[str | None, str, str]] = {}
@@ -180,13 +216,72 @@ def _update_index(
              *map(changes.get, _SESSION_COLUMNS))
         )  # fmt: skip
     (move_heads or _move_heads_one_by_one)(connection, moved)
-    # The new sessions' rows, up to ROWS_PER_INSERT to a statement: one statement per session
-    # was the writer's last per-session hand-back of the GIL (see _insert).
-    flat = itertools.chain.from_iterable
-    for first in range(0, len(new_sessions), ROWS_PER_INSERT):
-        chunk = new_sessions[first : first + ROWS_PER_INSERT]
-        connection.execute(_insert_sessions(len(chunk)), tuple(flat(chunk)))
+    if new_sessions:
+        (insert_sessions or insert_sessions_as_they_are)(connection, new_sessions)
     return heads
+
+
+def insert_sessions_as_they_are(connection: sqlite3.Connection, sessions: list[NewSession]) -> None:
+    """Insert the new sessions' rows, :data:`ROWS_PER_INSERT` to a statement: one statement
+    per session was the writer's last per-session hand-back of the GIL (see
+    :func:`insert_rows`)."""
+    flat = itertools.chain.from_iterable
+    for first in range(0, len(sessions), ROWS_PER_INSERT):
+        chunk = sessions[first : first + ROWS_PER_INSERT]
+        connection.execute(_insert_sessions(len(chunk)), tuple(flat(chunk)))
+
+
+def insert_sessions_standing_in(connection: sqlite3.Connection, sessions: list[NewSession]) -> None:
+    """:func:`insert_sessions_as_they_are`, each NULL bound as its stand-in: SQLite's way (see
+    :data:`NULL_INTEGER`), which a client-server engine, typing each parameter from the
+    statement, would refuse."""
+    values: list[object] = []
+    for (chain_id, experiment, scenario, created, updated, turns, seq, digest, status,
+         reason, owner, parent, parent_seq) in sessions:  # fmt: skip
+        values += (
+            chain_id,
+            NULL_TEXT if experiment is None else experiment,
+            scenario,
+            created,
+            updated,
+            turns,
+            seq,
+            digest,
+            status,
+            NULL_TEXT if reason is None else reason,
+            NULL_TEXT if owner is None else owner,
+            NULL_TEXT if parent is None else parent,
+            NULL_INTEGER if parent_seq is None else parent_seq,
+        )
+    insert_rows(connection, _insert_sessions_standing_in, 13, values)
+
+
+def insert_rows(
+    connection: sqlite3.Connection,
+    statement: Callable[[int], str],
+    width: int,
+    values: list[object],
+) -> None:
+    """Insert the rows of ``width`` ``values`` each (``statement(n)`` inserts ``n`` of them):
+    :data:`ROWS_PER_INSERT` to a statement, the rest in statements of 32, 16, … 1 rows (one
+    per binary digit of their number).
+
+    ``sqlite3`` gives up the GIL and takes it back around every statement it steps, and each
+    retake waits on the event loop's thread, busy playing sessions: a statement per row paid
+    that at every row, one per 64 rows pays it once for them all (and binds less). Seven
+    sizes, prepared once each, stay in the connection's statement cache: a size for every
+    number of rows left over was prepared again and again (SQLite prepares a statement of
+    64 rows in about a third of a millisecond)."""
+    rows = len(values) // width
+    start = 0
+    count = ROWS_PER_INSERT
+    while rows:
+        while count > rows:
+            count >>= 1
+        end = start + count * width
+        connection.execute(statement(count), values[start:end])
+        start = end
+        rows -= count
 
 
 def _move_heads_one_by_one(connection: sqlite3.Connection, moved: Sequence[HeadMove]) -> None:
