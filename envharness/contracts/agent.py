@@ -201,14 +201,14 @@ def provides(value: object, protocol: Callable[..., _P]) -> TypeGuard[_P]:
 
     ``protocol`` is typed as a callable only because mypy refuses a protocol class where a
     ``type[...]`` is expected; it must be a ``@runtime_checkable`` protocol class."""
-    kind = cast(abc.ABCMeta, protocol)
-    shape = _shape(kind)
-    if shape is None:
+    kind: abc.ABCMeta = protocol  # type: ignore[assignment]  # (no cast: a call per ask)
+    members = _members(kind)
+    if members is None:
         return isinstance(value, kind)
-    members, methods_only = shape
-    # The steps of Python 3.11's _ProtocolMeta.__instancecheck__, with the members listed once.
-    if methods_only and issubclass(value.__class__, kind):
-        return True
+    # The steps of Python 3.11's _ProtocolMeta.__instancecheck__, with the members listed once
+    # and its first step (for a protocol of methods only, ``issubclass`` of the value's class)
+    # left to the last: a value with every member is an instance either way, and for one
+    # without, the ABC check asks that subclass question itself. Most answers are "no".
     for name, is_method in members:
         found = getattr(value, name, _MISSING)
         if found is _MISSING or (is_method and found is None):
@@ -217,18 +217,17 @@ def provides(value: object, protocol: Callable[..., _P]) -> TypeGuard[_P]:
 
 
 @functools.cache
-def _shape(protocol: type) -> tuple[tuple[tuple[str, bool], ...], bool] | None:
-    """The protocol's members (name, whether a method) and whether it has only methods, where
-    this Python's own check is the one :func:`provides` repeats (3.11); else ``None``."""
+def _members(protocol: type) -> tuple[tuple[str, bool], ...] | None:
+    """The protocol's members (name, whether a method), where this Python's own check is the
+    one :func:`provides` repeats (3.11); else ``None``."""
     members_of = getattr(typing, "_get_protocol_attrs", None)
     if sys.version_info[:2] != (3, 11) or members_of is None:
         return None
     if not getattr(protocol, "_is_runtime_protocol", False):
         return None
-    members = tuple(
+    return tuple(
         (name, callable(getattr(protocol, name, None))) for name in sorted(members_of(protocol))
     )
-    return members, all(is_method for _, is_method in members)
 
 
 @runtime_checkable

@@ -9,11 +9,11 @@ never raised to the caller.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import inspect
 import traceback
 from collections.abc import Awaitable, Mapping
+from types import GeneratorType
 from typing import Any, TypeVar
 
 import anyio
@@ -33,6 +33,7 @@ __all__ = [
     "checked_score",
     "checked_signals",
     "encodable",
+    "environment_failure",
     "error_info",
     "interruption",
     "invoke",
@@ -92,14 +93,27 @@ def invoke(environment: Environment[Any, Any], method: str, *args: Any) -> Any:
     try:
         return getattr(environment, method)(*args)
     except Exception as exc:
-        raise SessionFailure(
-            f"environment {method}() raised {type(exc).__name__}: {exc}", exc
-        ) from exc
+        raise environment_failure(method, exc) from exc
+
+
+def environment_failure(method: str, exc: Exception) -> SessionFailure:
+    """The failure of a session whose environment's ``method`` raised ``exc`` (for the turn's
+    calls, which are bound once and made without :func:`invoke`)."""
+    return SessionFailure(f"environment {method}() raised {type(exc).__name__}: {exc}", exc)
 
 
 def is_pending(result: Any) -> bool:
     """Whether :func:`invoke` gave an awaitable rather than a value."""
-    return _maybe_awaitable(result) and inspect.isawaitable(result)
+    kind = type(result)
+    if kind in _SETTLED:  # one lookup for what nearly every call returns
+        return False
+    if inspect.isawaitable(result):
+        return True
+    if kind is not GeneratorType:  # a generator's answer is its own, not its type's
+        if len(_SETTLED) >= _SETTLED_MAX:  # bounded, for types made at run time
+            _SETTLED.intersection_update(_PLAIN)
+        _SETTLED.add(kind)
+    return False
 
 
 async def awaited(result: Awaitable[Any], method: str) -> Any:
@@ -107,31 +121,19 @@ async def awaited(result: Awaitable[Any], method: str) -> Any:
     try:
         return await result
     except Exception as exc:
-        raise SessionFailure(
-            f"environment {method}() raised {type(exc).__name__}: {exc}", exc
-        ) from exc
+        raise environment_failure(method, exc) from exc
 
 
 _json_encode = msgspec.json.Encoder().encode
 _json_decode = msgspec.json.Decoder().decode
 
 _PLAIN = frozenset({dict, list, tuple, str, int, float, bool, type(None), Resolution})
-
-
-def _maybe_awaitable(value: Any) -> bool:
-    """``False`` for the plain values a sync method returns (asked for every call: the full
-    test, :func:`inspect.isawaitable`, is an abstract-class check)."""
-    kind: type = type(value)
-    if kind in _PLAIN:
-        return False
-    return not isinstance(value, msgspec.Struct) or _has_await(kind)
-
-
-@functools.lru_cache(maxsize=256)
-def _has_await(kind: type) -> bool:
-    """Whether a Struct type is awaitable, asked once per type: a missing attribute of a class
-    costs an exception, and each turn asks this of its observation."""
-    return hasattr(kind, "__await__")
+_SETTLED: set[type] = set(_PLAIN)
+"""The types whose values are not awaitable: the plain values a sync method returns, and each
+other type once a value of it was found not to be (asked for every call: the full test,
+:func:`inspect.isawaitable`, is an abstract-class check, and for a Struct a missing class
+attribute raised inside)."""
+_SETTLED_MAX = 256
 
 
 def encodable(value: Any, what: str, participant: str | None = None) -> Any:
@@ -202,9 +204,9 @@ def _numbers_by_name(values: Any) -> bool:
 def checked_signals(resolution: Resolution) -> dict[str, float | None]:
     """Signals are numbers by name (checked by hand: this runs every turn)."""
     signals: dict[str, float | None] = dict(resolution.signals)
-    if not signals:
-        return signals
     for name, value in signals.items():
+        if type(value) is float and type(name) is str:  # what nearly every signal is
+            continue
         if not isinstance(name, str) or (value is not None and not _recordable_number(value)):
             raise SessionFailure(
                 f"the environment's resolve() signals is not valid: signal {name!r} is "

@@ -155,7 +155,10 @@ class Caller:
             raise _out_of_budget(self.participant, exc) from exc
         except Exception as exc:
             raise _failure(self.participant, "acting", exc) from exc
-        return self._reply(reply, time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        if isinstance(reply, AgentReply):
+            return self._reply(reply, seconds)
+        return _new_reply(Reply, (reply, seconds, None, ()))  # every turn: no Python __new__
 
     def _reply(self, reply: Any, seconds: float) -> Reply:
         if isinstance(reply, AgentReply):

@@ -186,7 +186,7 @@ class SessionPlan:
             hook_budget=self.hook_budget if self.hooks is not None else None,
             max_blocks=self.max_blocks if self.hooks is not None else None,
             on_block_limit=self.on_block_limit if self.hooks is not None else UNSET,
-            operations=tuple(operation_ref(o) for o in self.operations.values()),
+            operations=tuple([operation_ref(o) for o in self.operations.values()]),
         )
 
 

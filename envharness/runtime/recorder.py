@@ -60,11 +60,14 @@ class SessionRecorder:
         self._pending: list[RecordRow] = []
         self._blobs: dict[str, bytes] = {}
         self._in_flight: collections.deque[Pending] = collections.deque()
-        self._flush_due = time.monotonic() + HOLD_SECONDS
+        started = time.monotonic()
+        self._flush_due = started + HOLD_SECONDS
         self._yields_every_turn = yields_every_turn
         """Whether a held turn yields the loop every time (someone hears of each turn, and
         whomever that wakes must run before the next), or only every :data:`YIELD_SECONDS`."""
-        self._yield_due = 0.0
+        self._yield_due = started + YIELD_SECONDS
+        """When a held turn next passes the loop (a session's first turns need not: it was
+        just started by another task, which had the loop)."""
 
     def record(
         self, payload: Payload, *, turn: int | None = None, participant: str | None = None
@@ -121,7 +124,11 @@ class SessionRecorder:
         while self._in_flight and self._in_flight[0].done:  # learn of a failure at once
             await self._in_flight.popleft().committed()
         if durable:
-            await self.settle()
+            # settle(), inline: a session's last flush waits here for its commit, and a nested
+            # coroutine would be one more object alive across collections while it waits.
+            while self._in_flight:
+                await self._in_flight[0].committed()
+                self._in_flight.popleft()
         elif len(self._in_flight) > IN_FLIGHT:
             await self._in_flight.popleft().committed()
 

@@ -21,12 +21,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import (
-    AbstractAsyncContextManager,
-    AsyncExitStack,
-    asynccontextmanager,
-    nullcontext,
-)
+from contextlib import AsyncExitStack, asynccontextmanager
 from random import Random
 from typing import Any
 
@@ -35,7 +30,7 @@ import msgspec
 from msgspec import UNSET
 
 from envharness.contracts.agent import AgentCapabilities, AgentContext, LogLevel, provides
-from envharness.contracts.environment import Environment, HoldsResources, ScoreReport
+from envharness.contracts.environment import HoldsResources, ScoreReport
 from envharness.contracts.operations import OperationResult, operation_ref
 from envharness.errors import StoreError
 from envharness.records import (
@@ -58,12 +53,15 @@ from envharness.runtime.budgets import BUDGET_PREFIX, BudgetWatch, counting, ove
 from envharness.runtime.checks import (
     SessionFailure,
     as_evidence,
+    awaited,
     call_environment,
     checked,
     checked_score,
     encodable,
     error_info,
     interruption,
+    invoke,
+    is_pending,
 )
 from envharness.runtime.hook_memory import HookMemory
 from envharness.runtime.hooking import HookRunner
@@ -131,6 +129,12 @@ class SessionRunner:
             name: AgentCapabilities.of(agent) for name, agent in plan.agents.items()
         }
         """What each agent can do beyond ``act``, found once for the session."""
+        self._external = False
+        """Whether an agent has a lifespan (a program to start, which may act on the session
+        existing: its start is committed first)."""
+        for found in self._capabilities.values():
+            if found.lifespan is not None:
+                self._external = True
         self._current_turn: int | None = None
         """The turn being played; logs from an agent outside any turn carry no turn."""
         self._checkpointed = 0
@@ -203,10 +207,11 @@ class SessionRunner:
         for watch in self._budgets or ():
             watch.start()
         try:
-            async with _held(plan.environment):
-                state, reason = await self._episode(resumption)
-                if not self._paused and self._over_budget is None:
-                    await self._score(state)
+            if provides(plan.environment, HoldsResources):
+                async with _holding(plan.environment):
+                    reason = await self._episode(resumption)
+            else:  # no lifespan: no context manager to enter and leave
+                reason = await self._episode(resumption)
             if self._paused:
                 return await self._finish("paused", reason)
             if self._over_budget is not None:
@@ -233,14 +238,16 @@ class SessionRunner:
                 return result  # a bug in envharness, recorded; the caller still gets a result
             raise
 
-    async def _episode(self, resumption: Resumption | None) -> tuple[Any, str | None]:
-        """From the start (or the resumed state) through the last turn: the final state and
-        why the turns stopped early, if they did."""
+    async def _episode(self, resumption: Resumption | None) -> str | None:
+        """From the start (or the resumed state) through the last turn and the score (unless
+        the session paused or ran out of budget): why the turns stopped early, if they did."""
         plan = self._plan
         if resumption is None:
-            state = await call_environment(
+            state = invoke(
                 plan.environment, "initialize", plan.input, Random(plan.seed), plan.roster
             )
+            if is_pending(state):
+                state = await awaited(state, "initialize")
             segment = SegmentStarted(
                 segment=self._segment, state=self._keep_state(state), runner=this_process()
             )
@@ -263,7 +270,7 @@ class SessionRunner:
         # may act on the session existing: commit the start first. Otherwise it goes out
         # with the first turns, in one commit (without a yield here: the first turn's
         # boundary yields).
-        external = any(found.lifespan is not None for found in self._capabilities.values())
+        external = self._external
         if (self._progress is not None and not plan.progress_follows_commits) or external:
             await self._flush()
         elif self._progress is not None:  # told only once committed: handed over, not waited for
@@ -272,13 +279,19 @@ class SessionRunner:
             await self._flush(durable=False)
         if self._progress is not None:
             self._progress(plan.session_id, self._turns_completed, plan.turns)
-        # Only an agent with a lifespan is given a context (before its first turn).
-        lifespans = running(self._capabilities, self._agent_contexts()) if external else None
-        async with lifespans or nullcontext():
-            if resumption is not None and resumption.agent_states:
-                await self._restore_agents(resumption.agent_states)
+        restoring = resumption.agent_states if resumption is not None else None
+        if external:  # only an agent with a lifespan is given a context (before its 1st turn)
+            async with running(self._capabilities, self._agent_contexts()):
+                if restoring:
+                    await self._restore_agents(restoring)
+                state, reason = await self._turns(state)
+        else:  # no lifespan: no context manager to enter and leave
+            if restoring:
+                await self._restore_agents(restoring)
             state, reason = await self._turns(state)
-        return state, reason
+        if not self._paused and self._over_budget is None:
+            await self._score(state)
+        return reason
 
     async def _observe(self, state: Any, participant: str) -> Any:
         """What ``participant`` sees of ``state``, as JSON (for an ``on_init`` context)."""
@@ -292,6 +305,8 @@ class SessionRunner:
         plan = self._plan
         pause = plan.pause
         budgets = self._budgets
+        play, flush, progress = self._play, self._flush, self._progress
+        listens, every = self._player.listens, plan.checkpoint_every
         for turn in range(self._turns_completed + 1, plan.turns + 1):
             if pause is not None and pause.requested:
                 # Keep what the agents and hooks know now, so the resume goes on from it.
@@ -309,22 +324,21 @@ class SessionRunner:
             self._current_turn = turn
             if self._before_turn is not None:
                 state = await self._before_turn(turn, state)
-            state, done = await self._play(turn, state)
+            state, done = await play(turn, state)
             if self._after_turn is not None:
                 resolved = state
                 state = await self._after_turn(turn, state)
                 if state is not resolved:
                     self._record_state_change(turn, state)
-            await self._flush(durable=False)
+            await flush(durable=False)
             self._turns_completed = turn
-            if self._player.listens:
+            if listens:
                 await self._send_feedback(turn)
-            every = plan.checkpoint_every
             if every and turn % every == 0 and not done:
                 await self._checkpoint(turn, state)
             self._current_turn = None
-            if self._progress is not None:
-                self._progress(plan.session_id, turn, plan.turns)
+            if progress is not None:
+                progress(plan.session_id, turn, plan.turns)
             if done:
                 if self._player.truncated:
                     self._ended_by = "truncated"
@@ -476,7 +490,9 @@ class SessionRunner:
         score = getattr(environment, "score", None)
         if score is None:
             return
-        report = await call_environment(environment, "score", state, self._plan.scenario)
+        report = invoke(environment, "score", state, self._plan.scenario)
+        if is_pending(report):
+            report = await awaited(report, "score")
         if report is None:
             return
         if not isinstance(report, ScoreReport):  # asked first: Mapping's is an ABC check
@@ -487,16 +503,17 @@ class SessionRunner:
                 )
             report = ScoreReport(metrics=dict(report))
         version = report.version or environment.spec.scoring_version or "1"
-        per_participant: dict[str, dict[str, float | None]] = {
-            participant: dict(metrics) for participant, metrics in report.per_participant.items()
-        }
-        unknown = sorted(set(per_participant) - set(self._plan.agents))
-        if unknown:
-            raise SessionFailure(
-                f"environment score() scored {', '.join(map(repr, unknown))}, who is not a "
-                f"participant (participants: {', '.join(self._plan.agents)}); per_participant "
-                "keys must be participant names"
-            )
+        given = report.per_participant
+        per_participant: dict[str, dict[str, float | None]] = {}
+        if given or type(given) is not dict:  # most scores have none: no sets to compare
+            per_participant = {participant: dict(metrics) for participant, metrics in given.items()}
+            unknown = sorted(set(per_participant) - set(self._plan.agents))
+            if unknown:
+                raise SessionFailure(
+                    f"environment score() scored {', '.join(map(repr, unknown))}, who is not a "
+                    f"participant (participants: {', '.join(self._plan.agents)}); "
+                    "per_participant keys must be participant names"
+                )
         score_payload = Score(
             version=version,
             metrics=dict(report.metrics),
@@ -584,16 +601,10 @@ class SessionRunner:
         return self._ended
 
 
-def _held(environment: Environment[Any, Any]) -> AbstractAsyncContextManager[object]:
-    """The environment's ``lifespan()`` around the session, when it has one (a program it
-    talks to runs for exactly this long); a lifespan that cannot start fails the session."""
-    if provides(environment, HoldsResources):
-        return _holding(environment)
-    return nullcontext()
-
-
 @asynccontextmanager
 async def _holding(environment: HoldsResources) -> AsyncIterator[None]:
+    """The environment's ``lifespan()`` around the session, when it has one (a program it
+    talks to runs for exactly this long); a lifespan that cannot start fails the session."""
     async with AsyncExitStack() as stack:
         try:
             await stack.enter_async_context(environment.lifespan())

@@ -16,7 +16,7 @@ This is the hot path: what every turn needs is bound once per session, not looke
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import anyio
@@ -55,7 +55,7 @@ from envharness.runtime.checks import (
     checked_resolution,
     checked_signals,
     encodable,
-    invoke,
+    environment_failure,
     is_pending,
     private_copy,
 )
@@ -101,13 +101,21 @@ def action_check(environment: Environment[Any, Any]) -> Validate:
     return validate
 
 
+def _method(environment: Environment[Any, Any], name: str) -> Callable[..., Any]:
+    """``environment``'s method ``name``, bound once for the session's turns; one that cannot
+    be looked up fails at its first call, as a lookup at each call would."""
+    try:
+        method: Callable[..., Any] = getattr(environment, name)
+    except Exception:  # noqa: BLE001 - raised again, at the call, as a SessionFailure
+        return lambda *args: getattr(environment, name)(*args)
+    return method
+
+
 def _bystanders(
     resolution: Resolution, actions: Mapping[str, Any], roster: Mapping[str, Any]
 ) -> list[str]:
     """The participants who did not act but were addressed an outcome or a reward, in roster
-    order."""
-    if len(actions) == len(roster) or (not resolution.outcomes and not resolution.rewards):
-        return []  # everyone acted, or no one else was addressed
+    order (asked only when someone did not act and someone was addressed)."""
     return [
         name
         for name in roster
@@ -128,10 +136,12 @@ class TurnPlayer:
         "_hooking",
         "_keep_state",
         "_listening",
+        "_observe",
         "_outcome_seqs",
         "_plan",
         "_record",
         "_render",
+        "_resolve",
         "_roster",
         "_run_last",
         "_sequential",
@@ -168,6 +178,9 @@ class TurnPlayer:
         self._outcome_seqs = outcome_seqs
         """Per turn, the ``seq`` of each ``outcome`` record (a score's findings cite them)."""
         environment = plan.environment
+        self._observe = _method(environment, "observe")
+        self._resolve = _method(environment, "resolve")
+        """The environment's methods every turn calls, bound once (not looked up per call)."""
         self._sequential = environment.spec.turn_order == "sequential"
         self._run_last = plan.on_block_limit == "run_last"
         """Whether the block limit runs the last vetoed answer instead of skipping the turn."""
@@ -182,9 +195,10 @@ class TurnPlayer:
         )
         # Sync agents' threads: one per participant, never shared with other sessions or the
         # journal, so a slow agent elsewhere cannot eat into this session's action timeout.
-        threaded = any(
-            not found.is_async and not found.runs_inline for found in capabilities.values()
-        )
+        threaded = False
+        for found in capabilities.values():  # a loop, not any(): no generator per session
+            if not found.is_async and not found.runs_inline:
+                threaded = True
         threads = anyio.CapacityLimiter(len(plan.agents)) if threaded else None
         self._callers = {
             name: Caller(name, agent, capabilities[name], plan.action_timeout, threads)
@@ -248,10 +262,12 @@ class TurnPlayer:
         seen: dict[str, tuple[Any, bytes]] = {}
         """With hooks: each observation as produced, and its JSON (for contexts and re-asks)."""
         for participant in acting:
-            observation = invoke(self._environment, "observe", state, participant)
+            try:
+                observation = self._observe(state, participant)
+            except Exception as exc:
+                raise environment_failure("observe", exc) from exc
             if is_pending(observation):
                 observation = await awaited(observation, "observe")
-            observations[participant] = observation
             shown = encodable(observation, "observation", participant)
             text = None if self._render is None else await self._text_view(state, participant)
             self._record(
@@ -320,7 +336,10 @@ class TurnPlayer:
                     hooking.blocked(turn, participant, shown_raw, problem, prompt=False)
             else:
                 raise SessionFailure(f"agent {participant!r} returned an invalid action: {problem}")
-        resolved = invoke(self._environment, "resolve", state, actions)
+        try:
+            resolved = self._resolve(state, actions)
+        except Exception as exc:
+            raise environment_failure("resolve", exc) from exc
         if is_pending(resolved):
             resolved = await awaited(resolved, "resolve")
         resolution = checked_resolution(resolved, self._plan.agents)
@@ -341,7 +360,12 @@ class TurnPlayer:
             if hooking is not None:
                 hooking.executed(turn, participant, shown_action, outcome)
                 executed[participant] = shown_action
-        for participant in _bystanders(resolution, actions, self._plan.agents):
+        roster = self._plan.agents
+        if len(actions) == len(roster) or not (resolution.outcomes or resolution.rewards):
+            bystanders: Sequence[str] = ()  # everyone acted, or no one else was addressed
+        else:
+            bystanders = _bystanders(resolution, actions, roster)
+        for participant in bystanders:
             outcome = encodable(resolution.outcomes.get(participant), "outcome", participant)
             self._record(
                 ParticipantOutcome(outcome=outcome, reward=rewards.get(participant, UNSET)),

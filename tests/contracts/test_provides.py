@@ -70,6 +70,15 @@ class Declared(TakesVetoes):
     """Subclasses the protocol and inherits its (empty) method."""
 
 
+class DeclaredBlocked(TakesVetoes, RendersText):
+    """Subclasses protocols and blocks their methods by ``None``: an instance all the same."""
+
+    vetoed = None  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        self.render_text = None  # type: ignore[assignment]
+
+
 @pytest.mark.parametrize(
     "value",
     [
@@ -79,6 +88,7 @@ class Declared(TakesVetoes):
         Blocked(),
         GivenLater(),
         Declared(),
+        DeclaredBlocked(),
         object(),
         None,
         {"feedback": 1},

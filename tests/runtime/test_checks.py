@@ -3,8 +3,11 @@ answer (it only skips the round trip for what is plainly valid)."""
 
 from __future__ import annotations
 
+import types
+from collections.abc import Generator
 from typing import Any
 
+import msgspec
 import pytest
 from msgspec import UNSET
 
@@ -16,6 +19,7 @@ from envharness.runtime.checks import (
     checked_resolution,
     checked_score,
     checked_signals,
+    is_pending,
 )
 
 SCORES = [
@@ -70,3 +74,40 @@ def test_a_number_no_float_can_hold_is_refused_before_it_is_sealed(
 def test_a_large_number_a_float_holds_passes() -> None:
     resolution = Resolution(state={}, rewards={"a": 2**64}, signals={"s": -(2**70)})
     assert checked_signals(checked_resolution(resolution, {"a": "player"})) == {"s": -(2**70)}
+
+
+class _Ready(msgspec.Struct):
+    value: int = 0
+
+
+class _Later(msgspec.Struct):
+    value: int = 0
+
+    def __await__(self) -> Generator[Any, None, int]:
+        return self.value
+        yield
+
+
+def test_a_type_found_not_awaitable_is_remembered_but_each_generator_is_asked() -> None:
+    """``is_pending`` keeps the types it found not awaitable; a generator's answer is its own
+    (one made by a ``types.coroutine`` function is awaitable, a plain one is not)."""
+
+    def plain() -> Generator[None, None, None]:
+        yield
+
+    @types.coroutine
+    def iterable_coroutine() -> Generator[None, None, None]:
+        yield
+
+    for _ in range(2):  # the second time from what was remembered
+        assert not is_pending(_Ready())
+        assert is_pending(_Later())
+        assert not is_pending(plain())
+        assert is_pending(iterable_coroutine())
+
+    async def native() -> None:
+        return None
+
+    coroutine = native()
+    assert is_pending(coroutine)
+    coroutine.close()

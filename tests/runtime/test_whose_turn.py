@@ -14,6 +14,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from random import Random
+from types import MappingProxyType
 from typing import Any
 
 import anyio.lowlevel
@@ -278,6 +279,7 @@ async def test_async_environment_methods_are_awaited(store_path: Path) -> None:
         ("reward_type", "rewards['bob'] must be a number a float can hold, not str"),
         ("acting_type", "environment acting() returned str 'alice'; return a list"),
         ("score", "environment score() scored 'carol', who is not a participant"),
+        ("score_proxy", "environment score() scored 'carol', who is not a participant"),
     ],
 )
 async def test_naming_someone_who_is_not_playing_fails_the_session_clearly(
@@ -302,7 +304,9 @@ async def test_naming_someone_who_is_not_playing_fails_the_session_clearly(
             return resolution
 
         def score(self, state: Pile, scenario: Any) -> ScoreReport:
-            return ScoreReport(metrics={}, per_participant={"carol": {"won": 1.0}})
+            scored = {"carol": {"won": 1.0}}  # a mapping that is not a dict is checked too
+            given = MappingProxyType(scored) if broken == "score_proxy" else scored
+            return ScoreReport(metrics={}, per_participant=given)
 
     harness = AsyncEnvironmentHarness(
         store_path, environment=Broken, agents={"alice": TakeOne, "bob": TakeOne}
