@@ -16,6 +16,7 @@ with a larger budget. Sessions stopped by their own budget leave it ``stopped`` 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
@@ -50,6 +51,7 @@ from envharness.runtime.session import (
     SessionResult,
     SessionRunner,
 )
+from envharness.store.journal import Pending
 from envharness.store.locate import AnyStore
 from envharness.store.owners import this_process
 
@@ -172,6 +174,11 @@ class ExperimentRunner:
                 experiment_id, next_seq=resumption.head_seq + 1, prev=resumption.head_digest
             )
         self._sessions: list[ExperimentSession] = []
+        self._unsettled: collections.deque[tuple[ExperimentSession, tuple[Pending, ...]]] = (
+            collections.deque()
+        )
+        """Sessions that ended, with the commits they left to the experiment to wait for, in
+        the order they ended: each is listed (and counted) only once they are committed."""
         self._started: set[tuple[str, int]] = set()
         """The sessions a resumed run started (or resumed), by (scenario id, trial)."""
         self._running = 0
@@ -257,6 +264,7 @@ class ExperimentRunner:
             raise
         finally:
             self._group = None
+        await self._settle()
         progress = self.progress
         unfinished = progress.completed + progress.failed < self.total
         if self.pause_request.requested and unfinished:
@@ -393,10 +401,15 @@ class ExperimentRunner:
                 self._hand_on()
 
         session_id: str | None = None
+        commits: tuple[Pending, ...] = ()
 
         def named(known: str) -> None:
             nonlocal session_id
             session_id = known
+
+        def left(handed: tuple[Pending, ...]) -> None:
+            nonlocal commits
+            commits = handed
 
         work = SessionWork(self._positions[scenario.id], trial, seed)
         try:
@@ -405,7 +418,7 @@ class ExperimentRunner:
                 here = self._resumption.resume_session
                 result = await runs.resume(earlier.id, work, free, named, here)
             else:
-                result = await runs.run(work, free, named)
+                result = await runs.run(work, free, named, left)
         except BaseException as exc:
             if held:  # stopped, or it could not run: the experiment ends, nobody takes its slot
                 held = False
@@ -420,7 +433,27 @@ class ExperimentRunner:
                     self._sessions.append(ExperimentSession(scenario.id, trial, seed, ended))
             raise
         free()  # ended without settling first: its slot is handed on all the same
-        self._sessions.append(ExperimentSession(scenario.id, trial, seed, result))
+        self._unsettled.append((ExperimentSession(scenario.id, trial, seed, result), commits))
+        self._settle_ready()
+
+    def _settle_ready(self) -> None:
+        """List the sessions whose commits are done, in the order they ended (a failed commit
+        raises its error, as the session's own wait would have)."""
+        unsettled = self._unsettled
+        while unsettled and all(pending.done for pending in unsettled[0][1]):
+            session, commits = unsettled.popleft()
+            for pending in commits:
+                if pending.error is not None:
+                    raise pending.error
+            self._sessions.append(session)
+
+    async def _settle(self) -> None:
+        """Wait for every ended session's commits, and list them."""
+        while self._unsettled:
+            session, commits = self._unsettled.popleft()
+            for pending in commits:
+                await pending.committed()
+            self._sessions.append(session)
 
     async def _ended(self, session_id: str) -> SessionResult | None:
         """How a session cancelled mid-run ended, as its index records it."""
@@ -437,6 +470,7 @@ class ExperimentRunner:
         )
 
     async def _finish(self, status: Status, reason: str | None) -> ExperimentResult:
+        await self._settle()  # its own end is recorded after every session's
         progress = self.progress
         stopped = progress.stopped + (self.total - progress.finished)  # never started
         await self._store.append(

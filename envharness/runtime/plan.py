@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from msgspec import UNSET
 
@@ -28,6 +28,9 @@ from envharness.runtime.hooking import (
     DEFAULT_ON_BLOCK_LIMIT,
     OnBlockLimit,
 )
+
+if TYPE_CHECKING:
+    from envharness.store.journal import Pending
 
 __all__ = [
     "PAUSED_REASON",
@@ -126,6 +129,14 @@ class SessionPlan:
     session goes on without waiting for that commit. A plan's, not the runner's constructor's,
     so that a runner subclass with its own ``__init__`` runs in a worker as it does here."""
 
+    commits_to: Callable[[tuple[Pending, ...]], None] | None = None
+    """Given, a session that ends (rather than being interrupted) does not wait for its last
+    commits: it hands them here and returns its result at once. Whoever takes them waits for
+    them, in order, and raises a failure before relying on the result — an experiment lists a
+    session only once they are committed, and records its own end after all of them. A
+    session waiting for its commit cost the loop's thread more than the commit itself (its
+    suspension and wake-up, and its objects kept alive across collections)."""
+
     @property
     def harness_version(self) -> str | None:
         return self.hooks.version if self.hooks is not None else None
@@ -135,6 +146,7 @@ class SessionPlan:
         pause: PauseRequest | None,
         settling: Callable[[], None] | None,
         shared_budget: BudgetWatch | None,
+        commits_to: Callable[[tuple[Pending, ...]], None] | None = None,
     ) -> SessionPlan:
         """This plan with an experiment's controls: what ``dataclasses.replace`` gives, at half
         its cost (it looks every field up by name), since an experiment does it once a
@@ -162,6 +174,7 @@ class SessionPlan:
             self.budget,
             shared_budget,
             self.progress_follows_commits,
+            commits_to,
         )
 
     def config(self) -> SessionConfig:

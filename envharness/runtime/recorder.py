@@ -137,6 +137,13 @@ class SessionRecorder:
         to the journal has not come)."""
         return time.monotonic() < self._flush_due and len(self._pending) < HOLD_ROWS
 
+    def take_in_flight(self) -> tuple[Pending, ...]:
+        """The commits handed over and not yet known to be done, for a caller that waits for
+        them instead of this session (then this recorder forgets them)."""
+        taken = tuple(self._in_flight)
+        self._in_flight.clear()
+        return taken
+
     async def settle(self) -> None:
         """Wait until everything recorded so far is committed."""
         if self._pending or self._blobs:

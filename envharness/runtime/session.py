@@ -125,6 +125,7 @@ class SessionRunner:
         self._keep_blob = evidence.keep_blob
         self._flush = evidence.flush
         self._holding = evidence.holding
+        self._take_in_flight = evidence.take_in_flight
         self._capabilities = {
             name: AgentCapabilities.of(agent) for name, agent in plan.agents.items()
         }
@@ -233,7 +234,7 @@ class SessionRunner:
                 reason = asked  # cancelled on someone's request, who is named
             error = None if status == "stopped" else error_info(exc)
             with anyio.CancelScope(shield=True):
-                result = await self._finish(status, reason, error)
+                result = await self._finish(status, reason, error, interrupted=True)
             if isinstance(exc, Exception) and not isinstance(exc, BaseExceptionGroup):
                 return result  # a bug in envharness, recorded; the caller still gets a result
             raise
@@ -578,8 +579,16 @@ class SessionRunner:
         )  # fmt: skip
 
     async def _finish(
-        self, status: Status, reason: str | None, error: ErrorInfo | None = None
+        self,
+        status: Status,
+        reason: str | None,
+        error: ErrorInfo | None = None,
+        *,
+        interrupted: bool = False,
     ) -> SessionResult:
+        """Record the end and commit it: waited for here, or, for a session that ended
+        rather than being interrupted, by whoever the plan hands its last commits to (an
+        interrupted session's caller reads how it ended from the store, so it waits here)."""
         if self._ended is not None:  # ended already; interrupted while committing that end
             await self._flush()
             return self._ended
@@ -594,9 +603,14 @@ class SessionRunner:
             ended_by=self._ended_by if status == "completed" else None,
         )
         settling = self._plan.settling
-        if settling is not None:
+        commits_to = None if interrupted else self._plan.commits_to
+        if settling is not None or commits_to is not None:
             await self._flush(durable=False, hold=False)
-            settling()
+            if settling is not None:
+                settling()
+            if commits_to is not None:
+                commits_to(self._take_in_flight())
+                return self._ended
         await self._flush()
         return self._ended
 

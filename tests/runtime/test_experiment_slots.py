@@ -26,6 +26,7 @@ from envharness.records import Status
 from envharness.runtime.executors.seam import ExperimentWork, PlanSession, ResumeHere, SessionWork
 from envharness.runtime.experiment import ExperimentResult
 from envharness.runtime.plan import SessionResult
+from envharness.store.journal import Pending
 
 pytestmark = pytest.mark.anyio
 
@@ -67,7 +68,11 @@ class Scripted:
         yield self
 
     async def run(
-        self, session: SessionWork, free: Callable[[], None], named: Callable[[str], None]
+        self,
+        session: SessionWork,
+        free: Callable[[], None],
+        named: Callable[[str], None],
+        commits_to: Callable[[tuple[Pending, ...]], None] | None = None,
     ) -> SessionResult:
         self.started.append((session.scenario, session.trial))
         if len(self.started) == 2:

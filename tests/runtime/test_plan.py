@@ -16,12 +16,18 @@ def test_run_by_keeps_every_other_field_as_replace_does() -> None:
     def settling() -> None:
         """Frees nothing: only its identity matters."""
 
-    controlled = plan.run_by(pause, settling, budget)
-    expected = dataclasses.replace(plan, pause=pause, settling=settling, shared_budget=budget)
+    def commits_to(commits: object) -> None:
+        """Takes nothing: only its identity matters."""
+
+    controlled = plan.run_by(pause, settling, budget, commits_to)
+    expected = dataclasses.replace(
+        plan, pause=pause, settling=settling, shared_budget=budget, commits_to=commits_to
+    )
     for field in dataclasses.fields(SessionPlan):
         assert getattr(controlled, field.name) is getattr(expected, field.name), field.name
-    assert (controlled.pause, controlled.settling, controlled.shared_budget) == (
-        pause,
-        settling,
-        budget,
-    )
+    assert (
+        controlled.pause,
+        controlled.settling,
+        controlled.shared_budget,
+        controlled.commits_to,
+    ) == (pause, settling, budget, commits_to)

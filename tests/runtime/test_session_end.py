@@ -24,10 +24,12 @@ async def test_a_stop_while_the_end_commits_records_one_end(
     stop = anyio.CancelScope()
     finish = SessionRunner._finish
 
-    async def stopped_while_finishing(runner: SessionRunner, status: Any, *rest: Any) -> Any:
+    async def stopped_while_finishing(
+        runner: SessionRunner, status: Any, *rest: Any, **options: Any
+    ) -> Any:
         if status == "completed":
             stop.cancel()  # heard at the end's commit, after its records were made
-        return await finish(runner, status, *rest)
+        return await finish(runner, status, *rest, **options)
 
     monkeypatch.setattr(SessionRunner, "_finish", stopped_while_finishing)
     harness = AsyncEnvironmentHarness(

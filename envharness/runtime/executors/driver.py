@@ -51,6 +51,7 @@ from envharness.runtime.executors.seam import (
 from envharness.runtime.executors.split import SplitWorkers, WorkersInUse
 from envharness.runtime.plan import SessionResult
 from envharness.runtime.resume import find_resume_point
+from envharness.store.journal import Pending
 
 __all__ = ["CLOSE_GRACE", "WATCH_INTERVAL", "KeptWorkers", "RemoteExecutor", "WorkerError"]
 
@@ -220,8 +221,14 @@ class _RemoteRuns:
         self.watching = anyio.CancelScope()
 
     async def run(
-        self, session: SessionWork, free: Callable[[], None], named: Callable[[str], None]
+        self,
+        session: SessionWork,
+        free: Callable[[], None],
+        named: Callable[[str], None],
+        commits_to: Callable[[tuple[Pending, ...]], None] | None = None,
     ) -> SessionResult:
+        """A remote session's evidence is committed here as its frames arrive, by this
+        driver, which waits for that commit itself (``commits_to`` goes unused)."""
         return await self._attempts(session, from_the_start(session), free, named)
 
     async def resume(

@@ -18,6 +18,7 @@ from envharness.runtime.executors.seam import (
     SessionWork,
 )
 from envharness.runtime.plan import SessionResult
+from envharness.store.journal import Pending
 
 __all__ = ["InProcessExecutor"]
 
@@ -49,12 +50,16 @@ class _LocalRuns:
         self._work = work
 
     async def run(
-        self, session: SessionWork, free: Callable[[], None], named: Callable[[str], None]
+        self,
+        session: SessionWork,
+        free: Callable[[], None],
+        named: Callable[[str], None],
+        commits_to: Callable[[tuple[Pending, ...]], None] | None = None,
     ) -> SessionResult:
         work = self._work
         plan = work.plan_session(work.scenarios[session.scenario], session.trial, session.seed)
         named(plan.session_id)
-        plan = plan.run_by(work.pause, free, work.budget)
+        plan = plan.run_by(work.pause, free, work.budget, commits_to)
         return await work.runner_class(work.store, plan, work.progress).run()
 
     async def resume(

@@ -19,6 +19,7 @@ from envharness.contracts.scenario import Scenario
 from envharness.runtime.budgets import BudgetWatch
 from envharness.runtime.plan import PauseRequest, ProgressCallback, SessionPlan, SessionResult
 from envharness.runtime.session import SessionRunner
+from envharness.store.journal import Pending
 from envharness.store.locate import AnyStore
 
 __all__ = [
@@ -78,14 +79,21 @@ class SessionRuns(Protocol):
     """An executor opened for one experiment."""
 
     async def run(
-        self, work: SessionWork, free: Callable[[], None], named: Callable[[str], None]
+        self,
+        work: SessionWork,
+        free: Callable[[], None],
+        named: Callable[[str], None],
+        commits_to: Callable[[tuple[Pending, ...]], None] | None = None,
     ) -> SessionResult:
         """Run one session to its end, after the commit of its last status.
 
         ``named`` is told the session's id as soon as it is known (cancelled, the caller reads
         how it ended from the store); ``free`` is called once the session only waits for its
         last commit (the experiment frees its slot there). Cancelled, the session records
-        ``stopped`` before this re-raises.
+        ``stopped`` before this re-raises. Given ``commits_to``, an executor may return before
+        that commit instead, having handed it the commits to wait for (see
+        :attr:`~envharness.runtime.plan.SessionPlan.commits_to`); one that does not simply
+        waits for them itself.
         """
         ...
 

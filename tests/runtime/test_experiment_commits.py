@@ -1,0 +1,85 @@
+"""An experiment's sessions leave their last commit to the experiment: a session returns as soon
+as its end is handed to the journal, and the experiment lists it only once that commit is done
+(a failed commit fails the experiment, as the session's own wait did)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from envharness import AsyncEnvironmentHarness, Scenario
+from envharness.errors import StoreError
+from envharness.fixtures import SyntheticAgent, SyntheticEnvironment, SyntheticScenarioInput
+from envharness.runtime.session import SessionRunner
+from envharness.store.journal import Journal
+
+pytestmark = pytest.mark.anyio
+
+SCENARIO = Scenario(id="s", input=SyntheticScenarioInput(starting_total=0, target=10**9))
+
+
+def _holds_sessions(batch: list[Any]) -> bool:
+    return any(row.session_id.startswith("ses_") for request in batch for row in request.rows)
+
+
+async def test_a_session_is_listed_only_once_its_last_commit_is_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = threading.Event()
+    commit = Journal._commit
+
+    def gated(journal: Journal, batch: list[Any]) -> None:
+        if _holds_sessions(batch):
+            gate.wait(10)  # the writer's thread: the event loop goes on
+        commit(journal, batch)
+
+    returned = anyio.Event()
+    run = SessionRunner.run
+
+    async def noted(runner: SessionRunner) -> Any:
+        result = await run(runner)
+        returned.set()
+        return result
+
+    monkeypatch.setattr(Journal, "_commit", gated)
+    monkeypatch.setattr(SessionRunner, "run", noted)
+    harness = AsyncEnvironmentHarness(
+        tmp_path, environment=SyntheticEnvironment, agents={"a": SyntheticAgent}
+    )
+    experiment = harness.experiment("gated", [SCENARIO], turns=3)
+    results = []
+
+    async def run_it() -> None:
+        results.append(await experiment.run())
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(run_it)
+            await returned.wait()  # the session returned, its commit still held back
+            assert experiment.progress.completed == 0
+            gate.set()
+    [result] = results
+    assert (result.status, result.completed) == ("completed", 1)
+    assert [session.result.status for session in result.sessions] == ["completed"]
+
+
+async def test_a_failed_last_commit_fails_the_experiment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    transaction = Journal._transaction
+
+    def refused(journal: Journal, batch: Any) -> None:
+        if _holds_sessions(batch):
+            raise StoreError("the disk said no")
+        transaction(journal, batch)
+
+    monkeypatch.setattr(Journal, "_transaction", refused)
+    harness = AsyncEnvironmentHarness(
+        tmp_path, environment=SyntheticEnvironment, agents={"a": SyntheticAgent}
+    )
+    with pytest.raises(StoreError, match="the disk said no"):
+        await harness.experiment("refused", [SCENARIO], turns=3).run()
