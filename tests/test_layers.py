@@ -50,7 +50,15 @@ INNER: dict[str, list[tuple[str, ...]]] = {
         ("command_agent",),
     ],
     "runtime": [
-        ("budgets", "checks", "compare", "hook_memory", "participants", "transcripts"),
+        (
+            "budgets",
+            "checks",
+            "compare",
+            "hook_memory",
+            "loop_passes",
+            "participants",
+            "transcripts",
+        ),
         ("hooking", "recorder"),
         ("plan",),
         ("resume", "turn"),

@@ -8,6 +8,7 @@ decoded values (which would change when a payload type gains a field).
 
 from __future__ import annotations
 
+import collections.abc
 import hashlib
 import time
 from collections.abc import Iterator
@@ -59,7 +60,8 @@ class RecordRow(msgspec.Struct, frozen=True, array_like=True, gc=False):
     CPython always tracks) each row counted towards the next young collection and was a fifth
     of what every collection found alive and carried into the older generations. Still a
     sequence of its nine fields, in order, for the code that binds, unpacks or slices it like
-    the tuple it was; hot paths take :func:`msgspec.structs.astuple` instead.
+    the tuple it was (a registered ``Sequence``); hot paths take
+    :func:`msgspec.structs.astuple` instead. Unlike the tuple, a row equals only a row.
     """
 
     session_id: str
@@ -84,6 +86,9 @@ class RecordRow(msgspec.Struct, frozen=True, array_like=True, gc=False):
     def __getitem__(self, index: slice) -> tuple[Any, ...]: ...
     def __getitem__(self, index: int | slice) -> Any:
         return _astuple(self)[index]
+
+
+collections.abc.Sequence.register(RecordRow)  # isinstance and match see the sequence it is
 
 
 class _Body(msgspec.Struct, frozen=True):

@@ -295,7 +295,9 @@ class ExperimentRunner:
     async def _play(self) -> None:
         """One player: plays the sessions it takes, one after another, each in the slot it
         holds; a session that settles (only waits for its last commit) hands that slot on at
-        once, and once it ended the player waits idle until one is handed to it.
+        once, and once it ended the player waits idle until one is handed to it. A session
+        that ends without settling (it left its commits to the experiment) keeps its slot, and
+        the player goes on with it.
 
         So sessions start in order, at most ``max_concurrency`` play at a time, and tasks are
         reused: a task and a limiter slot per session cost the loop's thread ~120k
@@ -307,7 +309,8 @@ class ExperimentRunner:
             await anyio.lowlevel.checkpoint_if_cancelled()
             if (session := self._take()) is None:
                 return
-            await self._one(*session)
+            if await self._one(*session):
+                continue  # the slot is still this player's
             if self._closed:
                 return
             woken = anyio.Event()  # handed a slot, or told that no other session starts
@@ -384,9 +387,10 @@ class ExperimentRunner:
             return None
         return self._resumption.sessions.get((scenario.id, trial))
 
-    async def _one(self, scenario: Scenario[Any], trial: int) -> None:
+    async def _one(self, scenario: Scenario[Any], trial: int) -> bool:
         """Run (or resume) one session in the caller's slot, which it hands on once the
-        session settles (see :meth:`_hand_on`)."""
+        session settles (see :meth:`_hand_on`); whether the caller still holds it (the
+        session ended without settling)."""
         seed = derive_seed(self._config.seed, scenario.id, trial)
         earlier = self._earlier(scenario, trial)
         held = True
@@ -432,9 +436,11 @@ class ExperimentRunner:
                 if ended is not None:
                     self._sessions.append(ExperimentSession(scenario.id, trial, seed, ended))
             raise
-        free()  # ended without settling first: its slot is handed on all the same
         self._unsettled.append((ExperimentSession(scenario.id, trial, seed, result), commits))
+        if held:  # ended without settling: the caller goes on in its slot
+            self._running -= 1
         self._settle_ready()
+        return held
 
     def _settle_ready(self) -> None:
         """List the sessions whose commits are done, in the order they ended (a failed commit

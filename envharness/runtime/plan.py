@@ -131,7 +131,8 @@ class SessionPlan:
 
     commits_to: Callable[[tuple[Pending, ...]], None] | None = None
     """Given, a session that ends (rather than being interrupted) does not wait for its last
-    commits: it hands them here and returns its result at once. Whoever takes them waits for
+    commits: it hands them here and returns its result at once (it never settles: it is
+    done). Whoever takes them waits for
     them, in order, and raises a failure before relying on the result — an experiment lists a
     session only once they are committed, and records its own end after all of them. A
     session waiting for its commit cost the loop's thread more than the commit itself (its

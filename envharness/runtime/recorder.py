@@ -17,6 +17,7 @@ import msgspec
 
 from envharness.records import Payload, RecordRow, SessionChain, canonical
 from envharness.runtime.checks import SessionFailure, sha256
+from envharness.runtime.loop_passes import LoopPasses, loop_passes
 from envharness.store.journal import Pending
 from envharness.store.locate import AnyStore
 
@@ -31,9 +32,13 @@ one — whose turns take longer than this — still hands over every turn as it 
 HOLD_ROWS = 512
 """Records a session holds at most before handing them over, whatever the time."""
 YIELD_SECONDS = 0.001
-"""How long a session nobody watches may keep the event loop between two turns before it lets
-other tasks run. A stop is heard at every turn boundary all the same (a cancellation already
-asked is checked there); a yield per turn cost a quarter to a third of a trivial turn's CPU."""
+"""How long a session may keep the event loop between two turns while no task but other
+sessions is ready to run (then a yield would only poll for I/O and timers, or take turns with
+sessions). A task that becomes ready meanwhile —
+one an agent or a progress callback woke, say, to stop the session — gets the loop at the next
+turn boundary, and a cancellation already asked is heard there. At concurrency 1 a yield per
+turn cost ~40% of a trivial turn's CPU: each pass of the loop polls for I/O, and so gives up
+the GIL to the journal's thread and waits to take it back."""
 
 
 class SessionRecorder:
@@ -43,17 +48,15 @@ class SessionRecorder:
         "_blobs",
         "_flush_due",
         "_in_flight",
+        "_passes",
         "_pending",
         "_seal",
         "_store",
         "_yield_due",
-        "_yields_every_turn",
         "chain",
     )
 
-    def __init__(
-        self, store: AnyStore, chain: SessionChain, *, yields_every_turn: bool = True
-    ) -> None:
+    def __init__(self, store: AnyStore, chain: SessionChain) -> None:
         self._store = store
         self.chain = chain
         self._seal = chain.seal
@@ -62,9 +65,8 @@ class SessionRecorder:
         self._in_flight: collections.deque[Pending] = collections.deque()
         started = time.monotonic()
         self._flush_due = started + HOLD_SECONDS
-        self._yields_every_turn = yields_every_turn
-        """Whether a held turn yields the loop every time (someone hears of each turn, and
-        whomever that wakes must run before the next), or only every :data:`YIELD_SECONDS`."""
+        self._passes: LoopPasses | None = None
+        """This loop's sessions passing it (found at the first held turn)."""
         self._yield_due = started + YIELD_SECONDS
         """When a held turn next passes the loop (a session's first turns need not: it was
         just started by another task, which had the loop)."""
@@ -102,13 +104,21 @@ class SessionRecorder:
         :data:`HOLD_SECONDS` (or :data:`HOLD_ROWS`) so that consecutive turns share a commit,
         and the session goes on while up to :data:`IN_FLIGHT` commits are pending. Nothing is
         acknowledged by that: only a durable flush says the records are stored. A held turn
-        yields the loop (see ``yields_every_turn``) and is always a cancellation point.
+        yields the loop when a task other than the sessions is ready to run, or else every
+        :data:`YIELD_SECONDS`, and is always a cancellation point.
         """
         if not durable and hold:
             now = time.monotonic()
             if now < self._flush_due and len(self._pending) < HOLD_ROWS:
-                if self._yields_every_turn or now >= self._yield_due:
-                    await anyio.lowlevel.checkpoint()
+                passes = self._passes
+                if passes is None:
+                    passes = self._passes = loop_passes()
+                if now >= self._yield_due or passes.others_ready():
+                    passes.passing += 1
+                    try:
+                        await anyio.lowlevel.checkpoint()
+                    finally:
+                        passes.passing -= 1
                     self._yield_due = time.monotonic() + YIELD_SECONDS  # from getting it back
                 else:
                     await anyio.lowlevel.checkpoint_if_cancelled()

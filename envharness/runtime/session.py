@@ -116,9 +116,7 @@ class SessionRunner:
             self._segment = resumption.previous_segment + 1
             self._turns_completed = resumption.turn
             self._outcome_seqs = {t: list(s) for t, s in resumption.outcome_seqs.items()}
-        # Whoever hears of each turn may wake a task that must run before the next one (a
-        # watcher that stops the session after turn 2): such a session yields every turn.
-        evidence = SessionRecorder(store, chain, yields_every_turn=progress is not None)
+        evidence = SessionRecorder(store, chain)
         # Bound once: these run for every record and every turn.
         self._record = evidence.record
         self._keep_state = evidence.keep_state
@@ -269,8 +267,8 @@ class SessionRunner:
             await self._hooking.on_init(state, lambda p: self._observe(state, p))
         # A caller told the session's id (progress), or an agent process about to start,
         # may act on the session existing: commit the start first. Otherwise it goes out
-        # with the first turns, in one commit (without a yield here: the first turn's
-        # boundary yields).
+        # with the first turns, in one commit (without a yield here: the turn boundaries
+        # yield when another task is ready, see runtime/recorder.py).
         external = self._external
         if (self._progress is not None and not plan.progress_follows_commits) or external:
             await self._flush()
@@ -602,15 +600,15 @@ class SessionRunner:
             error=error,
             ended_by=self._ended_by if status == "completed" else None,
         )
-        settling = self._plan.settling
         commits_to = None if interrupted else self._plan.commits_to
-        if settling is not None or commits_to is not None:
+        if commits_to is not None:  # its caller waits for the commits: the session ends here
             await self._flush(durable=False, hold=False)
-            if settling is not None:
-                settling()
-            if commits_to is not None:
-                commits_to(self._take_in_flight())
-                return self._ended
+            commits_to(self._take_in_flight())
+            return self._ended
+        settling = self._plan.settling
+        if settling is not None:
+            await self._flush(durable=False, hold=False)
+            settling()
         await self._flush()
         return self._ended
 

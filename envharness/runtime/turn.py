@@ -16,7 +16,7 @@ This is the hot path: what every turn needs is bound once per session, not looke
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, Literal
 
 import anyio
@@ -55,7 +55,7 @@ from envharness.runtime.checks import (
     checked_resolution,
     checked_signals,
     encodable,
-    environment_failure,
+    invoke,
     is_pending,
     private_copy,
 )
@@ -101,16 +101,6 @@ def action_check(environment: Environment[Any, Any]) -> Validate:
     return validate
 
 
-def _method(environment: Environment[Any, Any], name: str) -> Callable[..., Any]:
-    """``environment``'s method ``name``, bound once for the session's turns; one that cannot
-    be looked up fails at its first call, as a lookup at each call would."""
-    try:
-        method: Callable[..., Any] = getattr(environment, name)
-    except Exception:  # noqa: BLE001 - raised again, at the call, as a SessionFailure
-        return lambda *args: getattr(environment, name)(*args)
-    return method
-
-
 def _bystanders(
     resolution: Resolution, actions: Mapping[str, Any], roster: Mapping[str, Any]
 ) -> list[str]:
@@ -136,12 +126,10 @@ class TurnPlayer:
         "_hooking",
         "_keep_state",
         "_listening",
-        "_observe",
         "_outcome_seqs",
         "_plan",
         "_record",
         "_render",
-        "_resolve",
         "_roster",
         "_run_last",
         "_sequential",
@@ -178,9 +166,6 @@ class TurnPlayer:
         self._outcome_seqs = outcome_seqs
         """Per turn, the ``seq`` of each ``outcome`` record (a score's findings cite them)."""
         environment = plan.environment
-        self._observe = _method(environment, "observe")
-        self._resolve = _method(environment, "resolve")
-        """The environment's methods every turn calls, bound once (not looked up per call)."""
         self._sequential = environment.spec.turn_order == "sequential"
         self._run_last = plan.on_block_limit == "run_last"
         """Whether the block limit runs the last vetoed answer instead of skipping the turn."""
@@ -262,10 +247,8 @@ class TurnPlayer:
         seen: dict[str, tuple[Any, bytes]] = {}
         """With hooks: each observation as produced, and its JSON (for contexts and re-asks)."""
         for participant in acting:
-            try:
-                observation = self._observe(state, participant)
-            except Exception as exc:
-                raise environment_failure("observe", exc) from exc
+            # Looked up at each call: an environment's lifespan() may set up its methods.
+            observation = invoke(self._environment, "observe", state, participant)
             if is_pending(observation):
                 observation = await awaited(observation, "observe")
             shown = encodable(observation, "observation", participant)
@@ -336,10 +319,7 @@ class TurnPlayer:
                     hooking.blocked(turn, participant, shown_raw, problem, prompt=False)
             else:
                 raise SessionFailure(f"agent {participant!r} returned an invalid action: {problem}")
-        try:
-            resolved = self._resolve(state, actions)
-        except Exception as exc:
-            raise environment_failure("resolve", exc) from exc
+        resolved = invoke(self._environment, "resolve", state, actions)
         if is_pending(resolved):
             resolved = await awaited(resolved, "resolve")
         resolution = checked_resolution(resolved, self._plan.agents)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections.abc
 import gc
 import sqlite3
 
@@ -55,3 +56,13 @@ def test_a_row_encodes_and_decodes_as_the_array_it_was() -> None:
     data = msgspec.json.encode(row)
     assert data == msgspec.json.encode(list(_values(row)))
     assert msgspec.json.decode(data, type=RecordRow) == row
+
+
+def test_a_row_is_a_sequence_to_isinstance_and_match() -> None:
+    row = SessionChain("ses_x").seal(Log(message="hi"))
+    assert isinstance(row, collections.abc.Sequence)
+    match row:
+        case [session_id, seq, *_]:
+            assert (session_id, seq) == ("ses_x", 0)
+        case _:
+            raise AssertionError("a row matches a sequence pattern")

@@ -109,3 +109,25 @@ async def test_a_resumed_session_is_held_too(store_path: Path, held: type[Held])
     more = await runner.continue_(session.id, turns=1)
     assert more.status == "completed"
     assert held.log == ["enter", "resolve", "score", "exit"]
+
+
+class Connected(SyntheticEnvironment):
+    """Its turns' methods exist only while its lifespan holds (a client connected there)."""
+
+    def observe(self, state: SyntheticState, participant: str) -> Any:
+        raise RuntimeError("not connected: observe() before lifespan()")
+
+    @asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        self.observe = super().observe  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            del self.observe
+
+
+async def test_the_turns_call_the_methods_the_lifespan_set_up(tmp_path: Path) -> None:
+    result = await AsyncEnvironmentHarness(
+        tmp_path, environment=Connected, agents={"alice": SyntheticAgent}
+    ).run(START, turns=3)
+    assert (result.status, result.turns_completed) == ("completed", 3), result.reason

@@ -83,3 +83,25 @@ async def test_a_failed_last_commit_fails_the_experiment(
     )
     with pytest.raises(StoreError, match="the disk said no"):
         await harness.experiment("refused", [SCENARIO], turns=3).run()
+
+
+async def test_a_session_that_leaves_its_commits_keeps_its_slot_for_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tasks: set[object] = set()
+    run = SessionRunner.run
+
+    async def noted(runner: SessionRunner) -> Any:
+        tasks.add(anyio.get_current_task().id)
+        return await run(runner)
+
+    monkeypatch.setattr(SessionRunner, "run", noted)
+    harness = AsyncEnvironmentHarness(
+        tmp_path, environment=SyntheticEnvironment, agents={"a": SyntheticAgent}
+    )
+    scenarios = [
+        Scenario(id=f"s{i}", input=SyntheticScenarioInput(starting_total=i)) for i in range(12)
+    ]
+    result = await harness.experiment("kept", scenarios, turns=2, max_concurrency=2).run()
+    assert result.completed == 12
+    assert len(tasks) == 2  # each player went on in its slot: no task handed it on

@@ -1,5 +1,6 @@
-"""When a session lets other tasks run: every turn when someone hears of its turns, otherwise
-at least every ``YIELD_SECONDS``; a cancellation is heard at the next turn boundary either way."""
+"""When a session lets other tasks run: at a turn boundary whenever another task is ready to
+run, and otherwise at least every ``YIELD_SECONDS``; a cancellation is heard at the next turn
+boundary either way."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
+import sniffio
 
 from envharness import AsyncEnvironmentHarness, Scenario
 from envharness.fixtures import (
@@ -16,6 +18,7 @@ from envharness.fixtures import (
     SyntheticEnvironment,
     SyntheticScenarioInput,
 )
+from envharness.runtime.loop_passes import loop_passes
 
 pytestmark = pytest.mark.anyio
 
@@ -73,3 +76,65 @@ async def test_a_cancellation_from_inside_a_turn_is_heard_at_the_next_boundary(
         [info] = await harness.sessions()
     assert scope.cancelled_caught
     assert (info.status, info.turns_completed) == ("stopped", 2)
+
+
+class TellingAgent(SyntheticAgent):
+    """Wakes whoever waits on ``heard`` while choosing its second action."""
+
+    heard: anyio.Event
+
+    def act(self, observation: Any) -> SyntheticAction:
+        if observation.turn == 1:  # the state before turn 2
+            self.heard.set()
+        return super().act(observation)
+
+
+async def test_a_task_an_agent_wakes_runs_before_the_next_turn(tmp_path: Path) -> None:
+    TellingAgent.heard = anyio.Event()
+    harness = AsyncEnvironmentHarness(
+        tmp_path, environment=SyntheticEnvironment, agents={"a": TellingAgent}
+    )
+    scope = anyio.CancelScope()
+
+    async def stop_after_turn_2() -> None:
+        await TellingAgent.heard.wait()
+        scope.cancel()
+
+    async with harness:
+        async with anyio.create_task_group() as group:
+            group.start_soon(stop_after_turn_2)
+            await anyio.wait_all_tasks_blocked()  # the watcher waits before the session starts
+            with scope:
+                await harness.run(START, turns=200)
+        [info] = await harness.sessions()
+    assert info.status == "stopped"
+    # trio runs the tasks ready together in a random order: the session may play one more
+    # turn before the watcher runs (it did before a session held the loop between yields).
+    on_trio = sniffio.current_async_library() == "trio"
+    assert info.turns_completed in ((2, 3) if on_trio else (2,))
+
+
+async def test_a_woken_task_is_ready_and_a_session_passing_the_loop_is_not() -> None:
+    passes = loop_passes()
+    assert passes is loop_passes()  # one per loop, shared by its sessions
+    woken = anyio.Event()
+    seen: list[bool] = []
+
+    async def wait() -> None:
+        await woken.wait()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(wait)
+        await anyio.wait_all_tasks_blocked()
+        seen.append(passes.others_ready())
+        woken.set()
+        seen.append(passes.others_ready())
+        passes.passing += 1  # as if the woken task were a session passing the loop
+        seen.append(passes.others_ready())
+        passes.passing -= 1
+    on_trio = sniffio.current_async_library() == "trio"
+    assert seen == ([True, True, True] if on_trio else [False, True, False])
+
+
+def test_outside_any_loop_the_answer_is_always_yes() -> None:
+    assert loop_passes().others_ready()

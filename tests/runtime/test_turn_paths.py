@@ -16,7 +16,6 @@ from envharness import AsyncEnvironmentHarness, BudgetExhausted, Record, Scenari
 from envharness.advanced import SessionRunner
 from envharness.fixtures import SyntheticAgent, SyntheticEnvironment, SyntheticScenarioInput
 from envharness.records import Observation, OperationReceipt
-from envharness.runtime.turn import _method
 from tests.runtime.test_lifecycle import Bonus  # the operation both sides of a turn use
 
 pytestmark = pytest.mark.anyio
@@ -121,25 +120,3 @@ async def test_only_the_agents_that_listen_are_told_and_each_only_its_own(
     assert (turn, outcome) == (3, None)
     assert blocked is not None
     assert "value" in blocked  # why it was blocked: the value out of range
-
-
-class _Unready:
-    """An environment whose ``observe`` cannot be looked up."""
-
-    @property
-    def observe(self) -> Any:
-        raise AttributeError("observe is not ready")
-
-    def resolve(self, state: Any, actions: Any) -> str:
-        return "resolved"
-
-
-def test_an_environment_method_is_bound_once_and_a_failed_lookup_fails_at_the_call() -> None:
-    """The turn binds ``observe`` and ``resolve`` when the session starts; a method that cannot
-    be looked up raises only when the turn calls it (the session fails, naming it), as a lookup
-    at each call did."""
-    environment = _Unready()
-    assert _method(environment, "resolve")(None, {}) == "resolved"
-    observe = _method(environment, "observe")
-    with pytest.raises(AttributeError, match="observe is not ready"):
-        observe(None, "alice")
