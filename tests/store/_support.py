@@ -98,6 +98,17 @@ def plain(store: Path) -> Iterator[sqlite3.Connection]:
         connection.close()
 
 
+def stored_rows_and_blobs(store: Path) -> tuple[list[RecordRow], dict[str, bytes]]:
+    """Every record in the order it was stored, and every blob, read with plain sqlite3."""
+    with plain(store) as connection:
+        stored = connection.execute(
+            "SELECT session_id, seq, kind, turn, participant, at, payload, prev, digest"
+            " FROM records ORDER BY pos"
+        ).fetchall()
+        kept = dict(connection.execute("SELECT digest, data FROM blobs").fetchall())
+    return [RecordRow(*row) for row in stored], kept
+
+
 def count_rows(store: Path, session_id: str | None = None) -> int:
     with plain(store) as connection:
         if session_id is None:

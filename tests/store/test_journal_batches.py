@@ -19,7 +19,7 @@ from envharness.records import RecordRow, RunnerRef, SegmentEnded, SegmentStarte
 from envharness.store import open_store
 from envharness.store.journal import ROWS_PER_INSERT, Journal
 
-from ._support import logs, new_session, plain, status_row, turn_rows
+from ._support import logs, new_session, plain, status_row, stored_rows_and_blobs, turn_rows
 
 pytestmark = pytest.mark.anyio
 
@@ -86,14 +86,7 @@ async def test_rows_across_many_statements_are_stored_as_sealed_in_order(
     blobs = {hashlib.sha256(bytes([n])).hexdigest(): bytes([n]) for n in range(150)}
     async with open_store(store_path) as store:
         await store.append(rows, blobs)
-    with plain(store_path) as connection:
-        stored = connection.execute(
-            "SELECT session_id, seq, kind, turn, participant, at, payload, prev, digest"
-            " FROM records ORDER BY pos"
-        ).fetchall()
-        kept = dict(connection.execute("SELECT digest, data FROM blobs").fetchall())
-    assert [RecordRow(*row) for row in stored] == rows
-    assert kept == blobs
+    assert stored_rows_and_blobs(store_path) == (rows, blobs)
 
 
 async def test_sessions_created_together_are_indexed_as_one_by_one(store_path: Path) -> None:

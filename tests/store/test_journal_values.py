@@ -17,7 +17,7 @@ from envharness.records import Branch, RecordRow
 from envharness.store import open_store
 from envharness.store.blobs import read_blob
 
-from ._support import new_session, plain, status_row
+from ._support import new_session, plain, status_row, stored_rows_and_blobs
 
 pytestmark = pytest.mark.anyio
 
@@ -70,14 +70,7 @@ async def test_any_number_of_rows_is_stored_in_order(store_path: Path, count: in
     blobs = {hashlib.sha256(bytes([n])).hexdigest(): bytes([n]) for n in range(count)}
     async with open_store(store_path) as store:
         await store.append(rows, blobs)
-    with plain(store_path) as connection:
-        stored = connection.execute(
-            "SELECT session_id, seq, kind, turn, participant, at, payload, prev, digest"
-            " FROM records ORDER BY pos"
-        ).fetchall()
-        kept = dict(connection.execute("SELECT digest, data FROM blobs").fetchall())
-    assert [RecordRow(*row) for row in stored] == rows
-    assert kept == blobs
+    assert stored_rows_and_blobs(store_path) == (rows, blobs)
 
 
 async def test_a_new_sessions_nulls_stay_null_and_their_look_alikes_stay_values(
