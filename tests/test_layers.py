@@ -59,7 +59,7 @@ INNER: dict[str, list[tuple[str, ...]]] = {
             "participants",
             "transcripts",
         ),
-        ("hooking", "recorder"),
+        ("hooking", "recorder", "score_records"),
         ("plan",),
         ("resume", "turn"),
         ("branching", "session"),

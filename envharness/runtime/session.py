@@ -27,21 +27,18 @@ from typing import Any
 
 import anyio
 import msgspec
-from msgspec import UNSET
 
 from envharness.contracts.agent import AgentCapabilities, AgentContext, LogLevel, provides
-from envharness.contracts.environment import HoldsResources, ScoreReport
+from envharness.contracts.environment import HoldsResources
 from envharness.contracts.operations import OperationResult, operation_ref
 from envharness.errors import StoreError
 from envharness.records import (
     Checkpoint,
     ErrorInfo,
-    Finding,
     Intervention,
     Log,
     OperationReceipt,
     ProtocolViolation,
-    Score,
     SegmentEnded,
     SegmentStarted,
     SessionChain,
@@ -55,8 +52,6 @@ from envharness.runtime.checks import (
     as_evidence,
     awaited,
     call_environment,
-    checked,
-    checked_score,
     encodable,
     error_info,
     interruption,
@@ -75,6 +70,7 @@ from envharness.runtime.plan import (
     SessionResult,
 )
 from envharness.runtime.recorder import SessionRecorder
+from envharness.runtime.score_records import score_payloads, score_report
 from envharness.runtime.turn import TurnPlayer, action_check
 from envharness.store.locate import AnyStore
 from envharness.store.owners import this_process
@@ -485,48 +481,13 @@ class SessionRunner:
     # -- scoring and the end -------------------------------------------------------------------
 
     async def _score(self, state: Any) -> None:
-        environment = self._plan.environment
-        score = getattr(environment, "score", None)
-        if score is None:
-            return
-        report = invoke(environment, "score", state, self._plan.scenario)
-        if is_pending(report):
-            report = await awaited(report, "score")
-        if report is None:
-            return
-        if not isinstance(report, ScoreReport):  # asked first: Mapping's is an ABC check
-            if not isinstance(report, Mapping):
-                raise SessionFailure(
-                    f"environment score() returned {type(report).__name__}; return a "
-                    "ScoreReport or a mapping of metric names to numbers"
-                )
-            report = ScoreReport(metrics=dict(report))
-        version = report.version or environment.spec.scoring_version or "1"
-        given = report.per_participant
-        per_participant: dict[str, dict[str, float | None]] = {}
-        if given or type(given) is not dict:  # most scores have none: no sets to compare
-            per_participant = {participant: dict(metrics) for participant, metrics in given.items()}
-            unknown = sorted(set(per_participant) - set(self._plan.agents))
-            if unknown:
-                raise SessionFailure(
-                    f"environment score() scored {', '.join(map(repr, unknown))}, who is not a "
-                    f"participant (participants: {', '.join(self._plan.agents)}); "
-                    "per_participant keys must be participant names"
-                )
-        score_payload = Score(
-            version=version,
-            metrics=dict(report.metrics),
-            passed=report.passed,
-            uncertainty=dict(report.uncertainty),
-            per_participant=per_participant or UNSET,
-        )
-        self._record(checked_score(score_payload))
-        for finding in report.findings:
-            cites = tuple(seq for turn in finding.turns for seq in self._outcome_seqs.get(turn, ()))
-            found = Finding(
-                title=finding.title, detail=finding.detail, severity=finding.severity, cites=cites
-            )
-            self._record(checked(found, "a finding from the environment's score()"))
+        plan = self._plan
+        report = await score_report(plan.environment, state, plan.scenario)
+        if report is not None:
+            for payload in score_payloads(
+                report, plan.environment, plan.agents, self._outcome_seqs
+            ):
+                self._record(payload)
 
     def _agent_contexts(self) -> dict[str, AgentContext]:
         plan = self._plan
