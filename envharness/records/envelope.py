@@ -87,6 +87,18 @@ class RecordRow(msgspec.Struct, frozen=True, array_like=True, gc=False):
     def __getitem__(self, index: int | slice) -> Any:
         return _astuple(self)[index]
 
+    def __contains__(self, value: object) -> bool:
+        return value in _astuple(self)
+
+    def __reversed__(self) -> Iterator[Any]:
+        return iter(_astuple(self)[::-1])
+
+    def index(self, value: object) -> int:
+        return _astuple(self).index(value)
+
+    def count(self, value: object) -> int:
+        return _astuple(self).count(value)
+
 
 collections.abc.Sequence.register(RecordRow)  # isinstance and match see the sequence it is
 

@@ -179,6 +179,10 @@ class ExperimentRunner:
         )
         """Sessions that ended, with the commits they left to the experiment to wait for, in
         the order they ended: each is listed (and counted) only once they are committed."""
+        self._settler_idle: anyio.Event | None = None
+        """Set to wake the settler (:meth:`_settle_as_committed`) while it waits for work."""
+        self._players = 0
+        """Players that have not ended (the settler ends after the last)."""
         self._started: set[tuple[str, int]] = set()
         """The sessions a resumed run started (or resumed), by (scenario id, trial)."""
         self._running = 0
@@ -250,21 +254,31 @@ class ExperimentRunner:
         try:
             async with anyio.create_task_group() as group:
                 self._group = group
-                for _ in range(min(self._config.max_concurrency, self.total)):
+                self._players = min(self._config.max_concurrency, self.total)
+                for _ in range(self._players):
                     group.start_soon(self._play)  # a player for each slot
+                group.start_soon(self._settle_as_committed)
+            # Still inside: a stop that lands after the players (trio hears it only at the
+            # next checkpoint, the end's append) still records the experiment stopped.
+            return await self._ended_as_planned()
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
+                await self._settle_the_rest()
                 asked = self.pause_request.stop_reason
                 await self._finish("stopped", asked or "the experiment was stopped")
             raise
         except BaseException as exc:
             # Whatever ended it, the experiment must not stay "running": it stops, resumable.
             with anyio.CancelScope(shield=True), contextlib.suppress(StoreError):
+                await self._settle_the_rest()
                 await self._finish("stopped", f"stopped by {type(exc).__name__}: {exc}")
             raise
         finally:
             self._group = None
-        await self._settle()
+
+    async def _ended_as_planned(self) -> ExperimentResult:
+        """Record how the experiment ended once every session it started has: paused, stopped
+        by its budget, or completed."""
         progress = self.progress
         unfinished = progress.completed + progress.failed < self.total
         if self.pause_request.requested and unfinished:
@@ -303,19 +317,24 @@ class ExperimentRunner:
         reused: a task and a limiter slot per session cost the loop's thread ~120k
         instructions a session (~6% of a five-turn session) more than this.
         """
-        while True:
-            # A stop is heard before a session starts: a stopped session hands its slot on
-            # as it settles, like any other.
-            await anyio.lowlevel.checkpoint_if_cancelled()
-            if (session := self._take()) is None:
-                return
-            if await self._one(*session):
-                continue  # the slot is still this player's
-            if self._closed:
-                return
-            woken = anyio.Event()  # handed a slot, or told that no other session starts
-            self._idle.append(woken)
-            await woken.wait()
+        try:
+            while True:
+                # A stop is heard before a session starts: a stopped session hands its slot
+                # on as it settles, like any other.
+                await anyio.lowlevel.checkpoint_if_cancelled()
+                if (session := self._take()) is None:
+                    return
+                if await self._one(*session):
+                    continue  # the slot is still this player's
+                if self._closed:
+                    return
+                woken = anyio.Event()  # handed a slot, or told that no other session starts
+                self._idle.append(woken)
+                await woken.wait()
+        finally:
+            self._players -= 1
+            if not self._players:
+                self._wake_settler()  # the last player ended: the settler ends too
 
     def _take(self) -> tuple[Scenario[Any], int] | None:
         """The next session to start in the caller's slot, or ``None`` when none starts any
@@ -348,6 +367,7 @@ class ExperimentRunner:
             self._idle.pop().set()
         else:
             assert self._group is not None, "sessions run only while _run holds the group"
+            self._players += 1
             self._group.start_soon(self._play)
 
     def _close(self) -> None:
@@ -427,6 +447,9 @@ class ExperimentRunner:
             if held:  # stopped, or it could not run: the experiment ends, nobody takes its slot
                 held = False
                 self._running -= 1
+            with anyio.CancelScope(shield=True):
+                for pending in commits:  # handed over before it was stopped: known all the same
+                    await pending.committed()
             if session_id is not None and isinstance(exc, anyio.get_cancelled_exc_class()):
                 # The session recorded how it ended (``stopped``) and re-raised the
                 # cancellation: list it with that ending, so the result names every session
@@ -437,28 +460,41 @@ class ExperimentRunner:
                     self._sessions.append(ExperimentSession(scenario.id, trial, seed, ended))
             raise
         self._unsettled.append((ExperimentSession(scenario.id, trial, seed, result), commits))
+        self._wake_settler()
         if held:  # ended without settling: the caller goes on in its slot
             self._running -= 1
-        self._settle_ready()
         return held
 
-    def _settle_ready(self) -> None:
-        """List the sessions whose commits are done, in the order they ended (a failed commit
-        raises its error, as the session's own wait would have)."""
-        unsettled = self._unsettled
-        while unsettled and all(pending.done for pending in unsettled[0][1]):
-            session, commits = unsettled.popleft()
-            for pending in commits:
-                if pending.error is not None:
-                    raise pending.error
-            self._sessions.append(session)
+    async def _settle_as_committed(self) -> None:
+        """The settler: lists each ended session once its commits are done, in the order
+        they ended, until the last player ended. A failed commit fails the experiment at
+        once, as the session's own wait did; one task waits, not one per session."""
+        while True:
+            while self._unsettled:
+                session, commits = self._unsettled.popleft()
+                for pending in commits:
+                    await pending.committed()
+                self._sessions.append(session)
+            if not self._players:
+                return
+            self._settler_idle = anyio.Event()
+            await self._settler_idle.wait()
 
-    async def _settle(self) -> None:
-        """Wait for every ended session's commits, and list them."""
+    def _wake_settler(self) -> None:
+        if self._settler_idle is not None:
+            self._settler_idle.set()
+            self._settler_idle = None
+
+    async def _settle_the_rest(self) -> None:
+        """After the players ended abnormally: wait for the commits the settler had not, and
+        list the sessions whose commits are done (one that failed is not listed)."""
         while self._unsettled:
             session, commits = self._unsettled.popleft()
-            for pending in commits:
-                await pending.committed()
+            try:
+                for pending in commits:
+                    await pending.committed()
+            except StoreError:
+                continue
             self._sessions.append(session)
 
     async def _ended(self, session_id: str) -> SessionResult | None:
@@ -476,7 +512,6 @@ class ExperimentRunner:
         )
 
     async def _finish(self, status: Status, reason: str | None) -> ExperimentResult:
-        await self._settle()  # its own end is recorded after every session's
         progress = self.progress
         stopped = progress.stopped + (self.total - progress.finished)  # never started
         await self._store.append(

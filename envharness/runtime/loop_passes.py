@@ -59,6 +59,8 @@ def loop_passes() -> LoopPasses:
     passes = _by_loop.get(loop)
     if passes is None:
         ready = getattr(loop, "_ready", None)
-        passes = LoopPasses(ready if isinstance(ready, collections.deque) else None)
+        if not isinstance(ready, collections.deque):
+            return _UNSEEN
+        passes = LoopPasses(ready)
         _by_loop[loop] = passes
     return passes

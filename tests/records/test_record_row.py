@@ -66,3 +66,11 @@ def test_a_row_is_a_sequence_to_isinstance_and_match() -> None:
             assert (session_id, seq) == ("ses_x", 0)
         case _:
             raise AssertionError("a row matches a sequence pattern")
+
+
+def test_a_row_answers_what_a_sequence_answers() -> None:
+    row = SessionChain("ses_x").seal(Log(message="hi"))
+    assert "ses_x" in row
+    assert row.index("ses_x") == 0
+    assert row.count(None) == list(row).count(None)
+    assert list(reversed(row)) == list(row)[::-1]

@@ -15,6 +15,7 @@ from envharness import AsyncEnvironmentHarness, Scenario
 from envharness.errors import StoreError
 from envharness.fixtures import SyntheticAgent, SyntheticEnvironment, SyntheticScenarioInput
 from envharness.runtime.session import SessionRunner
+from envharness.store import read_store
 from envharness.store.journal import Journal
 
 pytestmark = pytest.mark.anyio
@@ -83,6 +84,52 @@ async def test_a_failed_last_commit_fails_the_experiment(
     )
     with pytest.raises(StoreError, match="the disk said no"):
         await harness.experiment("refused", [SCENARIO], turns=3).run()
+    [info] = await (await read_store(tmp_path)).experiments()
+    assert info.status == "stopped"  # its end recorded all the same: never left "running"
+
+
+async def test_a_stop_while_the_last_commits_are_awaited_records_the_experiment_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = threading.Event()
+    commit = Journal._commit
+
+    def gated(journal: Journal, batch: list[Any]) -> None:
+        if _holds_sessions(batch):
+            gate.wait(10)
+        commit(journal, batch)
+
+    returned = anyio.Event()
+    run = SessionRunner.run
+
+    async def noted(runner: SessionRunner) -> Any:
+        result = await run(runner)
+        returned.set()
+        return result
+
+    monkeypatch.setattr(Journal, "_commit", gated)
+    monkeypatch.setattr(SessionRunner, "run", noted)
+    harness = AsyncEnvironmentHarness(
+        tmp_path, environment=SyntheticEnvironment, agents={"a": SyntheticAgent}
+    )
+    experiment = harness.experiment("stopped while settling", [SCENARIO], turns=3)
+    results = []
+
+    async def run_it() -> None:
+        results.append(await experiment.run())
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(run_it)
+            await returned.wait()
+            await anyio.wait_all_tasks_blocked()  # only the last commit is awaited now
+            experiment.stop()
+            await anyio.wait_all_tasks_blocked()
+            gate.set()
+    [result] = results
+    assert result.status == "stopped"
+    [info] = await (await read_store(tmp_path)).experiments()
+    assert info.status == "stopped"
 
 
 async def test_a_session_that_leaves_its_commits_keeps_its_slot_for_the_next(
