@@ -27,15 +27,15 @@ def _holds_sessions(batch: list[Any]) -> bool:
     return any(row.session_id.startswith("ses_") for request in batch for row in request.rows)
 
 
-async def test_a_session_is_listed_only_once_its_last_commit_is_done(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _held_back(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, anyio.Event]:
+    """Sessions' commits wait for the returned gate (in the writer's thread: the event loop
+    goes on); the returned event is set once a session's runner has returned."""
     gate = threading.Event()
     commit = Journal._commit
 
     def gated(journal: Journal, batch: list[Any]) -> None:
         if _holds_sessions(batch):
-            gate.wait(10)  # the writer's thread: the event loop goes on
+            gate.wait(10)
         commit(journal, batch)
 
     returned = anyio.Event()
@@ -48,6 +48,13 @@ async def test_a_session_is_listed_only_once_its_last_commit_is_done(
 
     monkeypatch.setattr(Journal, "_commit", gated)
     monkeypatch.setattr(SessionRunner, "run", noted)
+    return gate, returned
+
+
+async def test_a_session_is_listed_only_once_its_last_commit_is_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate, returned = _held_back(monkeypatch)
     harness = AsyncEnvironmentHarness(
         tmp_path, environment=SyntheticEnvironment, agents={"a": SyntheticAgent}
     )
@@ -91,24 +98,7 @@ async def test_a_failed_last_commit_fails_the_experiment(
 async def test_a_stop_while_the_last_commits_are_awaited_records_the_experiment_stopped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    gate = threading.Event()
-    commit = Journal._commit
-
-    def gated(journal: Journal, batch: list[Any]) -> None:
-        if _holds_sessions(batch):
-            gate.wait(10)
-        commit(journal, batch)
-
-    returned = anyio.Event()
-    run = SessionRunner.run
-
-    async def noted(runner: SessionRunner) -> Any:
-        result = await run(runner)
-        returned.set()
-        return result
-
-    monkeypatch.setattr(Journal, "_commit", gated)
-    monkeypatch.setattr(SessionRunner, "run", noted)
+    gate, returned = _held_back(monkeypatch)
     harness = AsyncEnvironmentHarness(
         tmp_path, environment=SyntheticEnvironment, agents={"a": SyntheticAgent}
     )
