@@ -28,7 +28,7 @@ from anyio.abc import TaskGroup
 
 from envharness.contracts.budget import Spending
 from envharness.contracts.scenario import Scenario
-from envharness.errors import NotFoundError, StoreError
+from envharness.errors import NotFoundError, StoreError, collapse
 from envharness.records import (
     ExperimentConfig,
     ExperimentCreated,
@@ -271,7 +271,8 @@ class ExperimentRunner:
             # Whatever ended it, the experiment must not stay "running": it stops, resumable.
             with anyio.CancelScope(shield=True), contextlib.suppress(StoreError):
                 await self._settle_the_rest()
-                await self._finish("stopped", f"stopped by {type(exc).__name__}: {exc}")
+                cause = collapse(exc)  # the error itself, not the task group's wrapping
+                await self._finish("stopped", f"stopped by {type(cause).__name__}: {cause}")
             raise
         finally:
             self._group = None
@@ -514,20 +515,22 @@ class ExperimentRunner:
     async def _finish(self, status: Status, reason: str | None) -> ExperimentResult:
         progress = self.progress
         stopped = progress.stopped + (self.total - progress.finished)  # never started
-        await self._store.append(
-            [
-                self._chain.seal(
-                    ExperimentStatus(
-                        status=status,
-                        total=self.total,
-                        completed=progress.completed,
-                        failed=progress.failed,
-                        stopped=stopped,
-                        reason=reason,
-                    )
-                )
-            ]
+        row = self._chain.seal(
+            ExperimentStatus(
+                status=status,
+                total=self.total,
+                completed=progress.completed,
+                failed=progress.failed,
+                stopped=stopped,
+                reason=reason,
+            )
         )
+        try:
+            pending = await self._store.submit([row])
+        except BaseException:  # nothing handed over: the next end takes this row's place
+            self._chain = SessionChain(self.id, next_seq=row.seq, prev=row.prev)
+            raise
+        await pending.committed()
         ordered = sorted(self._sessions, key=lambda s: (self._order(s.scenario_id), s.trial))
         self.result = ExperimentResult(
             id=self.id,

@@ -62,5 +62,8 @@ def loop_passes() -> LoopPasses:
         if not isinstance(ready, collections.deque):
             return _UNSEEN
         passes = LoopPasses(ready)
-        _by_loop[loop] = passes
+        try:
+            _by_loop[loop] = passes
+        except TypeError:  # a loop that cannot be weakly referenced: not kept, nor shared
+            return _UNSEEN
     return passes

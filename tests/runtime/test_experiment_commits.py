@@ -93,6 +93,7 @@ async def test_a_failed_last_commit_fails_the_experiment(
         await harness.experiment("refused", [SCENARIO], turns=3).run()
     [info] = await (await read_store(tmp_path)).experiments()
     assert info.status == "stopped"  # its end recorded all the same: never left "running"
+    assert info.reason == "stopped by StoreError: the disk said no"
 
 
 async def test_a_stop_while_the_last_commits_are_awaited_records_the_experiment_stopped(
@@ -118,8 +119,10 @@ async def test_a_stop_while_the_last_commits_are_awaited_records_the_experiment_
             gate.set()
     [result] = results
     assert result.status == "stopped"
-    [info] = await (await read_store(tmp_path)).experiments()
+    store = await read_store(tmp_path)
+    [info] = await store.experiments()
     assert info.status == "stopped"
+    assert (await store.verify()).ok  # no position left empty by an end never handed over
 
 
 async def test_a_session_that_leaves_its_commits_keeps_its_slot_for_the_next(
