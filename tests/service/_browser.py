@@ -28,7 +28,14 @@ import pytest
 from envharness.service.link_codes import issue_stored_code
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, ConsoleMessage, Page, Request, Response
+    from playwright.sync_api import (
+        APIResponse,
+        Browser,
+        ConsoleMessage,
+        Page,
+        Request,
+        Response,
+    )
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -332,12 +339,26 @@ def newest_record(page: Page) -> int:
     return int(newest)
 
 
+def api_get(viewer: Viewer, path: str) -> APIResponse:
+    """GET ``path`` with the browser's own sign-in, as a browser would: a request sent on a
+    kept-alive connection the server closed meanwhile (uvicorn closes one idle for 5 s) is sent
+    once more on a new one; Playwright's request API does not retry (read ECONNRESET)."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    try:
+        return viewer.page.request.get(viewer.base + path)
+    except PlaywrightError as exc:
+        if "ECONNRESET" not in str(exc):
+            raise
+        return viewer.page.request.get(viewer.base + path)
+
+
 def _running_session_id(viewer: Viewer, writer: Writer, scenario: str | None) -> str:
     """Asked through the API with the browser's own sign-in."""
     deadline = time.monotonic() + 30  # a hang, not a measure
     while time.monotonic() < deadline:
         assert writer.process.poll() is None, writer.log.read_text()
-        answer = viewer.page.request.get(f"{viewer.base}/api/sessions?status=running")
+        answer = api_get(viewer, "/api/sessions?status=running")
         assert answer.ok, answer.status
         running = [
             found

@@ -50,6 +50,7 @@ from tests.service._browser import (
     Served,
     Viewer,
     Watch,
+    api_get,
     envharness,
     fresh_tab,
     launched_browser,
@@ -574,7 +575,7 @@ def _artifact_previews_as_the_server_draws_them(viewer: Viewer, session_id: str)
         href = item.locator("a.artifact-link").get_attribute("href")
         assert href is not None, name
         assert href.startswith(f"/api/sessions/{session_id}/records/"), href
-        answer = page.request.get(viewer.base + href)  # what Open fetches, with this sign-in
+        answer = api_get(viewer, href)  # what Open fetches, with this sign-in
         assert answer.ok, (name, answer.status)
         assert answer.headers["content-disposition"].startswith(disposition), name
     viewer.watch.check("artifact links")
