@@ -134,11 +134,7 @@ class SessionRecorder:
         while self._in_flight and self._in_flight[0].done:  # learn of a failure at once
             await self._in_flight.popleft().committed()
         if durable:
-            # settle(), inline: a session's last flush waits here for its commit, and a nested
-            # coroutine would be one more object alive across collections while it waits.
-            while self._in_flight:
-                await self._in_flight[0].committed()
-                self._in_flight.popleft()
+            await self.settle()
         elif len(self._in_flight) > IN_FLIGHT:
             await self._in_flight.popleft().committed()
 

@@ -27,6 +27,12 @@ def _holds_sessions(batch: list[Any]) -> bool:
     return any(row.session_id.startswith("ses_") for request in batch for row in request.rows)
 
 
+def _harness(store: Path) -> AsyncEnvironmentHarness:
+    return AsyncEnvironmentHarness(
+        store, environment=SyntheticEnvironment, agents={"a": SyntheticAgent}
+    )
+
+
 def _held_back(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, anyio.Event]:
     """Sessions' commits wait for the returned gate (in the writer's thread: the event loop
     goes on); the returned event is set once a session's runner has returned."""
@@ -55,9 +61,7 @@ async def test_a_session_is_listed_only_once_its_last_commit_is_done(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     gate, returned = _held_back(monkeypatch)
-    harness = AsyncEnvironmentHarness(
-        tmp_path, environment=SyntheticEnvironment, agents={"a": SyntheticAgent}
-    )
+    harness = _harness(tmp_path)
     experiment = harness.experiment("gated", [SCENARIO], turns=3)
     results = []
 
@@ -86,9 +90,7 @@ async def test_a_failed_last_commit_fails_the_experiment(
         transaction(journal, batch)
 
     monkeypatch.setattr(Journal, "_transaction", refused)
-    harness = AsyncEnvironmentHarness(
-        tmp_path, environment=SyntheticEnvironment, agents={"a": SyntheticAgent}
-    )
+    harness = _harness(tmp_path)
     with pytest.raises(StoreError, match="the disk said no"):
         await harness.experiment("refused", [SCENARIO], turns=3).run()
     [info] = await (await read_store(tmp_path)).experiments()
@@ -100,9 +102,7 @@ async def test_a_stop_while_the_last_commits_are_awaited_records_the_experiment_
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     gate, returned = _held_back(monkeypatch)
-    harness = AsyncEnvironmentHarness(
-        tmp_path, environment=SyntheticEnvironment, agents={"a": SyntheticAgent}
-    )
+    harness = _harness(tmp_path)
     experiment = harness.experiment("stopped while settling", [SCENARIO], turns=3)
     results = []
 
@@ -136,9 +136,7 @@ async def test_a_session_that_leaves_its_commits_keeps_its_slot_for_the_next(
         return await run(runner)
 
     monkeypatch.setattr(SessionRunner, "run", noted)
-    harness = AsyncEnvironmentHarness(
-        tmp_path, environment=SyntheticEnvironment, agents={"a": SyntheticAgent}
-    )
+    harness = _harness(tmp_path)
     scenarios = [
         Scenario(id=f"s{i}", input=SyntheticScenarioInput(starting_total=i)) for i in range(12)
     ]

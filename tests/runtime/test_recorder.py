@@ -4,6 +4,7 @@ boundary either way."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,14 +52,14 @@ async def test_a_long_fast_session_nobody_watches_still_lets_other_tasks_run(
     assert during >= 3  # the other task ran while the turns were played, not only after
 
 
-class CancellingAgent(SyntheticAgent):
-    """Cancels the caller's scope while choosing its second action: from inside the session."""
+class TurnTwoAgent(SyntheticAgent):
+    """Calls ``at_turn_two`` while choosing its second action: from inside the session."""
 
-    scope: anyio.CancelScope
+    at_turn_two: Callable[[], None]
 
     def act(self, observation: Any) -> SyntheticAction:
         if observation.turn == 1:  # the state before turn 2
-            self.scope.cancel()
+            self.at_turn_two()
         return super().act(observation)
 
 
@@ -66,9 +67,9 @@ async def test_a_cancellation_from_inside_a_turn_is_heard_at_the_next_boundary(
     tmp_path: Path,
 ) -> None:
     scope = anyio.CancelScope()
-    CancellingAgent.scope = scope
+    TurnTwoAgent.at_turn_two = scope.cancel
     harness = AsyncEnvironmentHarness(
-        tmp_path, environment=SyntheticEnvironment, agents={"a": CancellingAgent}
+        tmp_path, environment=SyntheticEnvironment, agents={"a": TurnTwoAgent}
     )
     async with harness:
         with scope:
@@ -78,26 +79,16 @@ async def test_a_cancellation_from_inside_a_turn_is_heard_at_the_next_boundary(
     assert (info.status, info.turns_completed) == ("stopped", 2)
 
 
-class TellingAgent(SyntheticAgent):
-    """Wakes whoever waits on ``heard`` while choosing its second action."""
-
-    heard: anyio.Event
-
-    def act(self, observation: Any) -> SyntheticAction:
-        if observation.turn == 1:  # the state before turn 2
-            self.heard.set()
-        return super().act(observation)
-
-
 async def test_a_task_an_agent_wakes_runs_before_the_next_turn(tmp_path: Path) -> None:
-    TellingAgent.heard = anyio.Event()
+    heard = anyio.Event()
+    TurnTwoAgent.at_turn_two = heard.set
     harness = AsyncEnvironmentHarness(
-        tmp_path, environment=SyntheticEnvironment, agents={"a": TellingAgent}
+        tmp_path, environment=SyntheticEnvironment, agents={"a": TurnTwoAgent}
     )
     scope = anyio.CancelScope()
 
     async def stop_after_turn_2() -> None:
-        await TellingAgent.heard.wait()
+        await heard.wait()
         scope.cancel()
 
     async with harness:
